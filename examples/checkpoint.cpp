@@ -1,0 +1,208 @@
+// The checkpoint example: every rank fills its buffer with a pattern that
+// depends on its rank and the version, hands it to iofwd with io_write, and
+// "computes" (refills) while the daemon flushes. Rank 0 prints a summary.
+//
+//   mpiexec -n 4 ./checkpoint [--size 64M] [--versions 3] [--store DIR] [--poll]
+//   then: ./verify --store DIR --job checkpoint
+#include <mpi.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "io.h"
+#include "pattern.hpp"
+
+namespace {
+
+struct args {
+    std::uint64_t size = 64ull << 20;
+    unsigned versions = 3;
+    bool blocking = true;
+};
+
+bool parse_size(const char* s, std::uint64_t& out)
+{
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(s, &end, 10);
+    if (end == s)
+        return false;
+    switch (*end) {
+    case 'K': case 'k': v <<= 10; ++end; break;
+    case 'M': case 'm': v <<= 20; ++end; break;
+    case 'G': case 'g': v <<= 30; ++end; break;
+    default: break;
+    }
+    if (*end == 'i')
+        ++end;
+    if (*end == 'B')
+        ++end;
+    out = v;
+    return *end == '\0' && v > 0;
+}
+
+void usage(int rank)
+{
+    if (rank == 0)
+        std::fputs("usage: checkpoint [--size BYTES(K/M/G)] [--versions N] [--store DIR] [--poll]\n"
+                   "  Writes N versions of a BYTES buffer per rank through iofwd.\n"
+                   "  The job name in the store is IOFWD_JOB (default: checkpoint).\n",
+                   stderr);
+}
+
+double now()
+{
+    return MPI_Wtime();
+}
+
+double median(std::vector<double> v)
+{
+    if (v.empty())
+        return 0;
+    std::sort(v.begin(), v.end());
+    const auto n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::string human(double bytes)
+{
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 4) {
+        bytes /= 1024;
+        ++u;
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.4g %s", bytes, units[u]);
+    return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    MPI_Init(&argc, &argv);
+    int world_rank = 0, world_size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+
+    args a;
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view arg = argv[i];
+        if (arg == "--size" && i + 1 < argc && parse_size(argv[i + 1], a.size)) {
+            ++i;
+        } else if (arg == "--versions" && i + 1 < argc && std::atoi(argv[i + 1]) > 0) {
+            a.versions = static_cast<unsigned>(std::atoi(argv[++i]));
+        } else if (arg == "--store" && i + 1 < argc) {
+            setenv("IOFWD_STORE", argv[++i], 1);
+        } else if (arg == "--poll") {
+            a.blocking = false;
+        } else {
+            usage(world_rank);
+            MPI_Finalize();
+            return arg == "--help" ? 0 : 2;
+        }
+    }
+    if (!std::getenv("IOFWD_JOB"))
+        setenv("IOFWD_JOB", "checkpoint", 1);
+
+    // iofwd wants the rank among the ranks of this node.
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node);
+    int local_rank = 0, local_size = 1;
+    MPI_Comm_rank(node, &local_rank);
+    MPI_Comm_size(node, &local_size);
+
+    void* mem = nullptr;
+    if (posix_memalign(&mem, 4096, a.size) != 0) {
+        std::fprintf(stderr, "rank %d: cannot allocate %s\n", world_rank, human(a.size).c_str());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    auto* buffer = static_cast<std::byte*>(mem);
+
+    const double t_init = now();
+    int rc = io_init(buffer, a.size, static_cast<std::uint32_t>(local_rank),
+                     static_cast<std::uint32_t>(local_size), nullptr, a.blocking ? 1 : 0);
+    if (rc != 0) {
+        std::fprintf(stderr, "rank %d: io_init failed: %s\n  %s\n", world_rank, io_strerror(rc),
+                     io_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    const double init_s = now() - t_init;
+    const std::string node_name = io_node_name();
+
+    std::vector<double> blocked;
+    std::uint64_t first_version = 0, last_version = 0;
+    double t_first = 0;
+    for (unsigned k = 0; k < a.versions; ++k) {
+        // The pattern depends on the version this write will create.
+        std::uint64_t next = 0;
+        io_next_version(&next);
+        example::fill_pattern(buffer, a.size, example::pattern_seed(node_name, local_rank, next));
+        const double t0 = now();
+        if (k == 0)
+            t_first = t0;
+        std::uint64_t version = 0;
+        rc = io_write_version(a.size, &version);
+        const double t1 = now();
+        if (rc != 0) {
+            std::fprintf(stderr, "rank %d: io_write failed: %s\n  %s\n", world_rank,
+                         io_strerror(rc), io_last_error());
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        blocked.push_back(t1 - t0);
+        if (!first_version)
+            first_version = version;
+        last_version = version;
+    }
+    const double t_fin = now();
+    rc = io_finalize();
+    const double t_end = now();
+    if (rc != 0) {
+        std::fprintf(stderr, "rank %d: io_finalize failed: %s\n  %s\n", world_rank,
+                     io_strerror(rc), io_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+
+    // Gather the figures on rank 0.
+    const double my_median = median(blocked);
+    const double my_max = *std::max_element(blocked.begin(), blocked.end());
+    const double my_durable = t_end - t_first;
+    const double my_fin = t_end - t_fin;
+    double med_max = 0, max_max = 0, durable_max = 0, fin_max = 0, init_max = 0;
+    MPI_Reduce(&my_median, &med_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&my_max, &max_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&my_durable, &durable_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&my_fin, &fin_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&init_s, &init_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    if (world_rank == 0) {
+        const double total = static_cast<double>(a.size) * a.versions * world_size;
+        std::printf("iofwd checkpoint example\n");
+        std::printf("  ranks              %d (%d on node %s), %s each, %s\n", world_size,
+                    local_size, node_name.c_str(), human(static_cast<double>(a.size)).c_str(),
+                    a.blocking ? "blocking waits" : "busy-polling");
+        std::printf("  transport          %s\n", io_provider_name());
+        std::printf("  data               %s in %u versions (v%llu..v%llu)\n",
+                    human(total).c_str(), a.versions,
+                    static_cast<unsigned long long>(first_version),
+                    static_cast<unsigned long long>(last_version));
+        std::printf("  io_init            %.3f s (daemon launch or attach)\n", init_max);
+        std::printf("  blocked in write   median %.2f ms, max %.2f ms per call (%.2f GB/s per rank)\n",
+                    med_max * 1e3, max_max * 1e3,
+                    med_max > 0 ? static_cast<double>(a.size) / med_max / 1e9 : 0.0);
+        std::printf("  until durable      %.3f s from the first write (io_finalize waited %.3f s)\n",
+                    durable_max, fin_max);
+        std::printf("  store              %s\n", io_store_location());
+        std::fflush(stdout);
+    }
+    MPI_Comm_free(&node);
+    std::free(mem);
+    MPI_Finalize();
+    return 0;
+}

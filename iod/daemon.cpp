@@ -1,0 +1,420 @@
+#include "daemon.hpp"
+
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <fmt/format.h>
+
+#include "errors.hpp"
+#include "format.hpp"
+#include "log.hpp"
+#include "session.hpp"
+
+namespace asio = boost::asio;
+
+namespace iofwd::iod {
+
+daemon::daemon(asio::io_context& loop, options opts)
+    : loop_(loop), opts_(std::move(opts)), signals_(loop, SIGTERM, SIGINT), idle_timer_(loop)
+{
+}
+
+daemon::~daemon()
+{
+    sessions_.clear();
+    if (efd_)
+        efd_->release();  // UCX owns the event fd
+}
+
+std::error_code daemon::take_lock(std::string& why)
+{
+    if (opts_.lock_fd >= 0) {
+        // The launching rank took the lock and handed us the descriptor: the
+        // lock is ours from now on, and goes with this process.
+        lock_.reset(opts_.lock_fd);
+        if (::flock(lock_.get(), LOCK_EX | LOCK_NB) != 0) {
+            const auto ec = last_system_error();
+            why = fmt::format("--lock-fd {} does not hold the lock of session {}: {}",
+                              opts_.lock_fd, paths_.session, ec.message());
+            return ec;
+        }
+        ::fcntl(lock_.get(), F_SETFD, FD_CLOEXEC);
+        return {};
+    }
+    lock_.reset(::open(paths_.lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+    if (!lock_) {
+        const auto ec = last_system_error();
+        why = fmt::format("cannot open lock file {}: {}", paths_.lock, ec.message());
+        return ec;
+    }
+    if (::flock(lock_.get(), LOCK_EX | LOCK_NB) != 0) {
+        const auto ec = last_system_error();
+        why = errno == EWOULDBLOCK
+                  ? fmt::format("another iod already serves session {} (lock {} is held)",
+                                paths_.session, paths_.lock)
+                  : fmt::format("cannot lock {}: {}", paths_.lock, ec.message());
+        return errno == EWOULDBLOCK ? make_error_code(errc::rank_in_use) : ec;
+    }
+    return {};
+}
+
+std::error_code daemon::listen(std::string& why)
+{
+    // We hold the session lock, so a socket file here is a dead daemon's.
+    ::unlink(paths_.socket.c_str());
+    boost::system::error_code ec;
+    acceptor_.emplace(loop_);
+    asio::local::stream_protocol::endpoint ep(paths_.socket);
+    acceptor_->open(ep.protocol(), ec);
+    if (!ec)
+        acceptor_->bind(ep, ec);
+    if (!ec && ::chmod(paths_.socket.c_str(), 0600) != 0)
+        ec.assign(errno, boost::system::system_category());
+    if (!ec)
+        acceptor_->listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+        why = fmt::format("cannot listen on {}: {}", paths_.socket, ec.message());
+        return ec;
+    }
+    return {};
+}
+
+std::error_code daemon::start(std::string& why)
+{
+    if (!opts_.runtime_dir.empty())
+        ::setenv("IOFWD_RUNTIME_DIR", opts_.runtime_dir.c_str(), 1);
+    std::string dir;
+    if (auto ec = prepare_runtime_dir(dir, why))
+        return ec;
+    paths_ = paths_for(dir, opts_.session);
+    if (auto ec = take_lock(why))
+        return ec;
+    if (auto ec = store::open(opts_.store, store_, why))
+        return ec;
+
+    if (!opts_.transports.empty())
+        ::setenv("UCX_TLS", opts_.transports.c_str(), 1);
+    if (!opts_.net_devices.empty())
+        ::setenv("UCX_NET_DEVICES", opts_.net_devices.c_str(), 1);
+    if (!opts_.port_range.empty())
+        ::setenv("UCX_TCP_PORT_RANGE", opts_.port_range.c_str(), 1);
+    if (auto ec = ucx::context::create(UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
+                                       "iod", context_)) {
+        why = fmt::format("UCX initialisation failed: {}", ec.message());
+        return ec;
+    }
+    if (auto ec = ucx::worker::create(context_, worker_)) {
+        why = fmt::format("UCX worker creation failed: {}", ec.message());
+        return ec;
+    }
+    int fd = -1;
+    if (auto ec = worker_.event_fd(fd)) {
+        why = fmt::format("UCX gives no event fd: {}", ec.message());
+        return ec;
+    }
+    efd_.emplace(loop_, fd);
+    if (auto ec = staging_.init(context_, opts_.staging_bytes, opts_.chunk_bytes)) {
+        why = fmt::format("cannot set up {} of staging memory: {}",
+                          human_bytes(opts_.staging_bytes), ec.message());
+        return ec;
+    }
+    flusher_ = std::make_unique<flusher>(loop_, opts_.flush_threads);
+    if (auto ec = listen(why))
+        return ec;
+
+    signals_.async_wait([this](boost::system::error_code ec, int signo) {
+        if (!ec)
+            on_signal(signo);
+    });
+    pump();
+    wait_events();
+    accept_next();
+    arm_idle_timer();
+
+    log_info("ready: session {} socket {} store {} staging {} ({} slots of {}) flush threads {}{}",
+             paths_.session, paths_.socket, store_->describe(), human_bytes(staging_.total()),
+             staging_.total() / staging_.slot_size(), human_bytes(staging_.slot_size()),
+             opts_.flush_threads, opts_.auto_exit ? " auto-exit" : "");
+    if (opts_.ready_fd >= 0) {
+        static constexpr char ready[] = "ready\n";
+        [[maybe_unused]] auto n = ::write(opts_.ready_fd, ready, sizeof ready - 1);
+        ::close(opts_.ready_fd);
+        opts_.ready_fd = -1;
+    }
+    return {};
+}
+
+void daemon::accept_next()
+{
+    acceptor_->async_accept([this](boost::system::error_code ec,
+                                   asio::local::stream_protocol::socket sock) {
+        if (ec) {
+            if (ec != asio::error::operation_aborted)
+                log_error("accept failed: {}", ec.message());
+            if (!stopped_ && ec != asio::error::operation_aborted)
+                accept_next();
+            return;
+        }
+        ucred cred{};
+        socklen_t len = sizeof cred;
+        if (::getsockopt(sock.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+            cred.uid != ::geteuid()) {
+            // A process of another user: the runtime directory's mode should
+            // have stopped it; refuse it here too.
+            log_warn("refused connection from uid {} pid {}: not the job's user (uid {})",
+                     cred.uid, cred.pid, ::geteuid());
+            const auto bytes = proto::encode(proto::error_msg::from(
+                errc::permission_denied,
+                fmt::format("iod serves uid {} only; you are uid {}", ::geteuid(), cred.uid)));
+            boost::system::error_code ignored;
+            asio::write(sock, asio::buffer(bytes), ignored);
+            sock.close(ignored);
+        } else if (shutting_down_) {
+            boost::system::error_code ignored;
+            sock.close(ignored);
+        } else {
+            const auto id = next_session_id_++;
+            auto s = std::make_shared<session>(*this, std::move(sock), id, cred.pid);
+            sessions_.emplace(id, s);
+            idle_timer_.cancel();
+            s->start();
+        }
+        if (!stopped_)
+            accept_next();
+    });
+}
+
+void daemon::pump()
+{
+    for (;;) {
+        worker_.drain();
+        const ucs_status_t st = worker_.arm();
+        if (st == UCS_OK)
+            return;
+        if (st != UCS_ERR_BUSY) {
+            log_error("ucp_worker_arm failed: {}", ucs_status_string(st));
+            return;
+        }
+    }
+}
+
+void daemon::wait_events()
+{
+    efd_->async_wait(asio::posix::stream_descriptor::wait_read,
+                     [this](boost::system::error_code ec) {
+                         if (ec || stopped_)
+                             return;
+                         pump();
+                         wait_events();
+                     });
+}
+
+void daemon::kick()
+{
+    if (kick_pending_)
+        return;
+    kick_pending_ = true;
+    asio::post(loop_, [this] {
+        kick_pending_ = false;
+        if (!stopped_)
+            pump();
+    });
+}
+
+bool daemon::job_over() const
+{
+    if (job_.empty())
+        return false;
+    for (auto s : ranks_state_)
+        if (s != rank_state::ended)
+            return false;
+    return true;
+}
+
+std::error_code daemon::admit(session&, const proto::connect_msg& m, std::uint64_t& first_version,
+                              std::string& why)
+{
+    if (shutting_down_) {
+        why = "the daemon is shutting down";
+        return errc::shutting_down;
+    }
+    if (job_.empty() || (job_over() && sessions_.size() <= 1 && !manifests_pending_)) {
+        // First rank of a job: find where its versions continue in the store.
+        std::uint64_t last = 0;
+        std::vector<std::string> names;
+        if (auto ec = store_->list(m.job + "/", names); ec && ec != errc::not_found) {
+            why = fmt::format("cannot list job {} in {}: {}", m.job, store_->describe(),
+                              ec.message());
+            return ec;
+        }
+        for (const auto& n : names)
+            if (auto v = store::parse_version_dir(n))
+                last = std::max(last, *v);
+        job_ = m.job;
+        ranks_ = m.ranks;
+        ranks_state_.assign(ranks_, rank_state::absent);
+        versions_.clear();
+        first_version_ = last + 1;
+    } else if (m.job != job_) {
+        why = fmt::format("this daemon serves job '{}' on session {}; rank {} asked for job '{}' "
+                          "(give each job its own IOFWD_SESSION)",
+                          job_, paths_.session, m.rank, m.job);
+        return errc::invalid_argument;
+    } else if (m.ranks != ranks_) {
+        why = fmt::format("rank {} says the node has {} ranks, earlier ranks said {}", m.rank,
+                          m.ranks, ranks_);
+        return errc::rank_mismatch;
+    }
+    if (ranks_state_[m.rank] != rank_state::absent) {
+        why = fmt::format("node-local rank {} of job {} is already {}", m.rank, job_,
+                          ranks_state_[m.rank] == rank_state::connected ? "connected"
+                                                                        : "finished");
+        return errc::rank_in_use;
+    }
+    ranks_state_[m.rank] = rank_state::connected;
+    first_version = first_version_;
+    return {};
+}
+
+void daemon::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_t version,
+                          std::uint32_t rank, const store::manifest_entry& entry)
+{
+    auto& pv = versions_[version];
+    if (pv.entries.empty())
+        pv.entries.resize(ranks);
+    if (rank >= pv.entries.size() || pv.entries[rank])
+        return;
+    pv.entries[rank] = entry;
+    if (++pv.count < ranks)
+        return;
+
+    store::manifest m{job, opts_.node, version, ranks, {}};
+    for (const auto& e : pv.entries)
+        m.entries.push_back(*e);
+    versions_.erase(version);
+    const std::string name = store::manifest_object(job, version, opts_.node);
+    auto text = std::make_shared<std::string>(store::format_manifest(m));
+    ++manifests_pending_;
+    store::backend* st = store_.get();
+    flusher_->submit(
+        [st, name, text] { return st->put(name, std::as_bytes(std::span(*text))); },
+        [this, name, version](std::error_code ec) {
+            --manifests_pending_;
+            if (ec) {
+                log_error("version {} of node {} incomplete: writing manifest {} failed: {}",
+                          version, opts_.node, name, ec.message());
+                if (!manifest_error_)
+                    manifest_error_ = ec;
+                ++lost_versions_;
+            } else {
+                log_info("version {} of node {} complete ({} ranks): {}", version, opts_.node,
+                         ranks_, name);
+            }
+            for (auto& [id, s] : sessions_)
+                s->maybe_finish();
+            check_exit();
+        });
+}
+
+void daemon::version_failed(std::error_code ec)
+{
+    if (ec != errc::peer_gone)
+        ++lost_versions_;
+}
+
+void daemon::session_ended(session& s, bool)
+{
+    if (s.admitted() && s.rank() < ranks_state_.size())
+        ranks_state_[s.rank()] = rank_state::ended;
+    boost::asio::post(loop_, [this] { check_exit(); });
+}
+
+void daemon::check_exit()
+{
+    if (stopped_)
+        return;
+    for (auto it = sessions_.begin(); it != sessions_.end();)
+        it = it->second->done() ? sessions_.erase(it) : std::next(it);
+    const bool idle = sessions_.empty() && manifests_pending_ == 0;
+    if (shutting_down_) {
+        bool busy = manifests_pending_ > 0;
+        for (auto& [id, s] : sessions_)
+            busy = busy || s->busy();
+        if (!busy)
+            for (auto& [id, s] : std::map(sessions_))
+                s->shut_down();
+        if (idle)
+            stop();
+        return;
+    }
+    if (opts_.auto_exit && job_over() && idle) {
+        log_info("job {}: all {} ranks done, everything durable; exiting", job_, ranks_);
+        stop();
+        return;
+    }
+    if (sessions_.empty())
+        arm_idle_timer();
+}
+
+void daemon::arm_idle_timer()
+{
+    if (!opts_.auto_exit || opts_.idle_timeout <= 0)
+        return;
+    idle_timer_.expires_after(std::chrono::milliseconds(
+        static_cast<std::int64_t>(opts_.idle_timeout * 1000)));
+    idle_timer_.async_wait([this](boost::system::error_code ec) {
+        if (ec || stopped_ || !sessions_.empty() || manifests_pending_)
+            return;
+        log_warn("no rank connected for {} s; exiting (job {}, {} of {} ranks finished)",
+                 opts_.idle_timeout, job_.empty() ? "none" : job_,
+                 std::count(ranks_state_.begin(), ranks_state_.end(), rank_state::ended), ranks_);
+        stop();
+    });
+}
+
+void daemon::on_signal(int signo)
+{
+    if (shutting_down_) {
+        log_warn("second signal {}: exiting now; data not yet durable is lost", signo);
+        std::_Exit(1);
+    }
+    log_info("signal {}: finishing what is in flight, then exiting (send again to abort)", signo);
+    shutting_down_ = true;
+    boost::system::error_code ignored;
+    if (acceptor_)
+        acceptor_->close(ignored);
+    signals_.async_wait([this](boost::system::error_code ec, int s) {
+        if (!ec)
+            on_signal(s);
+    });
+    check_exit();
+}
+
+void daemon::stop()
+{
+    if (stopped_)
+        return;
+    stopped_ = true;
+    // Unlink first: a rank arriving from now on launches a new daemon.
+    ::unlink(paths_.socket.c_str());
+    boost::system::error_code ignored;
+    if (acceptor_)
+        acceptor_->close(ignored);
+    idle_timer_.cancel();
+    signals_.cancel(ignored);
+    if (efd_)
+        efd_->cancel(ignored);
+    log_info("exit status {}", exit_status());
+    loop_.stop();
+}
+
+}  // namespace iofwd::iod

@@ -1,0 +1,115 @@
+#pragma once
+// The daemon: one Asio event loop that accepts ranks on a Unix socket, drives
+// UCX from its event fd (asleep when idle, never spinning), and keeps the
+// job's bookkeeping: which ranks are connected, which versions of the node
+// are complete (their manifest written), and when to exit.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <utility>  // before Asio (Boost 1.74 needs it)
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "fd.hpp"
+#include "flusher.hpp"
+#include "layout.hpp"
+#include "options.hpp"
+#include "protocol.hpp"
+#include "rendezvous.hpp"
+#include "staging.hpp"
+#include "store/backend.hpp"
+#include "ucx.hpp"
+
+namespace iofwd::iod {
+
+class session;
+
+class daemon final {
+public:
+    daemon(boost::asio::io_context& loop, options opts);
+    daemon(const daemon&) = delete;
+    daemon& operator=(const daemon&) = delete;
+    ~daemon();
+
+    // Takes the session lock, opens the store, sets up UCX and the staging
+    // memory, and listens. On failure `why` says what and what to do.
+    std::error_code start(std::string& why);
+    // 0: everything accepted is durable; 1: some version was lost.
+    int exit_status() const noexcept { return lost_versions_ ? 1 : 0; }
+
+    // For sessions and transfers.
+    const options& opts() const noexcept { return opts_; }
+    ucx::worker& worker() noexcept { return worker_; }
+    staging& stage() noexcept { return staging_; }
+    flusher& flush() noexcept { return *flusher_; }
+    store::backend& store() noexcept { return *store_; }
+    // Progresses UCX soon: after posting an operation.
+    void kick();
+
+    std::error_code admit(session& s, const proto::connect_msg& m, std::uint64_t& first_version,
+                          std::string& why);
+    void rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_t version,
+                      std::uint32_t rank, const store::manifest_entry& entry);
+    void version_failed(std::error_code ec);
+    bool manifests_pending() const noexcept { return manifests_pending_ > 0; }
+    std::error_code manifest_error() const noexcept { return manifest_error_; }
+    bool shutting_down() const noexcept { return shutting_down_; }
+    void session_ended(session& s, bool clean);
+    void check_exit();
+
+private:
+    enum class rank_state { absent, connected, ended };
+    struct pending_version {
+        std::vector<std::optional<store::manifest_entry>> entries;
+        std::uint32_t count = 0;
+    };
+
+    std::error_code take_lock(std::string& why);
+    std::error_code listen(std::string& why);
+    void accept_next();
+    void pump();
+    void wait_events();
+    void on_signal(int signo);
+    void arm_idle_timer();
+    void stop();
+    bool job_over() const;
+
+    boost::asio::io_context& loop_;
+    options opts_;
+    runtime_paths paths_;
+    unique_fd lock_;
+    std::unique_ptr<store::backend> store_;
+    ucx::context context_;
+    ucx::worker worker_;
+    std::optional<boost::asio::posix::stream_descriptor> efd_;
+    staging staging_;
+    std::unique_ptr<flusher> flusher_;
+    std::optional<boost::asio::local::stream_protocol::acceptor> acceptor_;
+    boost::asio::signal_set signals_;
+    boost::asio::steady_timer idle_timer_;
+    std::map<std::uint64_t, std::shared_ptr<session>> sessions_;
+    std::uint64_t next_session_id_ = 1;
+
+    std::string job_;
+    std::uint32_t ranks_ = 0;
+    std::vector<rank_state> ranks_state_;
+    std::uint64_t first_version_ = 1;
+    std::map<std::uint64_t, pending_version> versions_;
+    unsigned manifests_pending_ = 0;
+    std::error_code manifest_error_;
+    std::uint64_t lost_versions_ = 0;
+
+    bool kick_pending_ = false;
+    bool shutting_down_ = false;
+    bool stopped_ = false;
+};
+
+}  // namespace iofwd::iod

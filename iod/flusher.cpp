@@ -1,0 +1,58 @@
+#include "flusher.hpp"
+
+#include <boost/asio/post.hpp>
+
+namespace iofwd::iod {
+
+flusher::flusher(boost::asio::io_context& loop, unsigned threads) : loop_(loop)
+{
+    if (threads == 0)
+        threads = 1;
+    for (unsigned i = 0; i < threads; ++i)
+        threads_.emplace_back([this] { run(); });
+}
+
+flusher::~flusher()
+{
+    {
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_)
+        t.join();
+}
+
+void flusher::submit(work w, done d)
+{
+    {
+        std::lock_guard lock(mutex_);
+        jobs_.emplace_back(std::move(w), std::move(d));
+    }
+    cv_.notify_one();
+}
+
+std::size_t flusher::queued() const
+{
+    std::lock_guard lock(mutex_);
+    return jobs_.size();
+}
+
+void flusher::run()
+{
+    for (;;) {
+        std::pair<work, done> job;
+        {
+            std::unique_lock lock(mutex_);
+            cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+            if (jobs_.empty())
+                return;
+            job = std::move(jobs_.front());
+            jobs_.pop_front();
+        }
+        const std::error_code ec = job.first();
+        boost::asio::post(loop_, [d = std::move(job.second), ec] { d(ec); });
+    }
+}
+
+}  // namespace iofwd::iod

@@ -1,0 +1,31 @@
+#pragma once
+// The daemon's log: one line per event, with a timestamp and the pid, to
+// stderr or a file. Thread-safe (flusher threads log too).
+#include <string_view>
+
+#include <fmt/format.h>
+
+namespace iofwd::iod {
+
+enum class level { info, warn, error };
+
+void log_open(const char* path);  // nullptr: stderr
+void log_line(level lv, std::string_view text);
+
+template <typename... Args>
+void log_info(fmt::format_string<Args...> f, Args&&... args)
+{
+    log_line(level::info, fmt::format(f, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void log_warn(fmt::format_string<Args...> f, Args&&... args)
+{
+    log_line(level::warn, fmt::format(f, std::forward<Args>(args)...));
+}
+template <typename... Args>
+void log_error(fmt::format_string<Args...> f, Args&&... args)
+{
+    log_line(level::error, fmt::format(f, std::forward<Args>(args)...));
+}
+
+}  // namespace iofwd::iod

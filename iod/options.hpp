@@ -1,0 +1,34 @@
+#pragma once
+// iod's configuration: defaults, then IOFWD_* environment variables, then the
+// command line. `iod --help` prints the table in options.cpp.
+#include <cstdint>
+#include <string>
+#include <system_error>
+
+namespace iofwd::iod {
+
+struct options {
+    std::string store = "iofwd-store";
+    std::string node;          // default: IOFWD_NODE or the short host name
+    std::string session;       // default: IOFWD_SESSION or the node name
+    std::string runtime_dir;   // default: see rendezvous.hpp
+    std::uint64_t staging_bytes = 256ull << 20;
+    std::uint64_t chunk_bytes = 16ull << 20;
+    unsigned flush_threads = 2;
+    bool auto_exit = false;
+    double idle_timeout = -1;  // seconds; <0: 300 with --auto-exit, else never
+    std::string log;           // empty: stderr
+    std::string transports;    // UCX_TLS for the daemon's UCX
+    std::string net_devices;   // UCX_NET_DEVICES
+    std::string port_range;    // UCX_TCP_PORT_RANGE, e.g. 13000-13100
+    int ready_fd = -1;         // set by the launching rank
+    int lock_fd = -1;          // set by the launching rank
+};
+
+enum class parse_result { run, exit_ok, exit_error };
+
+// Fills `out`; on --help/--version prints to stdout and returns exit_ok; on a
+// bad option prints a sentence to stderr and returns exit_error.
+parse_result parse_options(int argc, char** argv, options& out);
+
+}  // namespace iofwd::iod

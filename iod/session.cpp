@@ -1,0 +1,439 @@
+#include "session.hpp"
+
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+
+#include <fmt/format.h>
+
+#include "daemon.hpp"
+#include "errors.hpp"
+#include "format.hpp"
+#include "layout.hpp"
+#include "log.hpp"
+#include "transfer.hpp"
+
+namespace asio = boost::asio;
+
+namespace iofwd::iod {
+
+session::session(daemon& d, socket_type sock, std::uint64_t id, int peer_pid)
+    : d_(d), sock_(std::move(sock)), id_(id), peer_pid_(peer_pid),
+      close_timer_(sock_.get_executor())
+{
+}
+
+session::~session()
+{
+    if (ep_)
+        close_endpoint(true);
+}
+
+std::string session::who() const
+{
+    if (admitted_)
+        return fmt::format("rank {}/{} (pid {})", hello_.rank, hello_.ranks, hello_.pid);
+    return fmt::format("connection {} (pid {})", id_, peer_pid_);
+}
+
+void session::start()
+{
+    read_header();
+}
+
+void session::read_header()
+{
+    in_.resize(proto::header_size);
+    asio::async_read(sock_, asio::buffer(in_),
+                     [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
+                         if (ec) {
+                             self->socket_closed(ec == asio::error::eof ? "closed the connection"
+                                                                        : ec.message());
+                             return;
+                         }
+                         std::string why;
+                         if (auto err = proto::decode_header(self->in_, self->header_, why)) {
+                             self->fail(err, why);
+                             return;
+                         }
+                         self->read_payload();
+                     });
+}
+
+void session::read_payload()
+{
+    in_.resize(header_.length);
+    asio::async_read(sock_, asio::buffer(in_),
+                     [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
+                         if (ec) {
+                             self->socket_closed(ec == asio::error::eof
+                                                     ? "closed the connection mid-message"
+                                                     : ec.message());
+                             return;
+                         }
+                         proto::message m;
+                         std::string why;
+                         if (auto err = proto::decode_payload(self->header_, self->in_, m, why)) {
+                             self->fail(err, why);
+                             return;
+                         }
+                         self->dispatch(m);
+                         if (self->socket_open_ && !self->close_after_write_)
+                             self->read_header();
+                     });
+}
+
+void session::dispatch(proto::message& m)
+{
+    switch (proto::type_of(m)) {
+    case proto::msg_type::connect: on_connect(std::get<proto::connect_msg>(m)); return;
+    case proto::msg_type::write_req: on_write_req(std::get<proto::write_req_msg>(m)); return;
+    case proto::msg_type::bye: on_bye(); return;
+    default:
+        fail(errc::protocol_error,
+             fmt::format("{} is a message the daemon sends, not one it accepts",
+                         proto::to_string(proto::type_of(m))));
+    }
+}
+
+void session::on_connect(proto::connect_msg& m)
+{
+    if (admitted_) {
+        fail(errc::protocol_error, "CONNECT sent twice on one connection");
+        return;
+    }
+    if (!valid_name(m.job)) {
+        fail(errc::invalid_argument,
+             fmt::format("job name '{}' is not usable (letters, digits, '.', '_', '-')", m.job));
+        return;
+    }
+    if (m.buffer_length == 0) {
+        fail(errc::invalid_argument, "the registered buffer is empty");
+        return;
+    }
+    std::string why;
+    if (auto ec = d_.admit(*this, m, next_version_, why)) {
+        fail(ec, why);
+        return;
+    }
+    hello_ = std::move(m);
+    admitted_ = true;
+
+    ucp_ep_params_t params{};
+    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.address = reinterpret_cast<const ucp_address_t*>(hello_.worker_address.data());
+    // Not UCP_ERR_HANDLING_MODE_PEER: in UCX 1.13 it rules out the shared-memory
+    // transports (posix, sysv, cma) and leaves tcp, ~10x slower here. A dead
+    // rank is detected by its control socket closing instead, and its endpoint
+    // is then force-closed, which cancels the pulls still outstanding.
+    params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    params.err_handler.cb = &session::ep_error;
+    params.err_handler.arg = this;
+    ucs_status_t st = ucp_ep_create(d_.worker().get(), &params, &ep_);
+    if (st != UCS_OK) {
+        ep_ = nullptr;
+        fail(make_ucx_error(st),
+             fmt::format("cannot reach {} over UCX: {}", who(), ucs_status_string(st)));
+        return;
+    }
+    if (auto ec = ucx::rkey::unpack(ep_, hello_.rkey, rkey_)) {
+        fail(ec, fmt::format("the remote key of {} does not unpack: {}", who(), ec.message()));
+        return;
+    }
+    d_.kick();
+
+    proto::accept_msg a;
+    a.daemon_pid = static_cast<std::uint32_t>(getpid());
+    a.staging_bytes = d_.stage().total();
+    a.chunk_bytes = d_.stage().slot_size();
+    a.next_version = next_version_;
+    a.node = d_.opts().node;
+    a.store = d_.store().describe() + "/" + hello_.job;
+    a.transport = ucx::endpoint_transports(ep_);
+    log_info("connect job {} {} buffer {} transport {} next version {}", hello_.job, who(),
+             human_bytes(hello_.buffer_length), a.transport, next_version_);
+    send(a);
+}
+
+void session::on_write_req(const proto::write_req_msg& m)
+{
+    if (!admitted_) {
+        fail(errc::protocol_error, "WRITE_REQ before CONNECT");
+        return;
+    }
+    if (bye_) {
+        fail(errc::protocol_error, "WRITE_REQ after BYE");
+        return;
+    }
+    if (pulling_) {
+        fail(errc::protocol_error,
+             fmt::format("WRITE_REQ {} while write {} is still being pulled", m.cookie,
+                         pulling_cookie_));
+        return;
+    }
+    if (m.cookie == 0) {
+        fail(errc::protocol_error, "WRITE_REQ with cookie 0");
+        return;
+    }
+    auto refuse = [&](std::error_code ec, std::string why) {
+        log_warn("{}: write refused: {}", who(), why);
+        send(proto::error_msg::from(ec, std::move(why), m.cookie));
+    };
+    if (m.length == 0 || m.length > hello_.buffer_length) {
+        refuse(m.length == 0 ? make_error_code(errc::invalid_argument)
+                             : make_error_code(errc::too_large),
+               fmt::format("write of {} bytes from rank {}: the registered buffer holds {} bytes",
+                           m.length, hello_.rank, hello_.buffer_length));
+        return;
+    }
+    if (d_.shutting_down()) {
+        refuse(errc::shutting_down, "the daemon is shutting down and takes no new writes");
+        return;
+    }
+    const std::uint64_t version = next_version_;
+    const std::string object =
+        store::data_object(hello_.job, version, d_.opts().node, hello_.rank);
+    std::unique_ptr<store::object_writer> writer;
+    if (auto ec = d_.store().create(object, m.length, writer)) {
+        refuse(ec, fmt::format("cannot create {} in {}: {}", object, d_.store().describe(),
+                               ec.message()));
+        return;
+    }
+    ++next_version_;
+    ++active_;
+    pulling_cookie_ = m.cookie;
+    const std::uint64_t cookie = m.cookie;
+    const std::uint32_t rank = hello_.rank;
+    std::weak_ptr<session> weak = shared_from_this();
+    transfer::handlers h;
+    h.pulled = [weak, cookie, version] {
+        if (auto self = weak.lock()) {
+            self->pulling_.reset();
+            self->send(proto::write_done_msg{cookie, version});
+        }
+    };
+    h.finished = [self = shared_from_this(), cookie, version, rank,
+                  object](std::error_code ec, const std::string& why,
+                          const store::manifest_entry& entry) {
+        --self->active_;
+        const bool was_pulling = self->pulling_ && self->pulling_->version() == version;
+        if (was_pulling)
+            self->pulling_.reset();
+        if (ec) {
+            log_error("{}: version {} lost: {}", self->who(), version, why);
+            if (was_pulling && self->socket_open_) {
+                // io_write is still waiting: it fails, nothing was taken.
+                self->send(proto::error_msg::from(ec, why, cookie));
+            } else if (!self->durable_error_ && ec != errc::peer_gone) {
+                // io_write had returned; io_finalize must not claim durability.
+                self->durable_error_ = ec;
+                self->durable_why_ = why;
+            }
+            self->d_.version_failed(ec);
+        } else {
+            ++self->versions_durable_;
+            self->bytes_durable_ += entry.size;
+            log_info("flushed {} ({}, crc32c {:08x})", object, human_bytes(entry.size),
+                     entry.crc32c);
+            self->d_.rank_durable(self->hello_.job, self->hello_.ranks, version, rank, entry);
+        }
+        self->maybe_finish();
+        self->d_.check_exit();
+    };
+    pulling_ = std::make_shared<transfer>(d_, transfer::source{ep_, rkey_.get(),
+                                                               hello_.buffer_address},
+                                          rank, version, m.length, object, std::move(writer),
+                                          std::move(h));
+    pulling_->start();
+}
+
+void session::on_bye()
+{
+    if (!admitted_) {
+        fail(errc::protocol_error, "BYE before CONNECT");
+        return;
+    }
+    if (bye_) {
+        fail(errc::protocol_error, "BYE sent twice");
+        return;
+    }
+    bye_ = true;
+    maybe_finish();
+}
+
+void session::maybe_finish()
+{
+    if (!bye_ || finishing_ || !socket_open_ || active_ > 0 || d_.manifests_pending())
+        return;
+    finishing_ = true;
+    // Release the endpoint while the rank still progresses its worker (it is
+    // waiting for FINISHED), then answer.
+    close_endpoint(false);
+}
+
+void session::close_endpoint(bool force)
+{
+    if (!ep_) {
+        finish_closing();
+        return;
+    }
+    ucp_ep_h ep = std::exchange(ep_, nullptr);
+    rkey_ = ucx::rkey{};
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = (force || ep_failed_) ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    if (!force) {
+        param.op_attr_mask |= UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+        param.cb.send = &session::ep_closed;
+        param.user_data = new std::weak_ptr<session>(weak_from_this());
+    }
+    ucs_status_ptr_t p = ucp_ep_close_nbx(ep, &param);
+    ucs_status_t st = UCS_OK;
+    if (ucx::request_finished(p, st)) {
+        if (!force) {
+            delete static_cast<std::weak_ptr<session>*>(param.user_data);
+            finish_closing();
+        }
+        return;
+    }
+    if (force) {
+        // Forced closes complete at once in practice; never wait on one.
+        ucp_request_free(p);
+        return;
+    }
+    d_.kick();
+    // Do not let a peer that stopped progressing hold FINISHED back forever.
+    close_timer_.expires_after(std::chrono::seconds(5));
+    close_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
+        if (ec)
+            return;
+        if (auto self = weak.lock()) {
+            log_warn("{}: endpoint close did not complete in 5 s; answering anyway", self->who());
+            self->finish_closing();
+        }
+    });
+}
+
+void session::ep_closed(void* request, ucs_status_t, void* user_data)
+{
+    auto* weak = static_cast<std::weak_ptr<session>*>(user_data);
+    ucp_request_free(request);
+    if (auto self = weak->lock()) {
+        self->close_timer_.cancel();
+        self->finish_closing();
+    }
+    delete weak;
+}
+
+void session::finish_closing()
+{
+    if (ended_ || !finishing_)
+        return;
+    ended_ = true;
+    if (!durable_error_ && d_.manifest_error()) {
+        durable_error_ = d_.manifest_error();
+        durable_why_ = "a version manifest could not be written (see the daemon log)";
+    }
+    if (socket_open_) {
+        if (durable_error_) {
+            send(proto::error_msg::from(durable_error_,
+                                        fmt::format("rank {}: not everything it wrote is durable: "
+                                                    "{}",
+                                                    hello_.rank, durable_why_)));
+        } else {
+            send(proto::finished_msg{versions_durable_, bytes_durable_});
+        }
+        close_after_write_ = true;
+    }
+    log_info("bye job {} {}: {} versions, {} durable{}", hello_.job, who(), versions_durable_,
+             human_bytes(bytes_durable_), durable_error_ ? " (with errors)" : "");
+    d_.session_ended(*this, true);
+}
+
+void session::ep_error(void* arg, ucp_ep_h, ucs_status_t status)
+{
+    auto* self = static_cast<session*>(arg);
+    self->ep_failed_ = true;
+    log_warn("{}: UCX endpoint failed: {}", self->who(), ucs_status_string(status));
+}
+
+void session::send(const proto::message& m)
+{
+    if (!socket_open_)
+        return;
+    out_.push_back(proto::encode(m));
+    if (!writing_)
+        write_next();
+}
+
+void session::write_next()
+{
+    if (out_.empty()) {
+        writing_ = false;
+        if (close_after_write_ && socket_open_) {
+            socket_open_ = false;
+            boost::system::error_code ignored;
+            sock_.shutdown(socket_type::shutdown_both, ignored);
+            sock_.close(ignored);
+        }
+        return;
+    }
+    writing_ = true;
+    asio::async_write(sock_, asio::buffer(out_.front()),
+                      [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
+                          self->out_.pop_front();
+                          if (ec) {
+                              self->out_.clear();
+                              self->writing_ = false;
+                              self->socket_closed(ec.message());
+                              return;
+                          }
+                          self->write_next();
+                      });
+}
+
+void session::fail(std::error_code ec, std::string why)
+{
+    log_error("{}: {} ({})", who(), why, ec.message());
+    if (socket_open_ && !close_after_write_) {
+        send(proto::error_msg::from(ec, why));
+        close_after_write_ = true;
+        if (!writing_)
+            write_next();
+    }
+    socket_closed("dropped after an error");
+}
+
+void session::socket_closed(std::string why)
+{
+    const bool was_open = socket_open_;
+    if (!close_after_write_ || !writing_) {
+        socket_open_ = false;
+        boost::system::error_code ignored;
+        sock_.close(ignored);
+    }
+    if (ended_)
+        return;
+    if (was_open && admitted_)
+        log_warn("disconnect job {} {} without BYE: {}", hello_.job, who(), why);
+    else if (was_open)
+        log_info("disconnect {}: {}", who(), why);
+    ended_ = true;
+    // The version being pulled is discarded; versions already pulled are kept.
+    if (pulling_)
+        pulling_->source_gone();
+    if (ep_)
+        close_endpoint(true);
+    d_.session_ended(*this, false);
+}
+
+void session::shut_down()
+{
+    if (ended_ || !socket_open_)
+        return;
+    if (active_ > 0)
+        return;  // asked again when the last transfer finishes
+    fail(errc::shutting_down, "the daemon is shutting down (signal)");
+}
+
+}  // namespace iofwd::iod

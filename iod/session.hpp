@@ -1,0 +1,99 @@
+#pragma once
+// One rank's control connection to the daemon: reads and answers its
+// messages, owns the UCX endpoint to the rank and the transfers of its
+// versions. A session outlives its socket while versions the rank handed over
+// are still being flushed.
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <utility>  // before Asio (Boost 1.74 needs it)
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <ucp/api/ucp.h>
+
+#include "protocol.hpp"
+#include "ucx.hpp"
+
+namespace iofwd::iod {
+
+class daemon;
+class transfer;
+
+class session final : public std::enable_shared_from_this<session> {
+public:
+    using socket_type = boost::asio::local::stream_protocol::socket;
+
+    session(daemon& d, socket_type sock, std::uint64_t id, int peer_pid);
+    ~session();
+
+    void start();
+    // The daemon is stopping: refuse new writes; once idle, say so and close.
+    void shut_down();
+
+    std::uint64_t id() const noexcept { return id_; }
+    bool admitted() const noexcept { return admitted_; }
+    std::uint32_t rank() const noexcept { return hello_.rank; }
+    bool busy() const noexcept { return active_ > 0; }
+    // Nothing left to do: the connection is over and every transfer finished.
+    bool done() const noexcept { return ended_ && active_ == 0; }
+    // Called by the daemon when something it waits on for FINISHED changed.
+    void maybe_finish();
+
+private:
+    void read_header();
+    void read_payload();
+    void dispatch(proto::message& m);
+    void on_connect(proto::connect_msg& m);
+    void on_write_req(const proto::write_req_msg& m);
+    void on_bye();
+    void send(const proto::message& m);
+    void write_next();
+    // Ends the connection: with an ERROR first when `ec` is set.
+    void fail(std::error_code ec, std::string why);
+    void socket_closed(std::string why);
+    void close_endpoint(bool force);
+    void finish_closing();
+    std::string who() const;
+
+    static void ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+    static void ep_closed(void* request, ucs_status_t status, void* user_data);
+
+    daemon& d_;
+    socket_type sock_;
+    std::uint64_t id_;
+    int peer_pid_;
+
+    std::vector<std::byte> in_;
+    proto::header header_;
+    std::deque<std::vector<std::byte>> out_;
+    bool writing_ = false;
+    bool socket_open_ = true;
+    bool close_after_write_ = false;
+
+    bool admitted_ = false;
+    proto::connect_msg hello_;
+    ucp_ep_h ep_ = nullptr;
+    bool ep_failed_ = false;
+    ucx::rkey rkey_;
+
+    std::uint64_t next_version_ = 1;
+    std::shared_ptr<transfer> pulling_;  // the version io_write waits for
+    std::uint64_t pulling_cookie_ = 0;
+    unsigned active_ = 0;                // transfers not yet committed or abandoned
+    std::uint64_t versions_durable_ = 0;
+    std::uint64_t bytes_durable_ = 0;
+    std::error_code durable_error_;
+    std::string durable_why_;
+
+    bool bye_ = false;
+    bool finishing_ = false;
+    bool ended_ = false;
+    boost::asio::steady_timer close_timer_;
+};
+
+}  // namespace iofwd::iod

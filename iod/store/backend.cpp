@@ -1,0 +1,34 @@
+#include "backend.hpp"
+
+#include <fmt/format.h>
+
+#include "directory.hpp"
+#include "errors.hpp"
+
+namespace iofwd::store {
+
+std::error_code backend::put(const std::string& name, std::span<const std::byte> data)
+{
+    std::unique_ptr<object_writer> w;
+    if (auto ec = create(name, data.size(), w))
+        return ec;
+    if (auto ec = w->write_at(data, 0))
+        return ec;
+    return w->commit();
+}
+
+std::error_code open(const std::string& location, std::unique_ptr<backend>& out, std::string& why)
+{
+    std::string path = location;
+    if (path.rfind("dir:", 0) == 0)
+        path = path.substr(4);
+    else if (const auto colon = path.find(':'); colon != std::string::npos && path[0] != '/' &&
+                                                 path.find('/') > colon) {
+        why = fmt::format("unknown store type '{}' in '{}' (known: dir:PATH)",
+                          path.substr(0, colon), location);
+        return make_error_code(errc::invalid_argument);
+    }
+    return directory_backend::open(path, out, why);
+}
+
+}  // namespace iofwd::store

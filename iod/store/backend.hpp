@@ -1,0 +1,60 @@
+#pragma once
+// The object-store interface the daemon flushes into. Names are relative,
+// '/'-separated paths chosen by layout.hpp; a backend maps them onto its own
+// namespace (files under a root directory, RADOS objects in a pool).
+//
+// Contract for every backend:
+//  - an object becomes visible under its name only by commit(), atomically and
+//    durably: after commit() returns success it survives a crash of the node,
+//    before that nobody sees any of it;
+//  - an object_writer destroyed without commit() leaves nothing behind;
+//  - write_at() may be called from several threads at once for disjoint ranges.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace iofwd::store {
+
+class object_writer {
+public:
+    virtual ~object_writer() = default;
+    virtual std::error_code write_at(std::span<const std::byte> data, std::uint64_t offset) = 0;
+    virtual std::error_code commit() = 0;
+};
+
+class backend {
+public:
+    virtual ~backend() = default;
+
+    // For humans: "directory /scratch/ckpt".
+    virtual std::string describe() const = 0;
+
+    // Starts an object of `size` bytes (space may be reserved up front, so a
+    // full disk is reported here rather than halfway through).
+    virtual std::error_code create(const std::string& name, std::uint64_t size,
+                                   std::unique_ptr<object_writer>& out) = 0;
+
+    // A small object in one step (create, write, commit).
+    virtual std::error_code put(const std::string& name, std::span<const std::byte> data);
+
+    virtual std::error_code read(const std::string& name, std::uint64_t offset,
+                                 std::span<std::byte> out) = 0;
+    virtual std::error_code size(const std::string& name, std::uint64_t& out) = 0;
+
+    // The names directly under `prefix` ("job/" lists the job's versions),
+    // without the prefix, sorted. Uncommitted objects are never listed.
+    virtual std::error_code list(const std::string& prefix, std::vector<std::string>& out) = 0;
+
+    virtual std::error_code remove(const std::string& name) = 0;
+};
+
+// Opens a store from its location: "dir:/path" or a plain path for the
+// directory backend. On failure `why` says what is wrong in words.
+std::error_code open(const std::string& location, std::unique_ptr<backend>& out,
+                     std::string& why);
+
+}  // namespace iofwd::store

@@ -1,0 +1,215 @@
+#include "directory.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+
+#include <fmt/format.h>
+
+#include "errors.hpp"
+#include "fd.hpp"
+#include "sys.hpp"
+
+namespace iofwd::store {
+namespace {
+
+std::string parent_of(const std::string& path)
+{
+    const auto slash = path.rfind('/');
+    return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
+}
+
+std::error_code fsync_dir(const std::string& dir)
+{
+    unique_fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd)
+        return last_system_error();
+    if (sys::fsync(fd.get()) != 0)
+        return last_system_error();
+    return {};
+}
+
+// mkdir -p; every directory it creates is made durable in its parent, so a
+// committed object is never lost with a directory entry above it.
+std::error_code make_dirs(const std::string& dir)
+{
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) == 0)
+        return S_ISDIR(st.st_mode) ? std::error_code{}
+                                   : std::error_code(ENOTDIR, std::system_category());
+    const std::string parent = parent_of(dir);
+    if (parent != dir && !parent.empty())
+        if (auto ec = make_dirs(parent))
+            return ec;
+    if (::mkdir(dir.c_str(), 0755) != 0) {
+        if (errno == EEXIST)
+            return {};
+        return last_system_error();
+    }
+    return fsync_dir(parent);
+}
+
+std::atomic<std::uint64_t> temp_counter{0};
+
+class file_writer final : public object_writer {
+public:
+    file_writer(unique_fd fd, std::string temp, std::string final_path)
+        : fd_(std::move(fd)), temp_(std::move(temp)), final_(std::move(final_path))
+    {
+    }
+    ~file_writer() override
+    {
+        if (!committed_)
+            ::unlink(temp_.c_str());
+    }
+
+    std::error_code write_at(std::span<const std::byte> data, std::uint64_t offset) override
+    {
+        if (sys::pwrite_all(fd_.get(), data.data(), data.size(), static_cast<off_t>(offset)) != 0)
+            return last_system_error();
+        return {};
+    }
+
+    std::error_code commit() override
+    {
+        if (sys::fsync(fd_.get()) != 0)
+            return last_system_error();
+        if (::close(fd_.release()) != 0)
+            return last_system_error();
+        if (sys::rename(temp_.c_str(), final_.c_str()) != 0)
+            return last_system_error();
+        committed_ = true;
+        return fsync_dir(parent_of(final_));
+    }
+
+private:
+    unique_fd fd_;
+    std::string temp_;
+    std::string final_;
+    bool committed_ = false;
+};
+
+}  // namespace
+
+directory_backend::directory_backend(std::string root) : root_(std::move(root)) {}
+
+std::error_code directory_backend::open(std::string path, std::unique_ptr<backend>& out,
+                                        std::string& why)
+{
+    if (path.empty()) {
+        why = "empty store path";
+        return make_error_code(errc::invalid_argument);
+    }
+    if (path[0] != '/') {
+        char cwd[4096];
+        if (!::getcwd(cwd, sizeof cwd)) {
+            why = "cannot resolve the relative store path: getcwd failed";
+            return last_system_error();
+        }
+        path = std::string(cwd) + "/" + path;
+    }
+    while (path.size() > 1 && path.back() == '/')
+        path.pop_back();
+    if (auto ec = make_dirs(path)) {
+        why = fmt::format("cannot create store directory {}: {}", path, ec.message());
+        return ec;
+    }
+    if (::access(path.c_str(), W_OK | X_OK) != 0) {
+        const auto ec = last_system_error();
+        why = fmt::format("store directory {} is not writable: {}", path, ec.message());
+        return ec;
+    }
+    out = std::make_unique<directory_backend>(path);
+    return {};
+}
+
+std::string directory_backend::describe() const
+{
+    return "directory " + root_;
+}
+
+std::error_code directory_backend::create(const std::string& name, std::uint64_t size,
+                                          std::unique_ptr<object_writer>& out)
+{
+    const std::string path = root_ + "/" + name;
+    const std::string dir = parent_of(path);
+    if (auto ec = make_dirs(dir))
+        return ec;
+    const auto slash = path.rfind('/');
+    const std::string temp = fmt::format("{}/.{}.tmp-{}-{}", dir, path.substr(slash + 1), getpid(),
+                                         temp_counter.fetch_add(1));
+    unique_fd fd(sys::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    if (!fd)
+        return last_system_error();
+    if (size > 0) {
+        // Reserve the space now: a full disk fails the write up front instead of
+        // after part of the data was pulled.
+        const int rc = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(size));
+        if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
+            ::unlink(temp.c_str());
+            return {rc, std::system_category()};
+        }
+    }
+    out = std::make_unique<file_writer>(std::move(fd), temp, path);
+    return {};
+}
+
+std::error_code directory_backend::read(const std::string& name, std::uint64_t offset,
+                                        std::span<std::byte> out)
+{
+    const std::string path = root_ + "/" + name;
+    unique_fd fd(sys::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd)
+        return errno == ENOENT ? make_error_code(errc::not_found) : last_system_error();
+    if (sys::pread_all(fd.get(), out.data(), out.size(), static_cast<off_t>(offset)) != 0)
+        return last_system_error();
+    return {};
+}
+
+std::error_code directory_backend::size(const std::string& name, std::uint64_t& out)
+{
+    struct stat st {};
+    if (::stat((root_ + "/" + name).c_str(), &st) != 0)
+        return errno == ENOENT ? make_error_code(errc::not_found) : last_system_error();
+    out = static_cast<std::uint64_t>(st.st_size);
+    return {};
+}
+
+std::error_code directory_backend::list(const std::string& prefix, std::vector<std::string>& out)
+{
+    std::string dir = root_ + "/" + prefix;
+    while (dir.size() > 1 && dir.back() == '/')
+        dir.pop_back();
+    DIR* d = ::opendir(dir.c_str());
+    if (!d)
+        return errno == ENOENT ? make_error_code(errc::not_found) : last_system_error();
+    std::vector<std::string> names;
+    while (const dirent* e = ::readdir(d)) {
+        if (e->d_name[0] == '.')
+            continue;  // ".", "..", and uncommitted temporaries
+        names.emplace_back(e->d_name);
+    }
+    ::closedir(d);
+    std::sort(names.begin(), names.end());
+    out = std::move(names);
+    return {};
+}
+
+std::error_code directory_backend::remove(const std::string& name)
+{
+    const std::string path = root_ + "/" + name;
+    if (::unlink(path.c_str()) == 0)
+        return fsync_dir(parent_of(path));
+    if (errno == EISDIR || errno == EPERM) {
+        if (::rmdir(path.c_str()) == 0)
+            return fsync_dir(parent_of(path));
+    }
+    return errno == ENOENT ? make_error_code(errc::not_found) : last_system_error();
+}
+
+}  // namespace iofwd::store

@@ -1,0 +1,35 @@
+#pragma once
+// The directory backend: objects are files under a root directory (a local
+// disk or a parallel file system mount). Commit is write to a hidden temporary
+// name, fsync, rename to the final name, fsync the directory.
+#include <string>
+
+#include "backend.hpp"
+
+namespace iofwd::store {
+
+class directory_backend final : public backend {
+public:
+    explicit directory_backend(std::string root);
+
+    // Creates the root if missing and checks it is writable; a relative path
+    // is taken from the current directory.
+    static std::error_code open(std::string path, std::unique_ptr<backend>& out,
+                                std::string& why);
+
+    std::string describe() const override;
+    std::error_code create(const std::string& name, std::uint64_t size,
+                           std::unique_ptr<object_writer>& out) override;
+    std::error_code read(const std::string& name, std::uint64_t offset,
+                         std::span<std::byte> out) override;
+    std::error_code size(const std::string& name, std::uint64_t& out) override;
+    std::error_code list(const std::string& prefix, std::vector<std::string>& out) override;
+    std::error_code remove(const std::string& name) override;
+
+    const std::string& root() const noexcept { return root_; }
+
+private:
+    std::string root_;
+};
+
+}  // namespace iofwd::store

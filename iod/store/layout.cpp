@@ -1,0 +1,121 @@
+#include "layout.hpp"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "errors.hpp"
+
+namespace iofwd::store {
+
+std::string version_dir(const std::string& job, std::uint64_t version)
+{
+    return fmt::format("{}/v{:08}", job, version);
+}
+
+std::string data_object(const std::string& job, std::uint64_t version, const std::string& node,
+                        std::uint32_t rank)
+{
+    return fmt::format("{}/{}.r{:04}", version_dir(job, version), node, rank);
+}
+
+std::string manifest_object(const std::string& job, std::uint64_t version,
+                            const std::string& node)
+{
+    return fmt::format("{}/{}.manifest", version_dir(job, version), node);
+}
+
+std::optional<std::uint64_t> parse_version_dir(std::string_view name)
+{
+    if (name.size() < 2 || name[0] != 'v')
+        return std::nullopt;
+    std::uint64_t v = 0;
+    const auto* first = name.data() + 1;
+    const auto* last = name.data() + name.size();
+    auto [p, ec] = std::from_chars(first, last, v);
+    if (ec != std::errc{} || p != last)
+        return std::nullopt;
+    return v;
+}
+
+std::string format_manifest(const manifest& m)
+{
+    std::string out = fmt::format("iofwd-manifest 1\njob {}\nnode {}\nversion {}\nranks {}\n",
+                                  m.job, m.node, m.version, m.ranks);
+    for (const auto& e : m.entries)
+        out += fmt::format("rank {} size {} crc32c {:08x}\n", e.rank, e.size, e.crc32c);
+    out += "end\n";
+    return out;
+}
+
+namespace {
+
+bool next_line(std::string_view& text, std::string_view& line)
+{
+    if (text.empty())
+        return false;
+    const auto nl = text.find('\n');
+    line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    return true;
+}
+
+template <typename T>
+bool number(std::string_view s, T& out, int base = 10)
+{
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out, base);
+    return ec == std::errc{} && p == s.data() + s.size();
+}
+
+// "key value" -> value when the key matches.
+bool field(std::string_view line, std::string_view key, std::string_view& value)
+{
+    if (line.size() <= key.size() || line.substr(0, key.size()) != key || line[key.size()] != ' ')
+        return false;
+    value = line.substr(key.size() + 1);
+    return true;
+}
+
+}  // namespace
+
+std::error_code parse_manifest(std::string_view text, manifest& out, std::string& why)
+{
+    manifest m;
+    std::string_view line, v;
+    auto bad = [&](std::string msg) {
+        why = std::move(msg);
+        return make_error_code(errc::corrupt);
+    };
+    if (!next_line(text, line) || line != "iofwd-manifest 1")
+        return bad("not an iofwd manifest (first line)");
+    if (!next_line(text, line) || !field(line, "job", v))
+        return bad("missing job line");
+    m.job = v;
+    if (!next_line(text, line) || !field(line, "node", v))
+        return bad("missing node line");
+    m.node = v;
+    if (!next_line(text, line) || !field(line, "version", v) || !number(v, m.version))
+        return bad("missing or bad version line");
+    if (!next_line(text, line) || !field(line, "ranks", v) || !number(v, m.ranks) || m.ranks == 0)
+        return bad("missing or bad ranks line");
+    for (std::uint32_t i = 0; i < m.ranks; ++i) {
+        manifest_entry e;
+        // rank R size S crc32c C
+        if (!next_line(text, line))
+            return bad(fmt::format("manifest ends after {} of {} ranks", i, m.ranks));
+        const auto s1 = line.find(" size ");
+        const auto s2 = line.find(" crc32c ");
+        if (!field(line.substr(0, s1), "rank", v) || s1 == std::string_view::npos ||
+            s2 == std::string_view::npos || !number(v, e.rank) ||
+            !number(line.substr(s1 + 6, s2 - s1 - 6), e.size) ||
+            !number(line.substr(s2 + 8), e.crc32c, 16) || e.rank != i)
+            return bad(fmt::format("bad entry line '{}'", line));
+        m.entries.push_back(e);
+    }
+    if (!next_line(text, line) || line != "end")
+        return bad("missing end line (truncated manifest?)");
+    out = std::move(m);
+    return {};
+}
+
+}  // namespace iofwd::store

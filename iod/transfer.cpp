@@ -1,0 +1,182 @@
+#include "transfer.hpp"
+
+#include <fmt/format.h>
+
+#include "crc32c.hpp"
+#include "daemon.hpp"
+#include "errors.hpp"
+#include "format.hpp"
+
+namespace iofwd::iod {
+
+struct transfer::pull_request {
+    std::shared_ptr<transfer> self;
+    slot s;
+    chunk c;
+};
+
+transfer::transfer(daemon& d, source src, std::uint32_t rank, std::uint64_t version,
+                   std::uint64_t length, std::string object,
+                   std::unique_ptr<store::object_writer> w, handlers h)
+    : d_(d), src_(src), rank_(rank), version_(version), length_(length),
+      object_(std::move(object)), writer_(std::move(w)), h_(std::move(h))
+{
+    const std::uint64_t chunks = (length_ + d_.stage().slot_size() - 1) / d_.stage().slot_size();
+    crcs_.resize(chunks);
+    sizes_.resize(chunks);
+}
+
+void transfer::start()
+{
+    request_slot();
+}
+
+void transfer::request_slot()
+{
+    if (error_ || next_offset_ >= length_ || waiting_for_slot_)
+        return;
+    waiting_for_slot_ = true;
+    // One slot at a time per transfer: the next request queues behind other
+    // ranks' requests, so concurrent writers share the staging memory fairly.
+    d_.stage().acquire([self = shared_from_this()](slot s) { self->on_slot(s); });
+}
+
+void transfer::on_slot(slot s)
+{
+    waiting_for_slot_ = false;
+    if (error_) {
+        d_.stage().release(s);
+        check_done();
+        return;
+    }
+    chunk c{next_index_++, next_offset_, std::min(s.size, length_ - next_offset_)};
+    next_offset_ += c.size;
+
+    auto* req = new pull_request{shared_from_this(), s, c};
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                         UCP_OP_ATTR_FIELD_MEMH;
+    param.cb.send = &transfer::get_done;
+    param.user_data = req;
+    param.memh = d_.stage().memh();
+    ++pulls_in_flight_;
+    ucs_status_ptr_t p = ucp_get_nbx(src_.ep, s.data, c.size, src_.address + c.offset, src_.rkey,
+                                     &param);
+    ucs_status_t st = UCS_OK;
+    if (ucx::request_finished(p, st)) {
+        delete req;
+        on_pulled(s, c, st);
+    } else {
+        d_.kick();
+    }
+    request_slot();
+}
+
+void transfer::get_done(void* request, ucs_status_t status, void* user_data)
+{
+    auto* req = static_cast<pull_request*>(user_data);
+    ucp_request_free(request);
+    auto self = std::move(req->self);
+    const slot s = req->s;
+    const chunk c = req->c;
+    delete req;
+    self->on_pulled(s, c, status);
+}
+
+void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
+{
+    --pulls_in_flight_;
+    if (st != UCS_OK) {
+        d_.stage().release(s);
+        fail(make_ucx_error(st),
+             fmt::format("pulling bytes [{}, {}) of rank {} version {} failed: {}", c.offset,
+                         c.offset + c.size, rank_, version_, ucs_status_string(st)));
+        check_done();
+        return;
+    }
+    pulled_bytes_ += c.size;
+    if (pulled_bytes_ == length_ && !error_ && h_.pulled)
+        h_.pulled();
+
+    ++flushes_in_flight_;
+    auto crc = std::make_shared<std::uint32_t>(0);
+    store::object_writer* w = writer_.get();
+    d_.flush().submit(
+        [w, s, c, crc] {
+            const std::span<const std::byte> bytes(s.data, c.size);
+            *crc = crc32c(bytes);
+            return w->write_at(bytes, c.offset);
+        },
+        [self = shared_from_this(), s, c, crc](std::error_code ec) {
+            self->on_flushed(s, c, *crc, ec);
+        });
+}
+
+void transfer::on_flushed(slot s, chunk c, std::uint32_t crc, std::error_code ec)
+{
+    --flushes_in_flight_;
+    d_.stage().release(s);
+    if (ec) {
+        fail(ec, fmt::format("writing bytes [{}, {}) of {} failed: {}", c.offset,
+                             c.offset + c.size, object_, ec.message()));
+    } else {
+        crcs_[c.index] = crc;
+        sizes_[c.index] = c.size;
+        flushed_bytes_ += c.size;
+    }
+    check_done();
+}
+
+void transfer::source_gone()
+{
+    if (!all_pulled())
+        fail(make_error_code(errc::peer_gone),
+             fmt::format("rank {} went away after {} of {} bytes of version {} were pulled; "
+                         "the partial version is discarded",
+                         rank_, pulled_bytes_, length_, version_));
+}
+
+void transfer::fail(std::error_code ec, std::string why)
+{
+    if (error_)
+        return;
+    error_ = ec;
+    why_ = std::move(why);
+}
+
+void transfer::check_done()
+{
+    if (reported_ || committing_ || pulls_in_flight_ || flushes_in_flight_ || waiting_for_slot_)
+        return;
+    if (error_) {
+        reported_ = true;
+        writer_.reset();  // abandons the temporary object
+        h_.finished(error_, why_, {});
+        return;
+    }
+    if (flushed_bytes_ != length_)
+        return;
+    committing_ = true;
+    std::uint32_t crc = 0;
+    for (std::size_t i = 0; i < crcs_.size(); ++i)
+        crc = i == 0 ? crcs_[0] : crc32c_combine(crc, crcs_[i], sizes_[i]);
+    const store::manifest_entry entry{rank_, length_, crc};
+    store::object_writer* w = writer_.get();
+    d_.flush().submit([w] { return w->commit(); },
+                      [self = shared_from_this(), entry](std::error_code ec) {
+                          self->committing_ = false;
+                          self->reported_ = true;
+                          if (ec) {
+                              self->writer_.reset();
+                              self->h_.finished(ec,
+                                                fmt::format("committing {} failed: {}",
+                                                            self->object_, ec.message()),
+                                                {});
+                              return;
+                          }
+                          self->writer_.reset();
+                          self->h_.finished({}, {}, entry);
+                      });
+}
+
+}  // namespace iofwd::iod

@@ -1,0 +1,97 @@
+#pragma once
+// One version of one rank on its way from the rank's buffer to the store:
+// pulls [0, length) chunk by chunk into staging slots with UCX gets, hands each
+// pulled chunk to the flusher (checksum, write at its offset), and commits the
+// object once every chunk is written. Pulls of later chunks overlap flushes of
+// earlier ones; a buffer larger than the staging memory streams through it.
+//
+// All or nothing: if any pull or write fails, or the rank goes away before the
+// last byte is pulled, the object is abandoned and nothing of it is visible.
+// Lives on the event-loop thread (the flusher only runs its jobs).
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <ucp/api/ucp.h>
+
+#include "layout.hpp"
+#include "staging.hpp"
+#include "store/backend.hpp"
+
+namespace iofwd::iod {
+
+class daemon;
+
+class transfer final : public std::enable_shared_from_this<transfer> {
+public:
+    struct source {
+        ucp_ep_h ep = nullptr;
+        ucp_rkey_h rkey = nullptr;
+        std::uint64_t address = 0;  // the rank's buffer
+    };
+    struct handlers {
+        // Every byte is in staging memory: the rank may reuse its buffer.
+        std::function<void()> pulled;
+        // The end: committed (ec empty, entry filled) or abandoned (ec, why).
+        std::function<void(std::error_code ec, const std::string& why,
+                           const store::manifest_entry& entry)>
+            finished;
+    };
+
+    transfer(daemon& d, source src, std::uint32_t rank, std::uint64_t version,
+             std::uint64_t length, std::string object, std::unique_ptr<store::object_writer> w,
+             handlers h);
+
+    void start();
+    // The rank went away: pulls not yet done fail; what was fully pulled is
+    // still flushed and committed.
+    void source_gone();
+
+    std::uint64_t version() const noexcept { return version_; }
+    std::uint64_t length() const noexcept { return length_; }
+    bool all_pulled() const noexcept { return pulled_bytes_ == length_; }
+
+private:
+    struct chunk {
+        std::uint32_t index = 0;
+        std::uint64_t offset = 0;
+        std::uint64_t size = 0;
+    };
+    struct pull_request;
+
+    void request_slot();
+    void on_slot(slot s);
+    void on_pulled(slot s, chunk c, ucs_status_t st);
+    void on_flushed(slot s, chunk c, std::uint32_t crc, std::error_code ec);
+    void fail(std::error_code ec, std::string why);
+    void check_done();
+    static void get_done(void* request, ucs_status_t status, void* user_data);
+
+    daemon& d_;
+    source src_;
+    std::uint32_t rank_;
+    std::uint64_t version_;
+    std::uint64_t length_;
+    std::string object_;
+    std::unique_ptr<store::object_writer> writer_;
+    handlers h_;
+
+    std::uint64_t next_offset_ = 0;
+    std::uint32_t next_index_ = 0;
+    std::uint64_t pulled_bytes_ = 0;
+    std::uint64_t flushed_bytes_ = 0;
+    unsigned pulls_in_flight_ = 0;
+    unsigned flushes_in_flight_ = 0;
+    bool waiting_for_slot_ = false;
+    bool committing_ = false;
+    bool reported_ = false;
+    std::vector<std::uint32_t> crcs_;
+    std::vector<std::uint64_t> sizes_;
+    std::error_code error_;
+    std::string why_;
+};
+
+}  // namespace iofwd::iod

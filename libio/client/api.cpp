@@ -1,0 +1,131 @@
+// The C API: thin extern "C" functions over the one client object. No
+// exception crosses this boundary; every call is serialised by one mutex.
+#include "io.h"
+
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "client.hpp"
+#include "errors.hpp"
+
+namespace {
+
+std::mutex api_mutex;
+iofwd::client::client& the_client()
+{
+    static iofwd::client::client c;
+    return c;
+}
+std::string last_error;
+std::string provider = "none", store_location = "none", node_name = "none";
+
+template <typename F>
+int guarded(const char* call, F&& f) noexcept
+{
+    try {
+        const std::error_code ec = f();
+        if (!ec)
+            return 0;
+        last_error = fmt::format("{}: {}", call, the_client().why());
+        return iofwd::to_errno(ec);
+    } catch (const std::exception& e) {
+        last_error = fmt::format("{}: internal error: {}", call, e.what());
+        return EIO;
+    } catch (...) {
+        last_error = fmt::format("{}: internal error", call);
+        return EIO;
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+int io_init(void* buffer, uint64_t len, uint32_t rank, uint32_t ranks, char** daemon_args,
+            int blocking)
+{
+    std::lock_guard lock(api_mutex);
+    return guarded("io_init", [&] {
+        auto ec = the_client().init(buffer, len, rank, ranks, daemon_args, blocking != 0);
+        if (!ec) {
+            const auto& info = the_client().daemon_info();
+            provider = info.transport;
+            store_location = info.store;
+            node_name = info.node;
+        }
+        return ec;
+    });
+}
+
+int io_write_version(uint64_t len, uint64_t* version)
+{
+    std::lock_guard lock(api_mutex);
+    return guarded("io_write", [&] {
+        std::uint64_t v = 0;
+        auto ec = the_client().write(len, v);
+        if (!ec && version)
+            *version = v;
+        return ec;
+    });
+}
+
+int io_write(uint64_t len)
+{
+    return io_write_version(len, nullptr);
+}
+
+int io_next_version(uint64_t* version)
+{
+    std::lock_guard lock(api_mutex);
+    return guarded("io_next_version", [&] {
+        if (!the_client().initialized())
+            return std::error_code(iofwd::errc::not_initialized);
+        if (!version)
+            return std::error_code(iofwd::errc::invalid_argument);
+        *version = the_client().next_version();
+        return std::error_code{};
+    });
+}
+
+int io_finalize(void)
+{
+    std::lock_guard lock(api_mutex);
+    return guarded("io_finalize", [&] { return the_client().finalize(); });
+}
+
+const char* io_strerror(int code)
+{
+    if (code == 0)
+        return "success";
+    const char* s = strerrordesc_np(code);
+    return s ? s : "unknown error";
+}
+
+const char* io_last_error(void)
+{
+    std::lock_guard lock(api_mutex);
+    return last_error.c_str();
+}
+
+const char* io_provider_name(void)
+{
+    std::lock_guard lock(api_mutex);
+    return provider.c_str();
+}
+
+const char* io_store_location(void)
+{
+    std::lock_guard lock(api_mutex);
+    return store_location.c_str();
+}
+
+const char* io_node_name(void)
+{
+    std::lock_guard lock(api_mutex);
+    return node_name.c_str();
+}
+
+}  // extern "C"

@@ -1,0 +1,352 @@
+#include "client.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "errors.hpp"
+#include "format.hpp"
+#include "launcher.hpp"
+
+namespace iofwd::client {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+std::chrono::milliseconds env_seconds(const char* name, double fallback)
+{
+    double s = fallback;
+    if (const char* v = std::getenv(name); v && *v) {
+        char* end = nullptr;
+        const double parsed = std::strtod(v, &end);
+        if (end && *end == '\0' && parsed >= 0)
+            s = parsed;
+    }
+    return std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000));
+}
+
+}  // namespace
+
+client::~client()
+{
+    release();
+}
+
+std::string client::context() const
+{
+    if (!initialized_)
+        return "not initialised";
+    return fmt::format("rank {}/{} on node {}, daemon pid {}, session {}", rank_, ranks_,
+                       accept_.node.empty() ? "?" : accept_.node, accept_.daemon_pid,
+                       paths_.session);
+}
+
+std::error_code client::fail(std::error_code ec, std::string why)
+{
+    why_ = std::move(why);
+    return ec;
+}
+
+void client::release()
+{
+    memory_ = ucx::memory{};
+    worker_ = ucx::worker{};
+    context_ = ucx::context{};
+    control_.reset();
+    rx_.clear();
+    efd_ = -1;
+}
+
+std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank,
+                             std::uint32_t ranks, char** daemon_args, bool blocking)
+{
+    if (initialized_)
+        return fail(errc::already_initialized,
+                    fmt::format("io_init was already called ({}); call io_finalize first",
+                                context()));
+    if (!buffer || len == 0)
+        return fail(errc::invalid_argument, "the buffer is NULL or its length is 0");
+    if (ranks == 0 || rank >= ranks)
+        return fail(errc::invalid_argument,
+                    fmt::format("rank {} is not below ranks {} (both node-local)", rank, ranks));
+
+    blocking_ = blocking;
+    buffer_ = buffer;
+    length_ = len;
+    rank_ = rank;
+    ranks_ = ranks;
+    broken_ = {};
+    next_cookie_ = 1;
+
+    std::string why, dir;
+    if (auto ec = prepare_runtime_dir(dir, why))
+        return fail(ec, why);
+    const std::string node = default_node_name();
+    paths_ = paths_for(dir, default_session(node));
+
+    // Start (or find) the daemon before UCX exists in this process: the
+    // launch never copies a process with registered memory.
+    daemon_link link;
+    const auto launch_timeout = env_seconds("IOFWD_LAUNCH_TIMEOUT", 30);
+    if (auto ec = attach_or_launch(paths_, daemon_args, launch_timeout, link, why))
+        return fail(ec, why);
+    control_ = std::move(link.control);
+    child_ = link.child;
+    ::fcntl(control_.get(), F_SETFL, ::fcntl(control_.get(), F_GETFL) | O_NONBLOCK);
+
+    auto undo = [&](std::error_code ec, std::string text) {
+        release();
+        if (child_ > 0) {
+            // We started it and cannot use it: it exits on its own once it sees
+            // no rank; do not leave a zombie behind.
+            int status = 0;
+            wait_child(child_, std::chrono::milliseconds(1), status);
+        }
+        return fail(ec, std::move(text));
+    };
+
+    std::uint64_t features = UCP_FEATURE_RMA | UCP_FEATURE_AM;
+    if (blocking_)
+        features |= UCP_FEATURE_WAKEUP;
+    if (auto ec = ucx::context::create(features, "iofwd-rank", context_))
+        return undo(ec, fmt::format("UCX initialisation failed: {}", ec.message()));
+    if (auto ec = ucx::worker::create(context_, worker_))
+        return undo(ec, fmt::format("UCX worker creation failed: {}", ec.message()));
+    if (blocking_)
+        if (auto ec = worker_.event_fd(efd_))
+            return undo(ec, fmt::format("UCX gives no event fd: {}", ec.message()));
+    if (auto ec = ucx::memory::map(context_, buffer_, length_, memory_))
+        return undo(ec, fmt::format("registering the {} buffer with UCX failed: {}",
+                                    human_bytes(length_), ec.message()));
+
+    proto::connect_msg hello;
+    hello.rank = rank_;
+    hello.ranks = ranks_;
+    hello.pid = static_cast<std::uint32_t>(getpid());
+    hello.flags = blocking_ ? proto::connect_flag_blocking : 0;
+    hello.buffer_length = length_;
+    hello.buffer_address = reinterpret_cast<std::uint64_t>(buffer_);
+    hello.job = default_job_name();
+    if (auto ec = worker_.address(hello.worker_address))
+        return undo(ec, fmt::format("UCX worker address: {}", ec.message()));
+    if (auto ec = memory_.pack_rkey(hello.rkey))
+        return undo(ec, fmt::format("packing the remote key: {}", ec.message()));
+    if (auto ec = send(hello))
+        return undo(ec, why_);
+    proto::message answer;
+    if (auto ec = receive(answer, launch_timeout))
+        return undo(ec, why_);
+    if (auto* e = std::get_if<proto::error_msg>(&answer))
+        return undo(e->code(), fmt::format("the daemon refused rank {}: {}", rank_, e->text));
+    auto* a = std::get_if<proto::accept_msg>(&answer);
+    if (!a)
+        return undo(errc::protocol_error,
+                    fmt::format("the daemon answered CONNECT with {}",
+                                proto::to_string(proto::type_of(answer))));
+    accept_ = std::move(*a);
+    next_version_ = accept_.next_version;
+    initialized_ = true;
+    return {};
+}
+
+std::error_code client::write(std::uint64_t len, std::uint64_t& version)
+{
+    if (!initialized_)
+        return fail(errc::not_initialized, "call io_init first (or io_finalize was called)");
+    if (len == 0)
+        return fail(errc::invalid_argument, "a write of 0 bytes");
+    if (len > length_)
+        return fail(errc::too_large,
+                    fmt::format("a write of {} bytes, but io_init registered {} bytes", len,
+                                length_));
+    if (broken_)
+        return fail(broken_, fmt::format("the connection to the daemon is broken: {}", why_));
+    const std::uint64_t cookie = next_cookie_++;
+    if (auto ec = send(proto::write_req_msg{cookie, len}))
+        return ec;
+    for (;;) {
+        proto::message m;
+        if (auto ec = receive(m, std::chrono::milliseconds(0)))
+            return ec;
+        if (auto* d = std::get_if<proto::write_done_msg>(&m); d && d->cookie == cookie) {
+            version = d->version;
+            next_version_ = d->version + 1;
+            return {};
+        }
+        if (auto* e = std::get_if<proto::error_msg>(&m))
+            return daemon_error(*e);
+        broken_ = errc::protocol_error;
+        return fail(errc::protocol_error,
+                    fmt::format("the daemon answered WRITE_REQ {} with {}", cookie,
+                                proto::to_string(proto::type_of(m))));
+    }
+}
+
+std::error_code client::daemon_error(const proto::error_msg& e)
+{
+    if (e.cookie == 0)
+        broken_ = e.code();
+    return fail(e.code(), fmt::format("the daemon says: {}", e.text));
+}
+
+std::error_code client::finalize()
+{
+    if (!initialized_)
+        return fail(errc::not_initialized, "io_finalize without a successful io_init");
+    std::error_code result;
+    std::string why;
+    if (broken_) {
+        result = broken_;
+        why = fmt::format("the connection to the daemon was already broken: {}", why_);
+    } else if (auto ec = send(proto::bye_msg{})) {
+        result = ec;
+        why = why_;
+    } else {
+        proto::message m;
+        if (auto rec = receive(m, env_seconds("IOFWD_FINALIZE_TIMEOUT", 0))) {
+            result = rec;
+            why = why_;
+        } else if (auto* e = std::get_if<proto::error_msg>(&m)) {
+            result = e->code();
+            why = fmt::format("the daemon says: {}", e->text);
+        } else if (!std::holds_alternative<proto::finished_msg>(m)) {
+            result = errc::protocol_error;
+            why = fmt::format("the daemon answered BYE with {}",
+                              proto::to_string(proto::type_of(m)));
+        }
+    }
+    const std::string ctx = context();
+    release();
+    initialized_ = false;
+    if (child_ > 0) {
+        int status = 0;
+        const pid_t child = std::exchange(child_, -1);
+        if (auto ec = wait_child(child, env_seconds("IOFWD_FINALIZE_TIMEOUT", 0), status)) {
+            if (!result) {
+                result = ec;
+                why = fmt::format("the daemon (pid {}) did not exit in time; see {}", child,
+                                  paths_.log);
+            }
+        } else if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && !result) {
+            result = errc::daemon_failed;
+            why = WIFEXITED(status)
+                      ? fmt::format("the daemon (pid {}) exited with status {}: some data could "
+                                    "not be made durable; see its log {}",
+                                    child, WEXITSTATUS(status), paths_.log)
+                      : fmt::format("the daemon (pid {}) was killed by signal {}; see its log {}",
+                                    child, WTERMSIG(status), paths_.log);
+        }
+    }
+    if (result)
+        return fail(result, fmt::format("{} ({})", why, ctx));
+    return {};
+}
+
+std::error_code client::send(const proto::message& m)
+{
+    const auto bytes = proto::encode(m);
+    std::size_t off = 0;
+    while (off < bytes.size()) {
+        const ssize_t n = ::send(control_.get(), bytes.data() + off, bytes.size() - off,
+                                 MSG_NOSIGNAL);
+        if (n > 0) {
+            off += static_cast<std::size_t>(n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            pollfd p{control_.get(), POLLOUT, 0};
+            ::poll(&p, 1, 1000);
+            continue;
+        }
+        const auto ec = last_system_error();
+        broken_ = errc::daemon_gone;
+        return fail(errc::daemon_gone,
+                    fmt::format("cannot send {} to the daemon (pid {}, socket {}): {}; it has "
+                                "probably exited, see {}",
+                                proto::to_string(proto::type_of(m)), accept_.daemon_pid,
+                                paths_.socket, ec.message(), paths_.log));
+    }
+    return {};
+}
+
+bool client::try_parse(proto::message& out, std::error_code& ec)
+{
+    if (rx_.size() < proto::header_size)
+        return false;
+    proto::header h;
+    std::string why;
+    if ((ec = proto::decode_header(rx_, h, why))) {
+        broken_ = ec;
+        fail(ec, fmt::format("bad message from the daemon: {}", why));
+        return true;
+    }
+    if (rx_.size() < proto::header_size + h.length)
+        return false;
+    const std::span<const std::byte> payload(rx_.data() + proto::header_size, h.length);
+    if ((ec = proto::decode_payload(h, payload, out, why))) {
+        broken_ = ec;
+        fail(ec, fmt::format("bad message from the daemon: {}", why));
+        return true;
+    }
+    rx_.erase(rx_.begin(), rx_.begin() + static_cast<std::ptrdiff_t>(proto::header_size + h.length));
+    return true;
+}
+
+std::error_code client::receive(proto::message& out, std::chrono::milliseconds timeout)
+{
+    const auto deadline = clock::now() + timeout;
+    for (;;) {
+        std::error_code ec;
+        if (try_parse(out, ec))
+            return ec;
+        std::byte buf[4096];
+        const ssize_t n = ::recv(control_.get(), buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0) {
+            rx_.insert(rx_.end(), buf, buf + n);
+            continue;
+        }
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            const std::string how = n == 0 ? "closed the connection" : std::strerror(errno);
+            broken_ = errc::daemon_gone;
+            return fail(errc::daemon_gone,
+                        fmt::format("the daemon (pid {}, socket {}) {}: it exited or was "
+                                    "killed; its log is {}",
+                                    accept_.daemon_pid, paths_.socket, how, paths_.log));
+        }
+        if (worker_.get())
+            worker_.drain();
+        int wait_ms = -1;
+        if (timeout.count() > 0) {
+            const auto left =
+                std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+            if (left.count() <= 0)
+                return fail(errc::daemon_timeout,
+                            fmt::format("no answer from the daemon (pid {}) within {} ms",
+                                        accept_.daemon_pid, timeout.count()));
+            wait_ms = static_cast<int>(left.count());
+        }
+        if (!blocking_ && worker_.get())
+            continue;  // busy-poll
+        if (worker_.get() && efd_ >= 0) {
+            const ucs_status_t st = worker_.arm();
+            if (st == UCS_ERR_BUSY)
+                continue;
+        }
+        pollfd fds[2] = {{control_.get(), POLLIN, 0}, {efd_, POLLIN, 0}};
+        const int nfds = (worker_.get() && efd_ >= 0) ? 2 : 1;
+        if (::poll(fds, static_cast<nfds_t>(nfds), wait_ms) < 0 && errno != EINTR)
+            return fail(last_system_error(), "poll on the control socket failed");
+    }
+}
+
+}  // namespace iofwd::client

@@ -1,0 +1,76 @@
+#pragma once
+// The per-process client behind the C API: connection to the node's daemon,
+// the UCX worker that serves the daemon's pulls of our buffer, and the
+// request/answer exchanges of io_init, io_write and io_finalize.
+//
+// While it waits for an answer it keeps progressing its UCX worker (UCX 1.13
+// serves a get of user memory only while the target progresses), asleep on
+// the worker's event fd and the control socket in blocking mode, spinning in
+// polling mode.
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "fd.hpp"
+#include "protocol.hpp"
+#include "rendezvous.hpp"
+#include "ucx.hpp"
+
+namespace iofwd::client {
+
+class client final {
+public:
+    client() = default;
+    client(const client&) = delete;
+    client& operator=(const client&) = delete;
+    ~client();
+
+    std::error_code init(void* buffer, std::uint64_t len, std::uint32_t rank,
+                         std::uint32_t ranks, char** daemon_args, bool blocking);
+    std::error_code write(std::uint64_t len, std::uint64_t& version);
+    std::error_code finalize();
+
+    bool initialized() const noexcept { return initialized_; }
+    // The sentence for the last failure (without the call's name).
+    const std::string& why() const noexcept { return why_; }
+    const proto::accept_msg& daemon_info() const noexcept { return accept_; }
+    std::uint64_t next_version() const noexcept { return next_version_; }
+    std::string context() const;
+
+private:
+    std::error_code send(const proto::message& m);
+    // Next message from the daemon, progressing UCX while waiting. timeout 0:
+    // no limit (the daemon's death still ends the wait at once).
+    std::error_code receive(proto::message& out, std::chrono::milliseconds timeout);
+    bool try_parse(proto::message& out, std::error_code& ec);
+    std::error_code fail(std::error_code ec, std::string why);
+    std::error_code daemon_error(const proto::error_msg& e);
+    void release();
+
+    bool initialized_ = false;
+    bool blocking_ = true;
+    void* buffer_ = nullptr;
+    std::uint64_t length_ = 0;
+    std::uint32_t rank_ = 0;
+    std::uint32_t ranks_ = 0;
+    runtime_paths paths_;
+    pid_t child_ = -1;
+
+    unique_fd control_;
+    std::vector<std::byte> rx_;
+    std::error_code broken_;  // the connection is unusable from now on
+    ucx::context context_;
+    ucx::worker worker_;
+    int efd_ = -1;
+    ucx::memory memory_;
+    proto::accept_msg accept_;
+    std::uint64_t next_cookie_ = 1;
+    std::uint64_t next_version_ = 0;
+    std::string why_;
+};
+
+}  // namespace iofwd::client

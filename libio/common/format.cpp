@@ -1,0 +1,57 @@
+#include "format.hpp"
+
+#include <cctype>
+#include <limits>
+
+namespace iofwd {
+
+std::string human_bytes(std::uint64_t n)
+{
+    static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    if (n < 1024)
+        return fmt::format("{} B", n);
+    double v = static_cast<double>(n);
+    int u = 0;
+    while (v >= 1024.0 && u < 5) {
+        v /= 1024.0;
+        ++u;
+    }
+    if (v == static_cast<double>(static_cast<std::uint64_t>(v)))
+        return fmt::format("{} {}", static_cast<std::uint64_t>(v), units[u]);
+    return fmt::format("{:.1f} {}", v, units[u]);
+}
+
+bool parse_bytes(std::string_view text, std::uint64_t& out)
+{
+    std::size_t i = 0;
+    std::uint64_t value = 0;
+    if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])))
+        return false;
+    for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i) {
+        const std::uint64_t digit = static_cast<std::uint64_t>(text[i] - '0');
+        if (value > (std::numeric_limits<std::uint64_t>::max() - digit) / 10)
+            return false;
+        value = value * 10 + digit;
+    }
+    std::string_view suffix = text.substr(i);
+    unsigned shift = 0;
+    if (!suffix.empty()) {
+        switch (std::toupper(static_cast<unsigned char>(suffix[0]))) {
+        case 'K': shift = 10; break;
+        case 'M': shift = 20; break;
+        case 'G': shift = 30; break;
+        case 'T': shift = 40; break;
+        case 'B': if (suffix.size() == 1) { shift = 0; break; } return false;
+        default: return false;
+        }
+        suffix.remove_prefix(1);
+        if (!(suffix.empty() || suffix == "B" || suffix == "iB" || suffix == "ib" || suffix == "b"))
+            return false;
+    }
+    if (shift && value > (std::numeric_limits<std::uint64_t>::max() >> shift))
+        return false;
+    out = value << shift;
+    return true;
+}
+
+}  // namespace iofwd

@@ -1,0 +1,140 @@
+#pragma once
+// The iofwd wire protocol between a rank (client) and its node's daemon.
+//
+// Every message is a 16-byte header followed by a payload:
+//   u32 magic "IOFW" | u16 protocol version | u16 type | u64 payload length
+// all little-endian. Data lengths are 64-bit everywhere. The messages travel
+// on the control connection (a Unix stream socket); the checkpoint bytes
+// themselves never do: the daemon pulls them with UCX.
+//
+//   C->S CONNECT     rank, ranks, buffer length and address, UCX worker address, packed rkey
+//   C<-S ACCEPT      the daemon's answer to CONNECT (or ERROR, which is a rejection)
+//   C->S WRITE_REQ   pull [0, length) of the registered buffer as a new version
+//   C<-S WRITE_DONE  the bytes are in daemon memory; the buffer may be reused
+//   C->S BYE         the rank is done
+//   C<-S FINISHED    everything the rank wrote is durable
+//   both ERROR       a code and a sentence, about one WRITE_REQ (its cookie) or,
+//                    with cookie 0, about the connection, which the sender then closes
+//
+// Decoding never trusts the peer: truncated, oversized, unknown-type,
+// wrong-magic and wrong-version input is rejected with an error code and a
+// sentence that says what was wrong.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <system_error>
+#include <variant>
+#include <vector>
+
+namespace iofwd::proto {
+
+inline constexpr std::uint32_t magic = 0x57464f49;  // "IOFW" in memory order
+inline constexpr std::uint16_t version = 1;
+inline constexpr std::size_t header_size = 16;
+
+enum class msg_type : std::uint16_t {
+    connect = 1,
+    accept = 2,
+    write_req = 3,
+    write_done = 4,
+    bye = 5,
+    finished = 6,
+    error = 7,
+};
+
+const char* to_string(msg_type t) noexcept;
+
+// Bounds a decoder enforces; an encoder never produces more.
+inline constexpr std::size_t max_name = 255;           // job, node
+inline constexpr std::size_t max_blob = 16 * 1024;     // worker address, rkey
+inline constexpr std::size_t max_text = 4096;          // error text, store location, transport
+
+struct header {
+    msg_type type{};
+    std::uint64_t length = 0;  // payload bytes after the header
+};
+
+struct connect_msg {
+    std::uint32_t rank = 0;    // node-local rank
+    std::uint32_t ranks = 0;   // node-local ranks of this job on this node
+    std::uint32_t pid = 0;
+    std::uint32_t flags = 0;   // connect_flag_*
+    std::uint64_t buffer_length = 0;
+    std::uint64_t buffer_address = 0;
+    std::string job;
+    std::vector<std::byte> worker_address;
+    std::vector<std::byte> rkey;
+    bool operator==(const connect_msg&) const = default;
+};
+inline constexpr std::uint32_t connect_flag_blocking = 1u << 0;
+
+struct accept_msg {
+    std::uint32_t daemon_pid = 0;
+    std::uint64_t staging_bytes = 0;
+    std::uint64_t chunk_bytes = 0;
+    std::uint64_t next_version = 0;  // the version the rank's next write creates
+    std::string node;
+    std::string store;      // where the data goes, for humans
+    std::string transport;  // UCX transports of the daemon's endpoint to the rank
+    bool operator==(const accept_msg&) const = default;
+};
+
+struct write_req_msg {
+    std::uint64_t cookie = 0;
+    std::uint64_t length = 0;
+    bool operator==(const write_req_msg&) const = default;
+};
+
+struct write_done_msg {
+    std::uint64_t cookie = 0;
+    std::uint64_t version = 0;  // the version this write created
+    bool operator==(const write_done_msg&) const = default;
+};
+
+struct bye_msg {
+    bool operator==(const bye_msg&) const = default;
+};
+
+struct finished_msg {
+    std::uint64_t versions = 0;  // versions of this rank now durable
+    std::uint64_t bytes = 0;     // their total size
+    bool operator==(const finished_msg&) const = default;
+};
+
+// Which category an error value belongs to, so the receiver can rebuild the
+// std::error_code.
+enum class error_domain : std::uint32_t { runtime = 0, system = 1, ucx = 2 };
+
+// With a cookie, the error answers that WRITE_REQ and the connection stays
+// usable; with cookie 0 it ends the connection.
+struct error_msg {
+    std::uint64_t cookie = 0;
+    error_domain domain = error_domain::runtime;
+    std::int32_t value = 0;
+    std::string text;
+    bool operator==(const error_msg&) const = default;
+
+    std::error_code code() const noexcept;
+    static error_msg from(const std::error_code& ec, std::string text, std::uint64_t cookie = 0);
+};
+
+using message = std::variant<connect_msg, accept_msg, write_req_msg, write_done_msg, bye_msg,
+                             finished_msg, error_msg>;
+
+msg_type type_of(const message& m) noexcept;
+
+// Largest payload a message of this type may carry.
+std::uint64_t max_payload(msg_type t) noexcept;
+
+// Header plus payload, ready to send.
+std::vector<std::byte> encode(const message& m);
+
+// Checks the first header_size bytes. On failure `why` says what was wrong.
+std::error_code decode_header(std::span<const std::byte> bytes, header& out, std::string& why);
+
+// Decodes a payload whose header has already passed decode_header.
+std::error_code decode_payload(const header& h, std::span<const std::byte> payload, message& out,
+                               std::string& why);
+
+}  // namespace iofwd::proto

@@ -1,0 +1,202 @@
+#include "sys.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string_view>
+
+namespace iofwd::sys {
+namespace {
+
+std::atomic<bool> armed{false};
+std::mutex fault_mutex;
+fault current;
+std::uint64_t calls_seen = 0;
+bool fired = false;
+
+enum class verdict { pass, fail, shorten };
+
+verdict check(call c)
+{
+    if (!armed.load(std::memory_order_relaxed))
+        return verdict::pass;
+    std::lock_guard lock(fault_mutex);
+    if (current.which != c)
+        return verdict::pass;
+    if (calls_seen++ < current.after)
+        return verdict::pass;
+    if (fired && !current.repeat)
+        return verdict::pass;
+    fired = true;
+    if (current.short_io)
+        return verdict::shorten;
+    errno = current.error;
+    return verdict::fail;
+}
+
+bool parse_call(std::string_view s, call& out)
+{
+    if (s == "pwrite") out = call::pwrite;
+    else if (s == "pread") out = call::pread;
+    else if (s == "fsync") out = call::fsync;
+    else if (s == "rename") out = call::rename;
+    else if (s == "open") out = call::open;
+    else return false;
+    return true;
+}
+
+bool parse_errno(std::string_view s, fault& f)
+{
+    static constexpr struct { const char* name; int value; } names[] = {
+        {"ENOSPC", ENOSPC}, {"EIO", EIO}, {"EINTR", EINTR}, {"EDQUOT", EDQUOT},
+        {"EROFS", EROFS}, {"EACCES", EACCES}, {"ENOENT", ENOENT}, {"EAGAIN", EAGAIN},
+    };
+    if (s == "SHORT") {
+        f.short_io = true;
+        return true;
+    }
+    for (const auto& n : names)
+        if (s == n.name) {
+            f.error = n.value;
+            return true;
+        }
+    return false;
+}
+
+}  // namespace
+
+void inject(std::optional<fault> f)
+{
+    std::lock_guard lock(fault_mutex);
+    calls_seen = 0;
+    fired = false;
+    if (f)
+        current = *f;
+    armed.store(f.has_value());
+}
+
+bool inject_from_env(std::string& why)
+{
+    const char* env = std::getenv("IOFWD_FAULT");
+    if (!env || !*env)
+        return true;
+    std::string_view spec(env);
+    fault f;
+    const auto c1 = spec.find(':');
+    if (c1 == std::string_view::npos || !parse_call(spec.substr(0, c1), f.which)) {
+        why = "IOFWD_FAULT must look like pwrite:ENOSPC[:N] (calls: pwrite pread fsync rename open)";
+        return false;
+    }
+    auto rest = spec.substr(c1 + 1);
+    const auto c2 = rest.find(':');
+    if (!parse_errno(rest.substr(0, c2), f)) {
+        why = "IOFWD_FAULT: unknown error name '" + std::string(rest.substr(0, c2)) +
+              "' (ENOSPC EIO EINTR EDQUOT EROFS EACCES ENOENT EAGAIN SHORT)";
+        return false;
+    }
+    if (c2 != std::string_view::npos) {
+        const std::string n(rest.substr(c2 + 1));
+        char* end = nullptr;
+        f.after = std::strtoull(n.c_str(), &end, 10);
+        if (n.empty() || *end) {
+            why = "IOFWD_FAULT: '" + n + "' is not a call count";
+            return false;
+        }
+    }
+    inject(f);
+    return true;
+}
+
+ssize_t pwrite(int fd, const void* buf, std::size_t n, off_t offset)
+{
+    switch (check(call::pwrite)) {
+    case verdict::fail: return -1;
+    case verdict::shorten: return ::pwrite(fd, buf, n / 2, offset);
+    case verdict::pass: break;
+    }
+    return ::pwrite(fd, buf, n, offset);
+}
+
+ssize_t pread(int fd, void* buf, std::size_t n, off_t offset)
+{
+    switch (check(call::pread)) {
+    case verdict::fail: return -1;
+    case verdict::shorten: return ::pread(fd, buf, n / 2, offset);
+    case verdict::pass: break;
+    }
+    return ::pread(fd, buf, n, offset);
+}
+
+int fsync(int fd)
+{
+    if (check(call::fsync) == verdict::fail)
+        return -1;
+    return ::fsync(fd);
+}
+
+int rename(const char* from, const char* to)
+{
+    if (check(call::rename) == verdict::fail)
+        return -1;
+    return ::rename(from, to);
+}
+
+int open(const char* path, int flags, mode_t mode)
+{
+    if (check(call::open) == verdict::fail)
+        return -1;
+    return ::open(path, flags, mode);
+}
+
+int pwrite_all(int fd, const void* buf, std::size_t n, off_t offset)
+{
+    const auto* p = static_cast<const char*>(buf);
+    while (n > 0) {
+        // Linux transfers at most ~2 GiB a call; ask for no more.
+        const std::size_t ask = n < (std::size_t{1} << 30) ? n : (std::size_t{1} << 30);
+        const ssize_t w = pwrite(fd, p, ask, offset);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (w == 0) {
+            errno = EIO;
+            return -1;
+        }
+        p += w;
+        n -= static_cast<std::size_t>(w);
+        offset += w;
+    }
+    return 0;
+}
+
+int pread_all(int fd, void* buf, std::size_t n, off_t offset)
+{
+    auto* p = static_cast<char*>(buf);
+    while (n > 0) {
+        const std::size_t ask = n < (std::size_t{1} << 30) ? n : (std::size_t{1} << 30);
+        const ssize_t r = pread(fd, p, ask, offset);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (r == 0) {
+            errno = ENODATA;  // the file is shorter than expected
+            return -1;
+        }
+        p += r;
+        n -= static_cast<std::size_t>(r);
+        offset += r;
+    }
+    return 0;
+}
+
+}  // namespace iofwd::sys

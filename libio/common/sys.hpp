@@ -1,0 +1,46 @@
+#pragma once
+// The seam around the system calls that make data durable. Production code
+// calls these instead of the libc functions; a test, or the IOFWD_FAULT
+// environment variable of a real iod, can make one of them fail with a chosen
+// errno after a number of successful calls: a full disk (ENOSPC), an I/O
+// error (EIO), an interrupted call (EINTR), or a short write.
+//
+//   IOFWD_FAULT=<call>:<errno name>[:<successful calls before failing>]
+//   e.g. IOFWD_FAULT=pwrite:ENOSPC:3   IOFWD_FAULT=fsync:EIO   IOFWD_FAULT=pwrite:SHORT
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace iofwd::sys {
+
+enum class call { pwrite, fsync, rename, open, pread };
+
+struct fault {
+    call which = call::pwrite;
+    int error = 0;             // errno to fail with; 0 with `short_io` for a short transfer
+    bool short_io = false;     // transfer half the bytes instead of failing
+    std::uint64_t after = 0;   // calls that succeed before the fault fires
+    bool repeat = true;        // keep failing after the first time
+};
+
+// Arms (or, with nullopt, disarms) the fault. Thread-safe.
+void inject(std::optional<fault> f);
+
+// Reads IOFWD_FAULT; false and a sentence in `why` when it is set but malformed.
+bool inject_from_env(std::string& why);
+
+// Same contracts as the libc calls (-1 and errno on failure).
+ssize_t pwrite(int fd, const void* buf, std::size_t n, off_t offset);
+ssize_t pread(int fd, void* buf, std::size_t n, off_t offset);
+int fsync(int fd);
+int rename(const char* from, const char* to);
+int open(const char* path, int flags, mode_t mode = 0);
+
+// Loops over short transfers and EINTR; -1 and errno on failure.
+int pwrite_all(int fd, const void* buf, std::size_t n, off_t offset);
+int pread_all(int fd, void* buf, std::size_t n, off_t offset);
+
+}  // namespace iofwd::sys

@@ -1,0 +1,227 @@
+#include "ucx.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <string_view>
+
+#include "errors.hpp"
+
+namespace iofwd::ucx {
+
+context& context::operator=(context&& o) noexcept
+{
+    if (this != &o) {
+        this->~context();
+        h_ = std::exchange(o.h_, nullptr);
+    }
+    return *this;
+}
+
+context::~context()
+{
+    if (h_)
+        ucp_cleanup(std::exchange(h_, nullptr));
+}
+
+std::error_code context::create(std::uint64_t features, const char* name, context& out)
+{
+    ucp_config_t* config = nullptr;
+    ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+    if (st != UCS_OK)
+        return make_ucx_error(st);
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
+    params.features = features;
+    params.name = name;
+    ucp_context_h h = nullptr;
+    st = ucp_init(&params, config, &h);
+    ucp_config_release(config);
+    if (st != UCS_OK)
+        return make_ucx_error(st);
+    out = context{};
+    out.h_ = h;
+    return {};
+}
+
+worker& worker::operator=(worker&& o) noexcept
+{
+    if (this != &o) {
+        this->~worker();
+        h_ = std::exchange(o.h_, nullptr);
+    }
+    return *this;
+}
+
+worker::~worker()
+{
+    if (h_)
+        ucp_worker_destroy(std::exchange(h_, nullptr));
+}
+
+std::error_code worker::create(const context& ctx, worker& out)
+{
+    ucp_worker_params_t params{};
+    params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    // Each process drives its worker from one thread at a time (the client
+    // serialises its API calls; the daemon progresses from its event loop).
+    params.thread_mode = UCS_THREAD_MODE_SINGLE;
+    ucp_worker_h h = nullptr;
+    const ucs_status_t st = ucp_worker_create(ctx.get(), &params, &h);
+    if (st != UCS_OK)
+        return make_ucx_error(st);
+    out = worker{};
+    out.h_ = h;
+    return {};
+}
+
+std::error_code worker::event_fd(int& out) const
+{
+    int fd = -1;
+    const ucs_status_t st = ucp_worker_get_efd(h_, &fd);
+    if (st != UCS_OK)
+        return make_ucx_error(st);
+    out = fd;
+    return {};
+}
+
+std::error_code worker::address(std::vector<std::byte>& out) const
+{
+    ucp_address_t* addr = nullptr;
+    std::size_t len = 0;
+    const ucs_status_t st = ucp_worker_get_address(h_, &addr, &len);
+    if (st != UCS_OK)
+        return make_ucx_error(st);
+    const auto* p = reinterpret_cast<const std::byte*>(addr);
+    out.assign(p, p + len);
+    ucp_worker_release_address(h_, addr);
+    return {};
+}
+
+memory& memory::operator=(memory&& o) noexcept
+{
+    if (this != &o) {
+        this->~memory();
+        ctx_ = std::exchange(o.ctx_, nullptr);
+        h_ = std::exchange(o.h_, nullptr);
+    }
+    return *this;
+}
+
+memory::~memory()
+{
+    if (h_) {
+        const ucs_status_t st = ucp_mem_unmap(ctx_, h_);
+        if (st != UCS_OK)
+            std::fprintf(stderr, "iofwd: ucp_mem_unmap failed: %s\n", ucs_status_string(st));
+        h_ = nullptr;
+    }
+}
+
+std::error_code memory::map(const context& ctx, void* address, std::size_t length, memory& out)
+{
+    ucp_mem_map_params_t params{};
+    params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    params.address = address;
+    params.length = length;
+    ucp_mem_h h = nullptr;
+    const ucs_status_t st = ucp_mem_map(ctx.get(), &params, &h);
+    if (st != UCS_OK)
+        return make_ucx_error(st);
+    out = memory{};
+    out.ctx_ = ctx.get();
+    out.h_ = h;
+    return {};
+}
+
+std::error_code memory::pack_rkey(std::vector<std::byte>& out) const
+{
+    void* buf = nullptr;
+    std::size_t len = 0;
+    const ucs_status_t st = ucp_rkey_pack(ctx_, h_, &buf, &len);
+    if (st != UCS_OK)
+        return make_ucx_error(st);
+    const auto* p = static_cast<const std::byte*>(buf);
+    out.assign(p, p + len);
+    ucp_rkey_buffer_release(buf);
+    return {};
+}
+
+rkey& rkey::operator=(rkey&& o) noexcept
+{
+    if (this != &o) {
+        this->~rkey();
+        h_ = std::exchange(o.h_, nullptr);
+    }
+    return *this;
+}
+
+rkey::~rkey()
+{
+    if (h_)
+        ucp_rkey_destroy(std::exchange(h_, nullptr));
+}
+
+std::error_code rkey::unpack(ucp_ep_h ep, std::span<const std::byte> packed, rkey& out)
+{
+    ucp_rkey_h h = nullptr;
+    const ucs_status_t st = ucp_ep_rkey_unpack(ep, packed.data(), &h);
+    if (st != UCS_OK)
+        return make_ucx_error(st);
+    out = rkey{};
+    out.h_ = h;
+    return {};
+}
+
+std::string endpoint_transports(ucp_ep_h ep)
+{
+    char* text = nullptr;
+    std::size_t size = 0;
+    FILE* f = open_memstream(&text, &size);
+    if (!f)
+        return "unknown";
+    ucp_ep_print_info(ep, f);
+    std::fclose(f);
+    // Lines look like "#   lane[0]:  3:posix/memory.0 md[1] -> md[1]/posix ..."
+    std::set<std::string> names;
+    std::string_view all(text, size);
+    for (std::size_t pos = 0; (pos = all.find("lane[", pos)) != std::string_view::npos;) {
+        const auto colon = all.find(':', all.find(']', pos));
+        const auto eol = all.find('\n', pos);
+        pos = eol == std::string_view::npos ? all.size() : eol;
+        if (colon == std::string_view::npos || colon > pos)
+            continue;
+        auto rest = all.substr(colon + 1, pos - colon - 1);
+        while (!rest.empty() && rest.front() == ' ')
+            rest.remove_prefix(1);
+        const auto digits_end = rest.find(':');  // skip "3:" resource index
+        if (digits_end != std::string_view::npos && digits_end < 4)
+            rest.remove_prefix(digits_end + 1);
+        const auto name_end = rest.find_first_of(". ");
+        names.emplace(rest.substr(0, name_end));
+    }
+    std::free(text);
+    std::string out;
+    for (const auto& n : names) {
+        if (!out.empty())
+            out += ", ";
+        out += n;
+    }
+    return out.empty() ? "unknown" : out;
+}
+
+bool request_finished(ucs_status_ptr_t ptr, ucs_status_t& status) noexcept
+{
+    if (ptr == nullptr) {
+        status = UCS_OK;
+        return true;
+    }
+    if (UCS_PTR_IS_ERR(ptr)) {
+        status = UCS_PTR_STATUS(ptr);
+        return true;
+    }
+    return false;
+}
+
+}  // namespace iofwd::ucx

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Install whatever iofwd needs from the Debian archive that this machine lacks.
+# Non-interactive and idempotent: running it twice installs nothing the second time.
+#
+#   scripts/setup.sh            build + test dependencies
+#   scripts/setup.sh --ceph     also the Ceph packages for the rados backend
+set -euo pipefail
+
+pkgs=(g++ meson ninja-build pkg-config
+      mpich libmpich-dev
+      libucx-dev ucx-utils
+      libboost-dev libfmt-dev catch2
+      gnuplot-nox)
+for arg in "$@"; do
+  case "$arg" in
+    --ceph) pkgs+=(ceph-mon ceph-mgr ceph-osd ceph-common librados-dev libradospp-dev) ;;
+    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown option '$arg' (try --help)" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup.sh: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "setup.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt_opts=(-o DPkg::Lock::Timeout=300 -y -q --no-install-recommends)
+$sudo apt-get -o DPkg::Lock::Timeout=300 update -q
+$sudo apt-get "${apt_opts[@]}" install "${missing[@]}"
