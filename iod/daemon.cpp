@@ -195,7 +195,9 @@ void daemon::accept_next()
 
 void daemon::pump()
 {
-    for (;;) {
+    // Bounded: a transport that keeps reporting events (a peer dying mid-
+    // transfer) must not keep the loop from seeing that peer's socket close.
+    for (int round = 0; round < 64; ++round) {
         worker_.drain();
         const ucs_status_t st = worker_.arm();
         if (st == UCS_OK)
@@ -205,6 +207,7 @@ void daemon::pump()
             return;
         }
     }
+    kick();
 }
 
 void daemon::wait_events()

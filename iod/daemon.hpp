@@ -47,6 +47,7 @@ public:
 
     // For sessions and transfers.
     const options& opts() const noexcept { return opts_; }
+    boost::asio::io_context& loop() noexcept { return loop_; }
     ucx::worker& worker() noexcept { return worker_; }
     staging& stage() noexcept { return staging_; }
     flusher& flush() noexcept { return *flusher_; }
@@ -58,6 +59,7 @@ public:
                           std::string& why);
     void rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_t version,
                       std::uint32_t rank, const store::manifest_entry& entry);
+    // A version io_write had already returned for could not be made durable.
     void version_failed(std::error_code ec);
     bool manifests_pending() const noexcept { return manifests_pending_ > 0; }
     std::error_code manifest_error() const noexcept { return manifest_error_; }

@@ -229,7 +229,8 @@ void session::on_write_req(const proto::write_req_msg& m)
                 self->durable_error_ = ec;
                 self->durable_why_ = why;
             }
-            self->d_.version_failed(ec);
+            if (!was_pulling)
+                self->d_.version_failed(ec);
         } else {
             ++self->versions_durable_;
             self->bytes_durable_ += entry.size;
@@ -290,6 +291,7 @@ void session::close_endpoint(bool force)
     ucs_status_ptr_t p = ucp_ep_close_nbx(ep, &param);
     ucs_status_t st = UCS_OK;
     if (ucx::request_finished(p, st)) {
+        d_.kick();
         if (!force) {
             delete static_cast<std::weak_ptr<session>*>(param.user_data);
             finish_closing();
@@ -297,8 +299,9 @@ void session::close_endpoint(bool force)
         return;
     }
     if (force) {
-        // Forced closes complete at once in practice; never wait on one.
+        // The cancelled operations complete through progress.
         ucp_request_free(p);
+        d_.kick();
         return;
     }
     d_.kick();

@@ -6,6 +6,7 @@
 #include "daemon.hpp"
 #include "errors.hpp"
 #include "format.hpp"
+#include "log.hpp"
 
 namespace iofwd::iod {
 
@@ -13,6 +14,9 @@ struct transfer::pull_request {
     std::shared_ptr<transfer> self;
     slot s;
     chunk c;
+    // The transfer gave up on this pull (its rank died and UCX never completed
+    // it); if UCX completes it after all, only the slot is returned.
+    bool orphaned = false;
 };
 
 transfer::transfer(daemon& d, source src, std::uint32_t rank, std::uint64_t version,
@@ -67,6 +71,7 @@ void transfer::on_slot(slot s)
         delete req;
         on_pulled(s, c, st);
     } else {
+        in_flight_.push_back(req);
         d_.kick();
     }
     request_slot();
@@ -76,6 +81,12 @@ void transfer::get_done(void* request, ucs_status_t status, void* user_data)
 {
     auto* req = static_cast<pull_request*>(user_data);
     ucp_request_free(request);
+    if (req->orphaned) {
+        req->self->d_.stage().release(req->s);
+        delete req;
+        return;
+    }
+    std::erase(req->self->in_flight_, req);
     auto self = std::move(req->self);
     const slot s = req->s;
     const chunk c = req->c;
@@ -129,11 +140,31 @@ void transfer::on_flushed(slot s, chunk c, std::uint32_t crc, std::error_code ec
 
 void transfer::source_gone()
 {
-    if (!all_pulled())
-        fail(make_error_code(errc::peer_gone),
-             fmt::format("rank {} went away after {} of {} bytes of version {} were pulled; "
-                         "the partial version is discarded",
-                         rank_, pulled_bytes_, length_, version_));
+    if (all_pulled())
+        return;
+    fail(make_error_code(errc::peer_gone),
+         fmt::format("rank {} went away after {} of {} bytes of version {} were pulled; "
+                     "the partial version is discarded",
+                     rank_, pulled_bytes_, length_, version_));
+    if (in_flight_.empty())
+        return;
+    // UCX 1.13 does not cancel an emulated get whose target died when the
+    // endpoint is closed (error mode NONE): give the pulls a moment, then give
+    // up on them so that the version is reported and the daemon can finish.
+    grace_ = std::make_unique<boost::asio::steady_timer>(d_.loop(), std::chrono::seconds(2));
+    grace_->async_wait([self = shared_from_this()](boost::system::error_code ec) {
+        if (ec || self->in_flight_.empty())
+            return;
+        log_warn("rank {} version {}: {} pulls never completed after the rank died; their "
+                 "staging slots stay reserved until UCX returns them",
+                 self->rank_, self->version_, self->in_flight_.size());
+        for (auto* req : self->in_flight_) {
+            req->orphaned = true;
+            --self->pulls_in_flight_;
+        }
+        self->in_flight_.clear();
+        self->check_done();
+    });
 }
 
 void transfer::fail(std::error_code ec, std::string why)
@@ -146,7 +177,10 @@ void transfer::fail(std::error_code ec, std::string why)
 
 void transfer::check_done()
 {
-    if (reported_ || committing_ || pulls_in_flight_ || flushes_in_flight_ || waiting_for_slot_)
+    // A failed transfer does not wait for a slot it asked for: the queued
+    // request hands the slot straight back whenever it is served.
+    if (reported_ || committing_ || pulls_in_flight_ || flushes_in_flight_ ||
+        (waiting_for_slot_ && !error_))
         return;
     if (error_) {
         reported_ = true;

@@ -15,6 +15,9 @@
 #include <system_error>
 #include <vector>
 
+#include <utility>  // before Asio (Boost 1.74 needs it)
+#include <boost/asio/steady_timer.hpp>
+
 #include <ucp/api/ucp.h>
 
 #include "layout.hpp"
@@ -88,6 +91,8 @@ private:
     bool waiting_for_slot_ = false;
     bool committing_ = false;
     bool reported_ = false;
+    std::vector<pull_request*> in_flight_;  // owned by UCX until their callback
+    std::unique_ptr<boost::asio::steady_timer> grace_;
     std::vector<std::uint32_t> crcs_;
     std::vector<std::uint64_t> sizes_;
     std::error_code error_;

@@ -117,7 +117,7 @@ ssize_t pwrite(int fd, const void* buf, std::size_t n, off_t offset)
 {
     switch (check(call::pwrite)) {
     case verdict::fail: return -1;
-    case verdict::shorten: return ::pwrite(fd, buf, n / 2, offset);
+    case verdict::shorten: return ::pwrite(fd, buf, n > 1 ? n / 2 : n, offset);
     case verdict::pass: break;
     }
     return ::pwrite(fd, buf, n, offset);
@@ -127,7 +127,7 @@ ssize_t pread(int fd, void* buf, std::size_t n, off_t offset)
 {
     switch (check(call::pread)) {
     case verdict::fail: return -1;
-    case verdict::shorten: return ::pread(fd, buf, n / 2, offset);
+    case verdict::shorten: return ::pread(fd, buf, n > 1 ? n / 2 : n, offset);
     case verdict::pass: break;
     }
     return ::pread(fd, buf, n, offset);

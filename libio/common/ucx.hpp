@@ -39,10 +39,11 @@ public:
     static std::error_code create(const context& ctx, worker& out);
     ucp_worker_h get() const noexcept { return h_; }
 
-    // Progresses until there is nothing left to do right now.
-    void drain() noexcept
+    // Progresses until there is nothing left to do right now, or `limit`
+    // rounds did something (a caller that must stay responsive asks again).
+    void drain(unsigned limit = 4096) noexcept
     {
-        while (ucp_worker_progress(h_) != 0) {
+        while (limit-- > 0 && ucp_worker_progress(h_) != 0) {
         }
     }
     unsigned progress() noexcept { return ucp_worker_progress(h_); }
