@@ -1,0 +1,41 @@
+#pragma once
+// What every integration test starts from: a private runtime directory, store
+// and session, and helpers to run real ranks (rank_client), a real iod, and
+// the verifier against them.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "process.hpp"
+
+namespace test {
+
+struct cluster {
+    temp_dir tmp;
+    std::map<std::string, std::string> env;
+    int outputs = 0;
+
+    cluster();
+    // Kills any daemon of this test still alive, so none outlives its test.
+    ~cluster();
+    std::string runtime_dir() const { return tmp / "rt"; }
+    std::string store() const { return tmp / "store"; }
+    std::string socket() const { return runtime_dir() + "/s.sock"; }
+    std::string log() const { return read_file(runtime_dir() + "/s.log"); }
+
+    process rank(unsigned r, unsigned n, std::vector<std::string> args = {},
+                 const std::map<std::string, std::string>& extra = {});
+    // A daemon started by hand for session "s" (not auto-exiting).
+    process daemon(std::vector<std::string> args = {},
+                   const std::map<std::string, std::string>& extra = {});
+    // Runs the verifier; its output in `out`; returns its exit code.
+    int verify(long versions, long ranks, std::string& out);
+    process run(std::vector<std::string> argv, const std::map<std::string, std::string>& extra = {});
+};
+
+// CPU seconds (user + system) a live process has used.
+double cpu_seconds(pid_t pid);
+// Occurrences of `needle` in `hay`.
+std::size_t count(const std::string& hay, const std::string& needle);
+
+}  // namespace test

@@ -1,0 +1,264 @@
+// Failures with real processes and real signals: a daemon killed under waiting
+// ranks, a rank killed mid-write, leftovers of a crash, a stranger, malformed
+// input, a full disk.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "fixture.hpp"
+
+using namespace test;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+bool has_line(const process& p, const std::string& prefix)
+{
+    const auto out = p.output();
+    return out.rfind(prefix, 0) == 0 || out.find("\n" + prefix) != std::string::npos;
+}
+
+// Files under the store whose names start with '.' (uncommitted temporaries).
+std::size_t temporaries(const std::string& root)
+{
+    std::size_t n = 0;
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(root, ec);
+         it != std::filesystem::recursive_directory_iterator(); ++it)
+        if (it->path().filename().string().rfind(".", 0) == 0)
+            ++n;
+    return n;
+}
+
+}  // namespace
+
+TEST_CASE("killing the daemon ends every blocked call in every rank within 2 s",
+          "[failure][daemon-killed]")
+{
+    cluster c;
+    auto d = c.daemon();
+    // Rank 0 blocks in io_write, rank 1 in io_finalize (no writes), both
+    // waiting on a daemon we stop first so that they are surely waiting.
+    auto r0 = c.rank(0, 2, {"--size", "1048576", "--versions", "1", "--pause-ms", "300"});
+    auto r1 = c.rank(1, 2, {"--size", "4096", "--versions", "0", "--pause-ms", "300"});
+    REQUIRE(wait_until([&] { return count(c.log(), "connect job") == 2; }, 20s));
+    d.signal(SIGSTOP);
+    REQUIRE(wait_until([&] { return has_line(r0, "writing 0") && has_line(r1, "finalizing"); },
+                       10s));
+    std::this_thread::sleep_for(300ms);
+    REQUIRE(r0.running());
+    REQUIRE(r1.running());
+
+    const auto killed = clock_type::now();
+    d.signal(SIGKILL);
+    const auto s0 = r0.wait(2s);
+    const auto s1 = r1.wait(2s);
+    const auto elapsed = clock_type::now() - killed;
+    INFO("rank 0:\n" << r0.output() << "rank 1:\n" << r1.output());
+    REQUIRE(s0.has_value());
+    REQUIRE(s1.has_value());
+    CHECK(elapsed < 2s);
+    CHECK(exit_code(*s0) == 1);
+    CHECK(exit_code(*s1) == 1);
+    // ECONNRESET (104) from the write, then from finalize; the message names the daemon.
+    CHECK(has_line(r0, "write 0 104 "));
+    CHECK(has_line(r1, "finalize 104 "));
+    CHECK(r0.output().find("it exited or was killed") != std::string::npos);
+}
+
+TEST_CASE("a rank killed mid-write loses only its partial version; the others finish",
+          "[failure][rank-killed]")
+{
+    cluster c;
+    // One 1 MiB slot: a 1 GiB write takes long enough to be interrupted.
+    const std::map<std::string, std::string> slow{{"IOFWD_STAGING_SIZE", "1M"},
+                                                  {"IOFWD_CHUNK_SIZE", "1M"}};
+    auto r0 = c.rank(0, 2, {"--size", "1048576", "--versions", "3", "--pause-ms", "500"}, slow);
+    auto r1 = c.rank(1, 2, {"--size", std::to_string(1ull << 30), "--versions", "2"}, slow);
+    // Rank 1's first version completes, then it dies during the second.
+    REQUIRE(wait_until([&] { return has_line(r1, "writing 1"); }, 60s));
+    std::this_thread::sleep_for(100ms);
+    r1.signal(SIGKILL);
+    REQUIRE(r1.wait(10s).has_value());
+
+    const auto s0 = r0.wait(60s);
+    INFO("rank 0:\n" << r0.output() << "log:\n" << c.log());
+    REQUIRE(s0.has_value());
+    CHECK(exit_code(*s0) == 0);
+    // The daemon still exits cleanly once rank 0 is done.
+    CHECK(wait_until([&] { return count(c.log(), "exit status 0") == 1; }, 20s));
+    const auto log = c.log();
+    CHECK(log.find("disconnect job itest rank 1/2") != std::string::npos);
+    CHECK(log.find("the partial version is discarded") != std::string::npos);
+    CHECK_FALSE(exists(c.store() + "/itest/v00000002/nodeA.r0001"));
+    CHECK(exists(c.store() + "/itest/v00000001/nodeA.r0001"));
+    CHECK(temporaries(c.store()) == 0);
+    // Version 1 is complete (both ranks); 2 and 3 lack rank 1 and have no manifest.
+    std::string out;
+    CHECK(c.verify(1, 2, out) == 0);
+    INFO(out);
+    CHECK(out.find("1 complete versions, 2 incomplete") != std::string::npos);
+}
+
+TEST_CASE("leftovers of a crashed run never block the next run", "[failure][leftovers]")
+{
+    cluster c;
+    {
+        // A real crash: the daemon and its rank killed mid-job.
+        auto r0 = c.rank(0, 1, {"--size", "4096", "--versions", "1", "--pause-ms", "100000"});
+        REQUIRE(wait_until([&] { return count(c.log(), "connect job") == 1; }, 20s));
+        const auto log = c.log();
+        const auto at = log.find("iod[");
+        const pid_t daemon_pid = std::stoi(log.substr(at + 4));
+        ::kill(daemon_pid, SIGKILL);
+        r0.signal(SIGKILL);
+        r0.wait(5s);
+    }
+    // What is left: a socket file nobody listens on, a lock file, a log.
+    REQUIRE(exists(c.socket()));
+    REQUIRE(exists(c.runtime_dir() + "/s.lock"));
+    auto r0 = c.rank(0, 1, {"--size", "4096", "--versions", "2"});
+    const auto st = r0.wait(30s);
+    INFO(r0.output());
+    REQUIRE(st.has_value());
+    CHECK(exit_code(*st) == 0);
+    CHECK(count(c.log(), "ready:") == 2);
+}
+
+TEST_CASE("a process of another user cannot connect or write", "[failure][stranger]")
+{
+    if (::geteuid() != 0) {
+        WARN("needs root to run a process as another user; skipped");
+        return;
+    }
+    cluster c;
+    ::chmod(c.tmp.path().c_str(), 0755);
+    auto d = c.daemon();
+    const std::string setpriv = "/usr/bin/setpriv";
+    const std::vector<std::string> as_nobody = {setpriv, "--reuid=65534", "--regid=65534",
+                                                "--clear-groups"};
+    auto run_as_nobody = [&](std::vector<std::string> cmd) {
+        std::vector<std::string> argv = as_nobody;
+        argv.insert(argv.end(), cmd.begin(), cmd.end());
+        auto p = c.run(argv);
+        REQUIRE(p.wait(20s).has_value());
+        return p.output();
+    };
+    // 1. The runtime directory is private (0700): the socket cannot be reached.
+    const auto direct = run_as_nobody({build_path("IOFWD_TEST_RAW_PEER"), c.socket(), "hello"});
+    CHECK(direct.find("connect-failed Permission denied") != std::string::npos);
+
+    // 2. Through the library, pointed at the owner's runtime directory: refused in words.
+    const auto lib = run_as_nobody({build_path("IOFWD_TEST_RANK_CLIENT"), "--rank", "0",
+                                    "--ranks", "1", "--size", "4096"});
+    CHECK(lib.find("init 13") != std::string::npos);  // EACCES
+    CHECK(lib.find("belongs to uid 0, not to you") != std::string::npos);
+
+    // 3. Even with the directory and socket opened up by mistake, the daemon
+    //    checks the peer's credentials and refuses.
+    ::chmod(c.runtime_dir().c_str(), 0711);
+    ::chmod(c.socket().c_str(), 0666);
+    const auto opened = run_as_nobody({build_path("IOFWD_TEST_RAW_PEER"), c.socket(), "hello"});
+    CHECK(opened.find("answer ERROR 0 11 iod serves uid 0 only; you are uid 65534") !=
+          std::string::npos);
+    CHECK(c.log().find("refused connection from uid 65534") != std::string::npos);
+    CHECK_FALSE(exists(c.store() + "/stranger"));
+    CHECK(d.running());
+}
+
+TEST_CASE("malformed messages get a clear error and the daemon keeps serving",
+          "[failure][malformed]")
+{
+    cluster c;
+    auto d = c.daemon();
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"garbage", "bad magic"},
+        {"bad-version", "peer speaks protocol version 99"},
+        {"oversized", "exceeds the limit"},
+        {"unknown-type", "unknown message type 77"},
+        {"write-before-connect", "WRITE_REQ before CONNECT"},
+        {"hello", "cannot reach"},
+    };
+    for (const auto& [mode, expect] : cases) {
+        auto p = c.run({build_path("IOFWD_TEST_RAW_PEER"), c.socket(), mode});
+        REQUIRE(p.wait(20s).has_value());
+        INFO(mode << ": " << p.output() << "\nlog:\n" << c.log());
+        CHECK(p.output().rfind("answer ERROR", 0) == 0);
+        CHECK(c.log().find(expect) != std::string::npos);
+    }
+    // Truncated: the peer hangs up mid-message; the daemon notes it and goes on.
+    auto t = c.run({build_path("IOFWD_TEST_RAW_PEER"), c.socket(), "truncated"});
+    REQUIRE(t.wait(20s).has_value());
+    CHECK(wait_until([&] { return c.log().find("mid-message") != std::string::npos; }, 5s));
+    REQUIRE(d.running());
+    // And a real rank is served normally afterwards.
+    auto r0 = c.rank(0, 1, {"--size", "65536", "--versions", "2"});
+    const auto st = r0.wait(30s);
+    REQUIRE(st.has_value());
+    CHECK(exit_code(*st) == 0);
+    std::string out;
+    CHECK(c.verify(2, 1, out) == 0);
+    d.signal(SIGTERM);
+    CHECK(d.wait(10s).has_value());
+}
+
+TEST_CASE("a full disk is reported to the rank and nothing partial is stored",
+          "[failure][enospc]")
+{
+    cluster c;
+    // One chunk per version, so each pull is complete (io_write returned)
+    // before its flush starts. Version 1 takes two pwrites (its chunk, the
+    // manifest), done during the rank's 500 ms pause; from the third on the
+    // disk is full: version 2 fails after io_write returned.
+    const std::map<std::string, std::string> env{{"IOFWD_FAULT", "pwrite:ENOSPC:2"},
+                                                 {"IOFWD_CHUNK_SIZE", "1M"},
+                                                 {"IOFWD_STAGING_SIZE", "4M"}};
+    auto r0 = c.rank(0, 1, {"--size", "1048576", "--versions", "2", "--pause-ms", "500"}, env);
+    const auto st = r0.wait(30s);
+    INFO(r0.output() << "\nlog:\n" << c.log());
+    REQUIRE(st.has_value());
+    CHECK(exit_code(*st) == 1);
+    CHECK(has_line(r0, "write 0 0 1 "));
+    CHECK(has_line(r0, "write 1 0 2 "));
+    CHECK(has_line(r0, "finalize 28 "));  // ENOSPC
+    CHECK(r0.output().find("writing bytes [0, 1048576) of itest/v00000002/nodeA.r0000 failed: "
+                           "No space left on device") != std::string::npos);
+    CHECK_FALSE(exists(c.store() + "/itest/v00000002/nodeA.r0000"));
+    CHECK(temporaries(c.store()) == 0);
+    std::string out;
+    CHECK(c.verify(1, 1, out) == 0);
+    // The daemon reports the loss in its exit status.
+    CHECK(wait_until([&] { return count(c.log(), "exit status 1") == 1; }, 10s));
+}
+
+TEST_CASE("iod --help documents every option and its environment variable", "[iod][cli]")
+{
+    cluster c;
+    auto p = c.run({build_path("IOFWD_TEST_IOD"), "--help"});
+    REQUIRE(p.wait(10s).has_value());
+    const auto help = p.output();
+    for (const char* s : {"--store", "IOFWD_STORE", "--staging-size", "IOFWD_STAGING_SIZE",
+                          "--chunk-size", "--flush-threads", "--session", "--runtime-dir",
+                          "--net-devices", "IOFWD_NET_DEVICES", "--port-range", "--transports",
+                          "--idle-timeout", "--log", "--auto-exit", "Exit status"})
+        CHECK(help.find(s) != std::string::npos);
+    auto bad = c.run({build_path("IOFWD_TEST_IOD"), "--staging-size", "lots"});
+    const auto st = bad.wait(10s);
+    REQUIRE(st.has_value());
+    CHECK(exit_code(*st) == 2);
+    CHECK(bad.output().find("bad value 'lots' for --staging-size") != std::string::npos);
+    auto second = c.daemon();
+    auto third = c.run({build_path("IOFWD_TEST_IOD")});
+    const auto st3 = third.wait(10s);
+    REQUIRE(st3.has_value());
+    CHECK(exit_code(*st3) == 2);
+    CHECK(third.output().find("another iod already serves session s") != std::string::npos);
+}

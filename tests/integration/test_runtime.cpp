@@ -1,0 +1,162 @@
+// The core path with real processes: ranks (rank_client) launch or attach to a
+// real iod, which pulls over real UCX into a real directory store.
+#include <catch2/catch.hpp>
+
+#include <sys/file.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "fixture.hpp"
+
+using namespace test;
+
+namespace {
+
+void require_success(process& p, const char* what)
+{
+    const auto st = p.wait(120s);
+    INFO(what << " output:\n" << p.output());
+    REQUIRE(st.has_value());
+    CHECK(exit_code(*st) == 0);
+}
+
+// True when nobody holds the session lock (the daemon has exited).
+bool lock_free(const std::string& path)
+{
+    const int fd = ::open(path.c_str(), O_RDWR);
+    if (fd < 0)
+        return true;
+    const bool free = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+    ::close(fd);
+    return free;
+}
+
+}  // namespace
+
+TEST_CASE("two ranks launch one daemon, write three versions, and every byte is stored",
+          "[integration][basic]")
+{
+    cluster c;
+    auto r0 = c.rank(0, 2, {"--size", std::to_string((3 << 20) + 7), "--versions", "3"});
+    auto r1 = c.rank(1, 2, {"--size", std::to_string((3 << 20) + 7), "--versions", "3"});
+    require_success(r0, "rank 0");
+    require_success(r1, "rank 1");
+    CHECK(r0.output().find("write 2 0 3 ") != std::string::npos);  // third write made version 3
+    std::string out;
+    CHECK(c.verify(3, 2, out) == 0);
+    INFO(out);
+    CHECK(out.find("3 complete versions, 0 incomplete, 6 objects") != std::string::npos);
+    // The launched daemon exits by itself once both ranks said BYE.
+    CHECK(wait_until([&] { return lock_free(c.runtime_dir() + "/s.lock"); }, 10s));
+    CHECK_FALSE(exists(c.socket()));
+    const auto log = c.log();
+    CHECK(count(log, "ready:") == 1);
+    CHECK(count(log, "connect job itest") == 2);
+    CHECK(count(log, "flushed itest/") == 6);
+    CHECK(count(log, "exit status 0") == 1);
+}
+
+TEST_CASE("a buffer far larger than the staging memory streams through it in chunks",
+          "[integration][chunks]")
+{
+    cluster c;
+    const std::map<std::string, std::string> small{{"IOFWD_STAGING_SIZE", "4M"},
+                                                   {"IOFWD_CHUNK_SIZE", "1M"}};
+    auto r0 = c.rank(0, 1, {"--size", std::to_string((41 << 20) + 123), "--versions", "2"}, small);
+    require_success(r0, "rank 0");
+    std::string out;
+    CHECK(c.verify(2, 1, out) == 0);
+    INFO(out);
+    CHECK(c.log().find("staging 4 MiB (4 slots of 1 MiB)") != std::string::npos);
+}
+
+TEST_CASE("a buffer over 4 GiB is written whole (64-bit lengths)", "[integration][over4g]")
+{
+    cluster c;
+    const unsigned long long size = (4ull << 30) + 4096 + 3;
+    auto r0 = c.rank(0, 1, {"--size", std::to_string(size), "--versions", "1"});
+    require_success(r0, "rank 0");
+    std::string out;
+    CHECK(c.verify(1, 1, out) == 0);
+    INFO(out);
+    CHECK(out.find("1 objects, 4.0 GiB checked byte for byte: all match") != std::string::npos);
+}
+
+TEST_CASE("busy-polling ranks work the same", "[integration][poll]")
+{
+    cluster c;
+    auto r0 = c.rank(0, 2, {"--poll", "--size", "65536", "--versions", "4"});
+    auto r1 = c.rank(1, 2, {"--poll", "--size", "65536", "--versions", "4"});
+    require_success(r0, "rank 0");
+    require_success(r1, "rank 1");
+    std::string out;
+    CHECK(c.verify(4, 2, out) == 0);
+}
+
+TEST_CASE("eight ranks starting at once elect exactly one daemon", "[integration][election]")
+{
+    cluster c;
+    std::vector<process> ranks;
+    for (unsigned r = 0; r < 8; ++r)
+        ranks.push_back(c.rank(r, 8, {"--size", "8192", "--versions", "2"}));
+    for (auto& p : ranks)
+        require_success(p, "a rank");
+    CHECK(count(c.log(), "ready:") == 1);
+    CHECK(count(c.log(), "connect job itest") == 8);
+    std::string out;
+    CHECK(c.verify(2, 8, out) == 0);
+}
+
+TEST_CASE("ranks attach to a daemon started by hand, which keeps serving", "[integration][attach]")
+{
+    cluster c;
+    auto d = c.daemon();
+    REQUIRE(d.running());
+    for (int job = 0; job < 2; ++job) {
+        auto r0 = c.rank(0, 1, {"--size", "100000", "--versions", "2"});
+        require_success(r0, "rank 0");
+    }
+    // Versions continue across the two jobs of the same name.
+    std::string out;
+    CHECK(c.verify(4, 1, out) == 0);
+    CHECK(d.running());
+    d.signal(SIGTERM);
+    const auto st = d.wait(10s);
+    REQUIRE(st.has_value());
+    CHECK(exit_code(*st) == 0);
+}
+
+TEST_CASE("waiting ranks and an idle daemon sleep instead of spinning", "[integration][idle]")
+{
+    cluster c;
+    auto d = c.daemon();
+    // The rank connects, then sleeps 1.5 s before writing.
+    auto r0 = c.rank(0, 1, {"--size", "4096", "--versions", "1", "--pause-ms", "1500"});
+    REQUIRE(wait_until([&] { return count(c.log(), "connect job") == 1; }, 20s));
+    const double d0 = cpu_seconds(d.pid());
+    std::this_thread::sleep_for(1s);
+    const double d1 = cpu_seconds(d.pid());
+    CHECK(d1 - d0 < 0.1);
+    require_success(r0, "rank 0");
+
+    // A blocking rank waiting on a stopped daemon uses no CPU either: it
+    // connects, pauses 300 ms, then blocks in io_write.
+    auto r1 = c.rank(0, 1, {"--size", "4096", "--versions", "1", "--pause-ms", "300"});
+    REQUIRE(wait_until([&] { return count(c.log(), "connect job") == 2; }, 20s));
+    d.signal(SIGSTOP);
+    REQUIRE(wait_until([&] { return r1.output().find("writing 0") != std::string::npos; }, 10s));
+    std::this_thread::sleep_for(200ms);
+    REQUIRE(r1.running());
+    const double r_0 = cpu_seconds(r1.pid());
+    std::this_thread::sleep_for(1s);
+    const double r_1 = cpu_seconds(r1.pid());
+    REQUIRE(r1.running());
+    d.signal(SIGCONT);
+    CHECK(r_1 - r_0 < 0.1);
+    require_success(r1, "rank 0 again");
+    d.signal(SIGTERM);
+    CHECK(d.wait(10s).has_value());
+}

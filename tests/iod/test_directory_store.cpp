@@ -1,0 +1,175 @@
+#include <catch2/catch.hpp>
+
+#include <cerrno>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "errors.hpp"
+#include "process.hpp"
+#include "store/backend.hpp"
+#include "store/directory.hpp"
+#include "sys.hpp"
+
+using namespace iofwd;
+
+namespace {
+
+std::vector<std::byte> data_of(std::size_t n, unsigned seed)
+{
+    std::vector<std::byte> v(n);
+    for (std::size_t i = 0; i < n; ++i)
+        v[i] = static_cast<std::byte>((i * 31 + seed) & 0xff);
+    return v;
+}
+
+std::unique_ptr<store::backend> open_store(const test::temp_dir& tmp)
+{
+    std::unique_ptr<store::backend> st;
+    std::string why;
+    REQUIRE_FALSE(store::open(tmp / "store", st, why));
+    return st;
+}
+
+// Disarms the seam even when a CHECK fails halfway.
+struct fault_guard {
+    ~fault_guard() { sys::inject(std::nullopt); }
+};
+
+}  // namespace
+
+TEST_CASE("an object is invisible until commit, then holds exactly the bytes", "[store]")
+{
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    const auto bytes = data_of(3 << 20, 1);
+    std::unique_ptr<store::object_writer> w;
+    REQUIRE_FALSE(st->create("job/v00000001/n.r0000", bytes.size(), w));
+    // Written out of order, in two halves, as flusher threads do.
+    const std::size_t half = bytes.size() / 2;
+    REQUIRE_FALSE(w->write_at(std::span(bytes).subspan(half), half));
+    REQUIRE_FALSE(w->write_at(std::span(bytes).first(half), 0));
+    std::vector<std::string> names;
+    REQUIRE_FALSE(st->list("job/v00000001/", names));
+    CHECK(names.empty());
+    REQUIRE_FALSE(w->commit());
+    REQUIRE_FALSE(st->list("job/v00000001/", names));
+    CHECK(names == std::vector<std::string>{"n.r0000"});
+    std::uint64_t size = 0;
+    REQUIRE_FALSE(st->size("job/v00000001/n.r0000", size));
+    CHECK(size == bytes.size());
+    std::vector<std::byte> back(bytes.size());
+    REQUIRE_FALSE(st->read("job/v00000001/n.r0000", 0, back));
+    CHECK(back == bytes);
+}
+
+TEST_CASE("an abandoned object leaves nothing behind", "[store]")
+{
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    {
+        std::unique_ptr<store::object_writer> w;
+        REQUIRE_FALSE(st->create("job/v00000001/n.r0000", 4096, w));
+        REQUIRE_FALSE(w->write_at(data_of(4096, 2), 0));
+    }
+    std::vector<std::string> names;
+    REQUIRE_FALSE(st->list("job/v00000001/", names));
+    CHECK(names.empty());
+    // Not even a hidden temporary.
+    CHECK(test::read_file(tmp / "store/job/v00000001").empty());
+    std::error_code ec;
+    CHECK(std::distance(std::filesystem::directory_iterator(tmp / "store/job/v00000001", ec),
+                        std::filesystem::directory_iterator()) == 0);
+}
+
+TEST_CASE("listing is sorted and a missing name is not_found", "[store]")
+{
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    for (const char* n : {"j/v00000003/a", "j/v00000001/a", "j/v00000002/a"})
+        REQUIRE_FALSE(st->put(n, data_of(10, 3)));
+    std::vector<std::string> names;
+    REQUIRE_FALSE(st->list("j/", names));
+    CHECK(names == std::vector<std::string>{"v00000001", "v00000002", "v00000003"});
+    CHECK(st->list("nope/", names) == errc::not_found);
+    std::uint64_t size = 0;
+    CHECK(st->size("j/v00000001/zzz", size) == errc::not_found);
+    std::vector<std::byte> buf(4);
+    CHECK(st->read("j/v00000001/zzz", 0, buf) == errc::not_found);
+    REQUIRE_FALSE(st->remove("j/v00000001/a"));
+    CHECK(st->size("j/v00000001/a", size) == errc::not_found);
+}
+
+TEST_CASE("a full disk during a write fails the object and commits nothing", "[store][fault]")
+{
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    fault_guard guard;
+    std::unique_ptr<store::object_writer> w;
+    REQUIRE_FALSE(st->create("job/v00000001/n.r0000", 8192, w));
+    sys::inject(sys::fault{sys::call::pwrite, ENOSPC, false, 1});
+    CHECK_FALSE(w->write_at(data_of(4096, 4), 0));  // the first call passes
+    CHECK(w->write_at(data_of(4096, 4), 4096) == std::error_code(ENOSPC, std::system_category()));
+    w.reset();
+    std::vector<std::string> names;
+    REQUIRE_FALSE(st->list("job/v00000001/", names));
+    CHECK(names.empty());
+}
+
+TEST_CASE("a failing fsync fails the commit and the object stays invisible", "[store][fault]")
+{
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    fault_guard guard;
+    std::unique_ptr<store::object_writer> w;
+    REQUIRE_FALSE(st->create("job/v00000001/n.r0000", 4096, w));
+    REQUIRE_FALSE(w->write_at(data_of(4096, 5), 0));
+    sys::inject(sys::fault{sys::call::fsync, EIO});
+    CHECK(w->commit() == std::error_code(EIO, std::system_category()));
+    w.reset();
+    std::uint64_t size = 0;
+    CHECK(st->size("job/v00000001/n.r0000", size) == errc::not_found);
+}
+
+TEST_CASE("short writes and EINTR are retried until every byte is written", "[store][fault]")
+{
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    fault_guard guard;
+    const auto bytes = data_of(1 << 20, 6);
+    for (auto f : {sys::fault{sys::call::pwrite, 0, true, 0, true},
+                   sys::fault{sys::call::pwrite, EINTR, false, 0, false}}) {
+        std::unique_ptr<store::object_writer> w;
+        REQUIRE_FALSE(st->create("job/v00000001/n.r0000", bytes.size(), w));
+        sys::inject(f);
+        REQUIRE_FALSE(w->write_at(bytes, 0));
+        sys::inject(std::nullopt);
+        REQUIRE_FALSE(w->commit());
+        std::vector<std::byte> back(bytes.size());
+        REQUIRE_FALSE(st->read("job/v00000001/n.r0000", 0, back));
+        CHECK(back == bytes);
+    }
+}
+
+TEST_CASE("IOFWD_FAULT arms the seam and rejects malformed specifications", "[store][fault]")
+{
+    fault_guard guard;
+    std::string why;
+    ::setenv("IOFWD_FAULT", "pwrite:ENOSPC:2", 1);
+    CHECK(sys::inject_from_env(why));
+    ::setenv("IOFWD_FAULT", "pwrite:NOPE", 1);
+    CHECK_FALSE(sys::inject_from_env(why));
+    CHECK(why.find("unknown error name") != std::string::npos);
+    ::setenv("IOFWD_FAULT", "write", 1);
+    CHECK_FALSE(sys::inject_from_env(why));
+    ::unsetenv("IOFWD_FAULT");
+}
+
+TEST_CASE("a store location of an unknown type is refused in words", "[store]")
+{
+    std::unique_ptr<store::backend> st;
+    std::string why;
+    CHECK(store::open("s3:bucket", st, why) == errc::invalid_argument);
+    CHECK(why.find("unknown store type 's3'") != std::string::npos);
+}

@@ -1,0 +1,49 @@
+#include <catch2/catch.hpp>
+
+#include "errors.hpp"
+#include "layout.hpp"
+
+using namespace iofwd;
+using namespace iofwd::store;
+
+TEST_CASE("object names keep jobs, versions, nodes and ranks apart", "[layout]")
+{
+    CHECK(data_object("job", 12, "node-3", 7) == "job/v00000012/node-3.r0007");
+    CHECK(manifest_object("job", 12, "node-3") == "job/v00000012/node-3.manifest");
+    CHECK(data_object("a", 1, "n", 1) != data_object("b", 1, "n", 1));
+    CHECK(data_object("a", 1, "n", 1) != data_object("a", 2, "n", 1));
+    CHECK(data_object("a", 1, "n", 1) != data_object("a", 1, "m", 1));
+    CHECK(data_object("a", 1, "n", 1) != data_object("a", 1, "n", 2));
+    CHECK(parse_version_dir("v00000012") == 12u);
+    CHECK(parse_version_dir("v123456789012") == 123456789012u);
+    CHECK_FALSE(parse_version_dir("v"));
+    CHECK_FALSE(parse_version_dir("x0001"));
+    CHECK_FALSE(parse_version_dir("v12a"));
+}
+
+TEST_CASE("a manifest round-trips through its text form", "[layout]")
+{
+    manifest m{"job", "node-1", 5, 3, {{0, 100, 0xdeadbeef}, {1, 5ull << 30, 1}, {2, 0, 0}}};
+    const auto text = format_manifest(m);
+    CHECK(text.rfind("iofwd-manifest 1\njob job\nnode node-1\nversion 5\nranks 3\n", 0) == 0);
+    manifest back;
+    std::string why;
+    REQUIRE_FALSE(parse_manifest(text, back, why));
+    CHECK(back == m);
+}
+
+TEST_CASE("truncated or altered manifests are rejected as corrupt", "[layout]")
+{
+    manifest m{"job", "n", 1, 2, {{0, 10, 0xabcdef01}, {1, 20, 0x12345678}}};
+    const auto text = format_manifest(m);
+    manifest out;
+    std::string why;
+    for (std::size_t cut = 0; cut + 1 < text.size(); ++cut)
+        CHECK(parse_manifest(text.substr(0, cut), out, why) == errc::corrupt);
+    auto swapped = text;
+    swapped.replace(swapped.find("rank 1"), 6, "rank 0");
+    CHECK(parse_manifest(swapped, out, why) == errc::corrupt);
+    auto bad_crc = text;
+    bad_crc.replace(bad_crc.find("abcdef01"), 8, "zzzzzzzz");
+    CHECK(parse_manifest(bad_crc, out, why) == errc::corrupt);
+}

@@ -1,0 +1,59 @@
+#include <catch2/catch.hpp>
+
+#include <cerrno>
+
+#include <fmt/format.h>
+
+#include "errors.hpp"
+#include "format.hpp"
+
+using namespace iofwd;
+
+TEST_CASE("runtime errors map to the documented errno values", "[errors]")
+{
+    CHECK(to_errno({}) == 0);
+    CHECK(to_errno(errc::not_initialized) == ENOTCONN);
+    CHECK(to_errno(errc::already_initialized) == EALREADY);
+    CHECK(to_errno(errc::invalid_argument) == EINVAL);
+    CHECK(to_errno(errc::too_large) == EFBIG);
+    CHECK(to_errno(errc::daemon_gone) == ECONNRESET);
+    CHECK(to_errno(errc::daemon_timeout) == ETIMEDOUT);
+    CHECK(to_errno(errc::protocol_error) == EPROTO);
+    CHECK(to_errno(errc::permission_denied) == EACCES);
+    CHECK(to_errno(errc::corrupt) == EBADMSG);
+    CHECK(to_errno(std::error_code(ENOSPC, std::system_category())) == ENOSPC);
+    CHECK(to_errno(make_ucx_error(UCS_ERR_NO_MEMORY)) == ENOMEM);
+    CHECK(to_errno(make_ucx_error(UCS_ERR_CONNECTION_RESET)) == ECONNRESET);
+}
+
+TEST_CASE("categories have short names and messages in words", "[errors]")
+{
+    CHECK(std::string(runtime_category().name()) == "iofwd");
+    CHECK(std::string(ucx_category().name()) == "ucx");
+    CHECK(make_error_code(errc::daemon_gone).message() == "the iod daemon went away");
+    CHECK_FALSE(make_ucx_error(UCS_OK));
+    CHECK(make_ucx_error(UCS_ERR_UNREACHABLE).message() == ucs_status_string(UCS_ERR_UNREACHABLE));
+    CHECK(fmt::format("{}", make_error_code(errc::corrupt)) ==
+          "stored data fails its checksum (iofwd:" + std::to_string(int(errc::corrupt)) + ")");
+}
+
+TEST_CASE("byte counts parse and print in binary units", "[format]")
+{
+    std::uint64_t v = 0;
+    CHECK(parse_bytes("4096", v));
+    CHECK(v == 4096);
+    CHECK(parse_bytes("64K", v));
+    CHECK(v == 65536);
+    CHECK(parse_bytes("256MiB", v));
+    CHECK(v == (256ull << 20));
+    CHECK(parse_bytes("1G", v));
+    CHECK(v == (1ull << 30));
+    CHECK_FALSE(parse_bytes("", v));
+    CHECK_FALSE(parse_bytes("M", v));
+    CHECK_FALSE(parse_bytes("12Q", v));
+    CHECK_FALSE(parse_bytes("99999999999999999999", v));
+    CHECK_FALSE(parse_bytes("99999999999T", v));
+    CHECK(human_bytes(512) == "512 B");
+    CHECK(human_bytes(64ull << 20) == "64 MiB");
+    CHECK(human_bytes(3ull << 29) == "1.5 GiB");
+}

@@ -1,0 +1,261 @@
+#include <catch2/catch.hpp>
+
+#include "errors.hpp"
+#include "protocol.hpp"
+
+using namespace iofwd;
+using namespace iofwd::proto;
+
+namespace {
+
+message round_trip(const message& m)
+{
+    const auto bytes = encode(m);
+    header h;
+    std::string why;
+    REQUIRE_FALSE(decode_header(bytes, h, why));
+    CHECK(h.type == type_of(m));
+    CHECK(h.length == bytes.size() - header_size);
+    message out;
+    REQUIRE_FALSE(decode_payload(h, std::span(bytes).subspan(header_size), out, why));
+    return out;
+}
+
+connect_msg sample_connect()
+{
+    connect_msg c;
+    c.rank = 3;
+    c.ranks = 8;
+    c.pid = 4242;
+    c.flags = connect_flag_blocking;
+    c.buffer_length = 5ull << 30;  // over 4 GiB: lengths are 64-bit
+    c.buffer_address = 0x7f0012345000ull;
+    c.job = "climate-run.7";
+    c.worker_address.assign(300, std::byte{0xab});
+    c.rkey.assign(77, std::byte{0x11});
+    return c;
+}
+
+std::error_code decode_all(std::vector<std::byte> bytes, std::string& why)
+{
+    header h;
+    if (auto ec = decode_header(bytes, h, why))
+        return ec;
+    message m;
+    return decode_payload(h, std::span(bytes).subspan(header_size), m, why);
+}
+
+}  // namespace
+
+TEST_CASE("every message survives encode and decode unchanged", "[protocol]")
+{
+    const auto c = sample_connect();
+    CHECK(std::get<connect_msg>(round_trip(c)) == c);
+
+    accept_msg a{99, 256ull << 20, 16ull << 20, 12, "node-7", "directory /scratch/x/job", "cma, posix"};
+    CHECK(std::get<accept_msg>(round_trip(a)) == a);
+
+    write_req_msg w{17, 6ull << 30};
+    CHECK(std::get<write_req_msg>(round_trip(w)) == w);
+
+    write_done_msg d{17, 1ull << 40};
+    CHECK(std::get<write_done_msg>(round_trip(d)) == d);
+
+    CHECK(std::holds_alternative<bye_msg>(round_trip(bye_msg{})));
+
+    finished_msg f{3, 9ull << 30};
+    CHECK(std::get<finished_msg>(round_trip(f)) == f);
+
+    auto e = error_msg::from(make_error_code(errc::too_large), "too big", 5);
+    auto back = std::get<error_msg>(round_trip(e));
+    CHECK(back == e);
+    CHECK(back.code() == errc::too_large);
+    CHECK(back.cookie == 5);
+}
+
+TEST_CASE("error messages carry system and UCX codes back intact", "[protocol]")
+{
+    auto sys = error_msg::from(std::error_code(ENOSPC, std::system_category()), "disk full");
+    CHECK(std::get<error_msg>(round_trip(sys)).code() == std::error_code(ENOSPC, std::system_category()));
+    auto ucx = error_msg::from(make_ucx_error(UCS_ERR_UNREACHABLE), "unreachable");
+    CHECK(std::get<error_msg>(round_trip(ucx)).code() == make_ucx_error(UCS_ERR_UNREACHABLE));
+}
+
+TEST_CASE("the header is little-endian magic, version, type, 64-bit length", "[protocol]")
+{
+    const auto bytes = encode(write_req_msg{1, 2});
+    REQUIRE(bytes.size() == header_size + 16);
+    CHECK(bytes[0] == std::byte{'I'});
+    CHECK(bytes[1] == std::byte{'O'});
+    CHECK(bytes[2] == std::byte{'F'});
+    CHECK(bytes[3] == std::byte{'W'});
+    CHECK(bytes[4] == std::byte{version & 0xff});
+    CHECK(bytes[6] == std::byte{static_cast<unsigned char>(msg_type::write_req)});
+    CHECK(bytes[8] == std::byte{16});
+}
+
+TEST_CASE("a truncated header is rejected", "[protocol]")
+{
+    auto bytes = encode(bye_msg{});
+    bytes.resize(header_size - 1);
+    header h;
+    std::string why;
+    CHECK(decode_header(bytes, h, why) == errc::protocol_error);
+    CHECK(why.find("truncated header") != std::string::npos);
+}
+
+TEST_CASE("a wrong magic is rejected", "[protocol]")
+{
+    auto bytes = encode(bye_msg{});
+    bytes[0] = std::byte{'X'};
+    std::string why;
+    CHECK(decode_all(bytes, why) == errc::protocol_error);
+    CHECK(why.find("bad magic") != std::string::npos);
+}
+
+TEST_CASE("another protocol version is rejected as a version mismatch", "[protocol]")
+{
+    auto bytes = encode(bye_msg{});
+    bytes[4] = std::byte{2};
+    std::string why;
+    CHECK(decode_all(bytes, why) == errc::version_mismatch);
+    CHECK(why.find("version 2") != std::string::npos);
+}
+
+TEST_CASE("an unknown message type is rejected", "[protocol]")
+{
+    for (unsigned t : {0u, 8u, 0xffffu}) {
+        auto bytes = encode(bye_msg{});
+        bytes[6] = std::byte{static_cast<unsigned char>(t & 0xff)};
+        bytes[7] = std::byte{static_cast<unsigned char>(t >> 8)};
+        std::string why;
+        CHECK(decode_all(bytes, why) == errc::protocol_error);
+        CHECK(why.find("unknown message type") != std::string::npos);
+    }
+}
+
+TEST_CASE("an oversized length is rejected before any payload is read", "[protocol]")
+{
+    auto bytes = encode(write_req_msg{1, 2});
+    bytes[8 + 7] = std::byte{0x01};  // length 2^56 + 16
+    header h;
+    std::string why;
+    CHECK(decode_header(bytes, h, why) == errc::protocol_error);
+    CHECK(why.find("exceeds the limit") != std::string::npos);
+    // A BYE may carry nothing at all.
+    auto bye = encode(bye_msg{});
+    bye[8] = std::byte{1};
+    CHECK(decode_header(bye, h, why) == errc::protocol_error);
+}
+
+TEST_CASE("a payload shorter than its fields is rejected for every message type", "[protocol]")
+{
+    const std::vector<message> all = {sample_connect(),
+                                      accept_msg{1, 2, 3, 4, "n", "s", "t"},
+                                      write_req_msg{1, 2},
+                                      write_done_msg{1, 2},
+                                      finished_msg{1, 2},
+                                      error_msg::from(make_error_code(errc::corrupt), "x")};
+    for (const auto& m : all) {
+        const auto full = encode(m);
+        const std::size_t payload = full.size() - header_size;
+        for (std::size_t cut = 0; cut < payload; ++cut) {
+            header h;
+            std::string why;
+            REQUIRE_FALSE(decode_header(full, h, why));
+            message out;
+            const auto ec = decode_payload(h, std::span(full).subspan(header_size, cut), out, why);
+            CHECK(ec == errc::protocol_error);
+        }
+        // The header's own length matters too: claim one byte less.
+        header h;
+        std::string why;
+        REQUIRE_FALSE(decode_header(full, h, why));
+        h.length -= 1;
+        message out;
+        CHECK(decode_payload(h, std::span(full).subspan(header_size, h.length), out, why) ==
+              errc::protocol_error);
+    }
+}
+
+TEST_CASE("trailing bytes after the fields are rejected", "[protocol]")
+{
+    auto bytes = encode(sample_connect());
+    bytes.push_back(std::byte{0});
+    const std::uint64_t len = bytes.size() - header_size;
+    for (int i = 0; i < 8; ++i)
+        bytes[8 + i] = static_cast<std::byte>((len >> (8 * i)) & 0xff);
+    std::string why;
+    CHECK(decode_all(bytes, why) == errc::protocol_error);
+    CHECK(why.find("1 unexpected trailing bytes") != std::string::npos);
+    // For a fixed-size message the header check already refuses the extra byte.
+    auto req = encode(write_req_msg{1, 2});
+    req.push_back(std::byte{0});
+    req[8] = std::byte{17};
+    CHECK(decode_all(req, why) == errc::protocol_error);
+}
+
+TEST_CASE("a string longer than its limit or than the payload is rejected", "[protocol]")
+{
+    auto c = sample_connect();
+    c.job = std::string(max_name + 1, 'j');
+    std::string why;
+    CHECK(decode_all(encode(c), why) == errc::protocol_error);
+    CHECK(why.find("'job'") != std::string::npos);
+
+    // A blob length field that claims more than what follows.
+    auto bytes = encode(sample_connect());
+    const std::size_t job_len_at = header_size + 32;
+    bytes[job_len_at] = std::byte{200};
+    CHECK(decode_all(bytes, why) == errc::protocol_error);
+}
+
+TEST_CASE("CONNECT with impossible ranks or empty keys is rejected", "[protocol]")
+{
+    std::string why;
+    auto c = sample_connect();
+    c.rank = 8;
+    CHECK(decode_all(encode(c), why) == errc::protocol_error);
+    CHECK(why.find("not below ranks") != std::string::npos);
+    c = sample_connect();
+    c.ranks = 0;
+    c.rank = 0;
+    CHECK(decode_all(encode(c), why) == errc::protocol_error);
+    c = sample_connect();
+    c.rkey.clear();
+    CHECK(decode_all(encode(c), why) == errc::protocol_error);
+    c = sample_connect();
+    c.worker_address.clear();
+    CHECK(decode_all(encode(c), why) == errc::protocol_error);
+}
+
+TEST_CASE("an ERROR with an unknown domain is rejected", "[protocol]")
+{
+    auto bytes = encode(error_msg::from(make_error_code(errc::corrupt), "x"));
+    bytes[header_size + 8] = std::byte{9};
+    std::string why;
+    CHECK(decode_all(bytes, why) == errc::protocol_error);
+}
+
+TEST_CASE("random bytes never crash the decoder", "[protocol]")
+{
+    std::uint64_t s = 12345;
+    auto rnd = [&] {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        return s;
+    };
+    int accepted = 0;
+    for (int i = 0; i < 20000; ++i) {
+        auto bytes = encode(sample_connect());
+        // Flip a few bytes anywhere, header included.
+        for (int k = 0; k < 3; ++k)
+            bytes[rnd() % bytes.size()] = static_cast<std::byte>(rnd());
+        std::string why;
+        if (!decode_all(bytes, why))
+            ++accepted;
+    }
+    // Flips inside opaque blobs (address, key) still decode; the rest must not.
+    CHECK(accepted < 20000);
+}

@@ -1,0 +1,101 @@
+// A rank without MPI, for the integration tests: io_init, K io_writes of a
+// pattern the verifier knows, io_finalize; every step printed as a line:
+// --pause-ms M sleeps before every write and before io_finalize.
+//   init <errno>
+//   write <k> <errno> <version> <milliseconds>
+//   finalize <errno> <milliseconds>
+//   error <io_last_error()>
+// Exit status 0 when every call returned 0.
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "io.h"
+#include "pattern.hpp"
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0)
+{
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    unsigned rank = 0, ranks = 1, versions = 1;
+    unsigned long long size = 1 << 20;
+    int blocking = 1;
+    unsigned pause_ms = 0;
+    bool finalize = true;
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        auto next = [&] { return i + 1 < argc ? argv[++i] : (std::exit(2), argv[0]); };
+        if (a == "--rank") rank = static_cast<unsigned>(std::atoi(next()));
+        else if (a == "--ranks") ranks = static_cast<unsigned>(std::atoi(next()));
+        else if (a == "--size") size = std::strtoull(next(), nullptr, 10);
+        else if (a == "--versions") versions = static_cast<unsigned>(std::atoi(next()));
+        else if (a == "--poll") blocking = 0;
+        else if (a == "--pause-ms") pause_ms = static_cast<unsigned>(std::atoi(next()));
+        else if (a == "--no-finalize") finalize = false;
+        else {
+            std::fprintf(stderr, "rank_client: unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
+    setvbuf(stdout, nullptr, _IOLBF, 0);
+    void* mem = nullptr;
+    if (posix_memalign(&mem, 4096, size) != 0)
+        return 3;
+    auto* buf = static_cast<std::byte*>(mem);
+
+    int failures = 0;
+    int rc = io_init(buf, size, rank, ranks, nullptr, blocking);
+    std::printf("init %d\n", rc);
+    if (rc) {
+        std::printf("error %s\n", io_last_error());
+        return 1;
+    }
+    const std::string node = io_node_name();
+    for (unsigned k = 0; k < versions; ++k) {
+        if (pause_ms)
+            std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+        std::uint64_t next = 0;
+        io_next_version(&next);
+        example::fill_pattern(buf, size, example::pattern_seed(node, rank, next));
+        const auto t0 = std::chrono::steady_clock::now();
+        std::printf("writing %u\n", k);
+        std::uint64_t version = 0;
+        rc = io_write_version(size, &version);
+        std::printf("write %u %d %llu %.3f\n", k, rc, static_cast<unsigned long long>(version),
+                    ms_since(t0));
+        if (rc) {
+            std::printf("error %s\n", io_last_error());
+            ++failures;
+            break;
+        }
+    }
+    if (finalize) {
+        if (pause_ms)
+            std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+        std::printf("finalizing\n");
+        const auto t0 = std::chrono::steady_clock::now();
+        rc = io_finalize();
+        std::printf("finalize %d %.3f\n", rc, ms_since(t0));
+        if (rc) {
+            std::printf("error %s\n", io_last_error());
+            ++failures;
+        }
+    }
+    std::free(mem);
+    return failures ? 1 : 0;
+}
