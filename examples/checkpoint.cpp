@@ -3,9 +3,17 @@
 // "computes" (refills) while the daemon flushes. Rank 0 prints a summary.
 //
 //   mpiexec -n 4 ./checkpoint [--size 64M] [--versions 3] [--store DIR] [--poll]
+//                             [--restart] [--sim-nodes K]
 //   then: ./verify --store DIR --job checkpoint
+//
+// --restart first finds the newest version complete for the whole job
+// (io_latest), reads this rank's part back (io_read, checksum-verified),
+// checks every byte against the pattern, then continues with new versions.
+// --sim-nodes K splits the ranks into K simulated nodes, each with its own
+// daemon, to show the job-wide commit on one machine.
 #include <mpi.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -25,6 +33,8 @@ struct args {
     std::uint64_t size = 64ull << 20;
     unsigned versions = 3;
     bool blocking = true;
+    bool restart = false;
+    int sim_nodes = 0;
 };
 
 bool parse_size(const char* s, std::uint64_t& out)
@@ -51,7 +61,10 @@ void usage(int rank)
 {
     if (rank == 0)
         std::fputs("usage: checkpoint [--size BYTES(K/M/G)] [--versions N] [--store DIR] [--poll]\n"
+                   "                  [--restart] [--sim-nodes K]\n"
                    "  Writes N versions of a BYTES buffer per rank through iofwd.\n"
+                   "  --restart: resume from the newest complete version, verified.\n"
+                   "  --sim-nodes K: K simulated nodes, each with its own daemon.\n"
                    "  The job name in the store is IOFWD_JOB (default: checkpoint).\n",
                    stderr);
 }
@@ -103,6 +116,10 @@ int main(int argc, char** argv)
             setenv("IOFWD_STORE", argv[++i], 1);
         } else if (arg == "--poll") {
             a.blocking = false;
+        } else if (arg == "--restart") {
+            a.restart = true;
+        } else if (arg == "--sim-nodes" && i + 1 < argc && std::atoi(argv[i + 1]) > 0) {
+            a.sim_nodes = std::atoi(argv[++i]);
         } else {
             usage(world_rank);
             MPI_Finalize();
@@ -112,12 +129,26 @@ int main(int argc, char** argv)
     if (!std::getenv("IOFWD_JOB"))
         setenv("IOFWD_JOB", "checkpoint", 1);
 
-    // iofwd wants the rank among the ranks of this node.
+    // iofwd wants the rank among the ranks of this node, and the number of
+    // nodes (each runs a daemon) for the job-wide commit.
     MPI_Comm node;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node);
+    if (a.sim_nodes > 0) {
+        const int color = world_rank % a.sim_nodes;
+        MPI_Comm_split(MPI_COMM_WORLD, color, world_rank, &node);
+        char host[200] = "node";
+        gethostname(host, sizeof host - 1);
+        char name[256];
+        std::snprintf(name, sizeof name, "%s-sim%d", host, color);
+        setenv("IOFWD_NODE", name, 1);
+    } else {
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node);
+    }
     int local_rank = 0, local_size = 1;
     MPI_Comm_rank(node, &local_rank);
     MPI_Comm_size(node, &local_size);
+    int leader = local_rank == 0 ? 1 : 0, nodes = 1;
+    MPI_Allreduce(&leader, &nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    setenv("IOFWD_NODES", std::to_string(nodes).c_str(), 1);
 
     void* mem = nullptr;
     if (posix_memalign(&mem, 4096, a.size) != 0) {
@@ -136,6 +167,37 @@ int main(int argc, char** argv)
     }
     const double init_s = now() - t_init;
     const std::string node_name = io_node_name();
+    // Every daemon has looked at the store before anyone writes, so all nodes
+    // number the versions of this run alike.
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    std::uint64_t restarted_from = 0;
+    if (a.restart) {
+        std::uint64_t latest = 0;
+        rc = io_latest_verified(&latest);
+        if (rc != 0) {
+            std::fprintf(stderr, "rank %d: nothing to restart from: %s\n  %s\n", world_rank,
+                         io_strerror(rc), io_last_error());
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        std::uint64_t got = 0;
+        rc = io_read(latest, buffer, a.size, &got);
+        if (rc != 0 || got != a.size) {
+            std::fprintf(stderr, "rank %d: io_read of version %llu failed: %s\n  %s\n",
+                         world_rank, static_cast<unsigned long long>(latest), io_strerror(rc),
+                         io_last_error());
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        std::vector<std::byte> expect(a.size);
+        example::fill_pattern(expect.data(), a.size,
+                              example::pattern_seed(node_name, local_rank, latest));
+        if (std::memcmp(expect.data(), buffer, a.size) != 0) {
+            std::fprintf(stderr, "rank %d: version %llu read back differs from what was written\n",
+                         world_rank, static_cast<unsigned long long>(latest));
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        restarted_from = latest;
+    }
 
     std::vector<double> blocked;
     std::uint64_t first_version = 0, last_version = 0;
@@ -198,6 +260,10 @@ int main(int argc, char** argv)
                     med_max > 0 ? static_cast<double>(a.size) / med_max / 1e9 : 0.0);
         std::printf("  until durable      %.3f s from the first write (io_finalize waited %.3f s)\n",
                     durable_max, fin_max);
+        if (a.restart)
+            std::printf("  restart            from v%llu, complete job-wide, every rank's bytes read back and verified\n",
+                        static_cast<unsigned long long>(restarted_from));
+        std::printf("  nodes              %d (each with its own daemon)\n", nodes);
         std::printf("  store              %s\n", io_store_location());
         std::fflush(stdout);
     }

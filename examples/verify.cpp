@@ -1,7 +1,7 @@
 // Reads a job's checkpoints back from the store and checks every byte: each
-// complete version (one with a node manifest) must have every rank's object
-// with the manifest's size and crc32c, and the exact bytes the checkpoint
-// example wrote for that node, rank and version.
+// complete version (one with a COMPLETE record) must have every node's
+// manifest, every rank's object with the manifest's size and crc32c, and the
+// exact bytes the checkpoint example wrote for that node, rank and version.
 //
 //   verify --store DIR [--job checkpoint] [--expect-versions N] [--expect-ranks R]
 #include <cstdio>
@@ -19,6 +19,7 @@
 #include "layout.hpp"
 #include "pattern.hpp"
 #include "store/backend.hpp"
+#include "store/catalog.hpp"
 
 namespace {
 
@@ -114,25 +115,21 @@ int main(int argc, char** argv)
         const auto version = iofwd::store::parse_version_dir(vdir);
         if (!version)
             continue;
-        std::vector<std::string> names;
-        st->list(o.job + "/" + vdir + "/", names);
+        std::uint64_t ignored = 0;
+        if (st->size(iofwd::store::complete_object(o.job, *version), ignored)) {
+            fmt::print("version {}: incomplete (no COMPLETE record)\n", *version);
+            ++incomplete;
+            continue;
+        }
+        iofwd::store::version_info info;
+        if (auto ec = iofwd::store::load_version(*st, o.job, *version, info, why)) {
+            fmt::print("FAIL version {}: {}\n", *version, why);
+            ++bad;
+            continue;
+        }
+        ++complete;
         long ranks = 0;
-        bool any_manifest = false;
-        for (const auto& n : names) {
-            if (!n.ends_with(".manifest"))
-                continue;
-            any_manifest = true;
-            const std::string mname = o.job + "/" + vdir + "/" + n;
-            std::uint64_t msize = 0;
-            st->size(mname, msize);
-            std::string text(msize, '\0');
-            iofwd::store::manifest m;
-            if (auto ec = st->read(mname, 0, std::as_writable_bytes(std::span(text)));
-                ec || iofwd::store::parse_manifest(text, m, why)) {
-                fmt::print("FAIL {}: unreadable manifest: {}\n", mname, ec ? ec.message() : why);
-                ++bad;
-                continue;
-            }
+        for (const auto& m : info.manifests) {
             for (const auto& e : m.entries) {
                 const auto name = iofwd::store::data_object(o.job, m.version, m.node, e.rank);
                 ++objects;
@@ -143,12 +140,6 @@ int main(int argc, char** argv)
                     ++bad;
             }
         }
-        if (!any_manifest) {
-            fmt::print("version {}: incomplete (no manifest)\n", *version);
-            ++incomplete;
-            continue;
-        }
-        ++complete;
         if (o.expect_ranks >= 0 && ranks != o.expect_ranks) {
             fmt::print("FAIL version {}: {} ranks, expected {}\n", *version, ranks, o.expect_ranks);
             ++bad;

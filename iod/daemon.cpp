@@ -18,6 +18,7 @@
 #include "format.hpp"
 #include "log.hpp"
 #include "session.hpp"
+#include "store/catalog.hpp"
 
 namespace asio = boost::asio;
 
@@ -264,6 +265,7 @@ std::error_code daemon::admit(session&, const proto::connect_msg& m, std::uint64
                 last = std::max(last, *v);
         job_ = m.job;
         ranks_ = m.ranks;
+        nodes_ = m.nodes;
         ranks_state_.assign(ranks_, rank_state::absent);
         versions_.clear();
         first_version_ = last + 1;
@@ -272,6 +274,10 @@ std::error_code daemon::admit(session&, const proto::connect_msg& m, std::uint64
                           "(give each job its own IOFWD_SESSION)",
                           job_, paths_.session, m.rank, m.job);
         return errc::invalid_argument;
+    } else if (m.nodes != nodes_) {
+        why = fmt::format("rank {} says the job has {} nodes, earlier ranks said {} (IOFWD_NODES)",
+                          m.rank, m.nodes, nodes_);
+        return errc::rank_mismatch;
     } else if (m.ranks != ranks_) {
         why = fmt::format("rank {} says the node has {} ranks, earlier ranks said {}", m.rank,
                           m.ranks, ranks_);
@@ -308,19 +314,48 @@ void daemon::rank_durable(const std::string& job, std::uint32_t ranks, std::uint
     auto text = std::make_shared<std::string>(store::format_manifest(m));
     ++manifests_pending_;
     store::backend* st = store_.get();
+    // Manifest, then (if every node's manifest is there) COMPLETE, then
+    // retention: one job, in this order, on a flusher thread.
+    struct outcome {
+        bool completed = false;
+        std::vector<std::uint64_t> removed;
+        std::string why;
+    };
+    auto result = std::make_shared<outcome>();
+    const std::uint32_t nodes = nodes_;
+    const unsigned keep = opts_.keep;
     flusher_->submit(
-        [st, name, text] { return st->put(name, std::as_bytes(std::span(*text))); },
-        [this, name, version](std::error_code ec) {
+        [st, name, text, job, version, nodes, keep, result]() -> std::error_code {
+            if (auto ec = st->put(name, std::as_bytes(std::span(*text)))) {
+                result->why = fmt::format("writing manifest {} failed: {}", name, ec.message());
+                return ec;
+            }
+            if (auto ec = store::try_complete(*st, job, version, nodes, result->completed,
+                                              result->why))
+                return ec;
+            if (result->completed)
+                if (auto ec = store::prune(*st, job, keep, result->removed)) {
+                    result->why = fmt::format("retention: {}", ec.message());
+                    return ec;
+                }
+            return {};
+        },
+        [this, name, version, result, job](std::error_code ec) {
             --manifests_pending_;
             if (ec) {
-                log_error("version {} of node {} incomplete: writing manifest {} failed: {}",
-                          version, opts_.node, name, ec.message());
+                log_error("version {} of node {}: {}", version, opts_.node, result->why);
                 if (!manifest_error_)
                     manifest_error_ = ec;
                 ++lost_versions_;
             } else {
                 log_info("version {} of node {} complete ({} ranks): {}", version, opts_.node,
                          ranks_, name);
+                if (result->completed)
+                    log_info("version {} of job {} complete on all {} nodes: {}", version, job,
+                             nodes_, store::complete_object(job, version));
+                for (auto v : result->removed)
+                    log_info("retention (keep {}): removed version {} of job {}", opts_.keep, v,
+                             job);
             }
             for (auto& [id, s] : sessions_)
                 s->maybe_finish();

@@ -102,6 +102,7 @@ private:
 
     std::string job_;
     std::uint32_t ranks_ = 0;
+    std::uint32_t nodes_ = 1;
     std::vector<rank_state> ranks_state_;
     std::uint64_t first_version_ = 1;
     std::map<std::uint64_t, pending_version> versions_;

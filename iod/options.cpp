@@ -70,6 +70,10 @@ const std::vector<option_def>& table()
         {"--flush-threads", "IOFWD_FLUSH_THREADS", "N",
          "threads writing to the store (default 2)",
          [](options& o, std::string_view v) { return to_unsigned(v, o.flush_threads) && o.flush_threads > 0; }},
+        {"--keep", "IOFWD_KEEP", "K",
+         "keep the newest K complete versions of a job and delete older ones,\n"
+         "only ever after a newer version is complete (default 0: keep all)",
+         [](options& o, std::string_view v) { return to_unsigned(v, o.keep); }},
         {"--auto-exit", nullptr, nullptr,
          "exit once every expected rank has said BYE and all data is durable\n"
          "(set when a rank launches the daemon)",

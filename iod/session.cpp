@@ -88,6 +88,7 @@ void session::dispatch(proto::message& m)
     case proto::msg_type::connect: on_connect(std::get<proto::connect_msg>(m)); return;
     case proto::msg_type::write_req: on_write_req(std::get<proto::write_req_msg>(m)); return;
     case proto::msg_type::bye: on_bye(); return;
+    case proto::msg_type::query: on_query(std::get<proto::query_msg>(m)); return;
     default:
         fail(errc::protocol_error,
              fmt::format("{} is a message the daemon sends, not one it accepts",
@@ -111,6 +112,10 @@ void session::on_connect(proto::connect_msg& m)
         return;
     }
     std::string why;
+    if (m.nodes > 100000) {
+        fail(errc::invalid_argument, fmt::format("{} nodes is not a plausible job", m.nodes));
+        return;
+    }
     if (auto ec = d_.admit(*this, m, next_version_, why)) {
         fail(ec, why);
         return;
@@ -149,6 +154,7 @@ void session::on_connect(proto::connect_msg& m)
     a.next_version = next_version_;
     a.node = d_.opts().node;
     a.store = d_.store().describe() + "/" + hello_.job;
+    a.store_uri = d_.store().location();
     a.transport = ucx::endpoint_transports(ep_);
     log_info("connect job {} {} buffer {} transport {} next version {}", hello_.job, who(),
              human_bytes(hello_.buffer_length), a.transport, next_version_);
@@ -206,9 +212,11 @@ void session::on_write_req(const proto::write_req_msg& m)
     const std::uint32_t rank = hello_.rank;
     std::weak_ptr<session> weak = shared_from_this();
     transfer::handlers h;
+    versions_[version] = version_record{proto::version_state_t::pulling, m.length, 0, {}, {}};
     h.pulled = [weak, cookie, version] {
         if (auto self = weak.lock()) {
             self->pulling_.reset();
+            self->versions_[version].state = proto::version_state_t::flushing;
             self->send(proto::write_done_msg{cookie, version});
         }
     };
@@ -219,7 +227,11 @@ void session::on_write_req(const proto::write_req_msg& m)
         const bool was_pulling = self->pulling_ && self->pulling_->version() == version;
         if (was_pulling)
             self->pulling_.reset();
+        auto& rec = self->versions_[version];
         if (ec) {
+            rec.state = proto::version_state_t::failed;
+            rec.error = ec;
+            rec.why = why;
             log_error("{}: version {} lost: {}", self->who(), version, why);
             if (was_pulling && self->socket_open_) {
                 // io_write is still waiting: it fails, nothing was taken.
@@ -232,12 +244,18 @@ void session::on_write_req(const proto::write_req_msg& m)
             if (!was_pulling)
                 self->d_.version_failed(ec);
         } else {
+            rec.state = proto::version_state_t::durable;
+            rec.crc32c = entry.crc32c;
             ++self->versions_durable_;
             self->bytes_durable_ += entry.size;
             log_info("flushed {} ({}, crc32c {:08x})", object, human_bytes(entry.size),
                      entry.crc32c);
             self->d_.rank_durable(self->hello_.job, self->hello_.ranks, version, rank, entry);
         }
+        if (!was_pulling || !ec)
+            self->answer_waits(version);
+        else
+            self->versions_.erase(version);  // io_write failed: no such version
         self->maybe_finish();
         self->d_.check_exit();
     };
@@ -246,6 +264,47 @@ void session::on_write_req(const proto::write_req_msg& m)
                                           rank, version, m.length, object, std::move(writer),
                                           std::move(h));
     pulling_->start();
+}
+
+void session::on_query(const proto::query_msg& m)
+{
+    if (!admitted_) {
+        fail(errc::protocol_error, "QUERY before CONNECT");
+        return;
+    }
+    if (m.cookie == 0) {
+        fail(errc::protocol_error, "QUERY with cookie 0");
+        return;
+    }
+    const auto it = versions_.find(m.version);
+    if (it == versions_.end()) {
+        send(proto::version_state_msg{m.cookie, m.version, proto::version_state_t::unknown, 0, 0});
+        return;
+    }
+    const auto st = it->second.state;
+    if (m.wait && (st == proto::version_state_t::pulling || st == proto::version_state_t::flushing)) {
+        waits_.emplace(m.version, m.cookie);
+        return;
+    }
+    if (m.wait && st == proto::version_state_t::failed) {
+        send(proto::error_msg::from(it->second.error,
+                                    fmt::format("version {} of rank {} could not be made durable: {}",
+                                                m.version, hello_.rank, it->second.why),
+                                    m.cookie));
+        return;
+    }
+    send(proto::version_state_msg{m.cookie, m.version, st, it->second.size, it->second.crc32c});
+}
+
+void session::answer_waits(std::uint64_t version)
+{
+    auto [first, last] = waits_.equal_range(version);
+    std::vector<std::uint64_t> cookies;
+    for (auto it = first; it != last; ++it)
+        cookies.push_back(it->second);
+    waits_.erase(first, last);
+    for (auto cookie : cookies)
+        on_query(proto::query_msg{cookie, version, 1});
 }
 
 void session::on_bye()

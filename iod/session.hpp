@@ -5,6 +5,7 @@
 // are still being flushed.
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <system_error>
@@ -51,6 +52,8 @@ private:
     void on_connect(proto::connect_msg& m);
     void on_write_req(const proto::write_req_msg& m);
     void on_bye();
+    void on_query(const proto::query_msg& m);
+    void answer_waits(std::uint64_t version);
     void send(const proto::message& m);
     void write_next();
     // Ends the connection: with an ERROR first when `ec` is set.
@@ -80,6 +83,18 @@ private:
     ucp_ep_h ep_ = nullptr;
     bool ep_failed_ = false;
     ucx::rkey rkey_;
+
+    // What became of each version this rank wrote through this connection,
+    // and the io_wait calls waiting on one.
+    struct version_record {
+        proto::version_state_t state = proto::version_state_t::pulling;
+        std::uint64_t size = 0;
+        std::uint32_t crc32c = 0;
+        std::error_code error;
+        std::string why;
+    };
+    std::map<std::uint64_t, version_record> versions_;
+    std::multimap<std::uint64_t, std::uint64_t> waits_;  // version -> cookie
 
     std::uint64_t next_version_ = 1;
     std::shared_ptr<transfer> pulling_;  // the version io_write waits for

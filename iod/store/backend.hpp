@@ -32,6 +32,8 @@ public:
 
     // For humans: "directory /scratch/ckpt".
     virtual std::string describe() const = 0;
+    // For store::open: "dir:/scratch/ckpt".
+    virtual std::string location() const = 0;
 
     // Starts an object of `size` bytes (space may be reserved up front, so a
     // full disk is reported here rather than halfway through).

@@ -18,6 +18,7 @@ public:
                                 std::string& why);
 
     std::string describe() const override;
+    std::string location() const override { return "dir:" + root_; }
     std::error_code create(const std::string& name, std::uint64_t size,
                            std::unique_ptr<object_writer>& out) override;
     std::error_code read(const std::string& name, std::uint64_t offset,

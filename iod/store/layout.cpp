@@ -25,6 +25,11 @@ std::string manifest_object(const std::string& job, std::uint64_t version,
     return fmt::format("{}/{}.manifest", version_dir(job, version), node);
 }
 
+std::string complete_object(const std::string& job, std::uint64_t version)
+{
+    return fmt::format("{}/{}", version_dir(job, version), complete_name);
+}
+
 std::optional<std::uint64_t> parse_version_dir(std::string_view name)
 {
     if (name.size() < 2 || name[0] != 'v')
@@ -115,6 +120,54 @@ std::error_code parse_manifest(std::string_view text, manifest& out, std::string
     if (!next_line(text, line) || line != "end")
         return bad("missing end line (truncated manifest?)");
     out = std::move(m);
+    return {};
+}
+
+std::string format_complete(const complete_record& c)
+{
+    std::string out = fmt::format("iofwd-complete 1\njob {}\nversion {}\nnodes {}\n", c.job,
+                                  c.version, c.nodes.size());
+    for (const auto& n : c.nodes)
+        out += fmt::format("node {} ranks {} manifest-crc32c {:08x}\n", n.node, n.ranks,
+                           n.manifest_crc32c);
+    out += "end\n";
+    return out;
+}
+
+std::error_code parse_complete(std::string_view text, complete_record& out, std::string& why)
+{
+    complete_record c;
+    std::string_view line, v;
+    std::size_t nodes = 0;
+    auto bad = [&](std::string msg) {
+        why = std::move(msg);
+        return make_error_code(errc::corrupt);
+    };
+    if (!next_line(text, line) || line != "iofwd-complete 1")
+        return bad("not an iofwd COMPLETE record (first line)");
+    if (!next_line(text, line) || !field(line, "job", v))
+        return bad("missing job line");
+    c.job = v;
+    if (!next_line(text, line) || !field(line, "version", v) || !number(v, c.version))
+        return bad("missing or bad version line");
+    if (!next_line(text, line) || !field(line, "nodes", v) || !number(v, nodes) || nodes == 0)
+        return bad("missing or bad nodes line");
+    for (std::size_t i = 0; i < nodes; ++i) {
+        complete_node n;
+        if (!next_line(text, line) || !field(line, "node", v))
+            return bad(fmt::format("record ends after {} of {} nodes", i, nodes));
+        const auto s1 = v.find(" ranks ");
+        const auto s2 = v.find(" manifest-crc32c ");
+        if (s1 == std::string_view::npos || s2 == std::string_view::npos || s1 == 0 ||
+            !number(v.substr(s1 + 7, s2 - s1 - 7), n.ranks) ||
+            !number(v.substr(s2 + 17), n.manifest_crc32c, 16))
+            return bad(fmt::format("bad node line '{}'", line));
+        n.node = v.substr(0, s1);
+        c.nodes.push_back(std::move(n));
+    }
+    if (!next_line(text, line) || line != "end")
+        return bad("missing end line (truncated record?)");
+    out = std::move(c);
     return {};
 }
 

@@ -4,9 +4,13 @@
 //
 //   <job>/v<version, 8 digits>/<node>.r<rank>          a rank's bytes, exactly as written
 //   <job>/v<version, 8 digits>/<node>.manifest         that node's ranks: sizes, crc32c
+//   <job>/v<version, 8 digits>/COMPLETE                 the version is complete job-wide
 //
 // A node's manifest is written (atomically, after every object it lists is
-// committed) once all of the node's ranks have that version durable.
+// committed) once all of the node's ranks have that version durable. After
+// writing its manifest a daemon lists the version; the one that finds every
+// node's manifest writes COMPLETE, atomically and last. Only versions with a
+// COMPLETE record exist for a restart.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -21,6 +25,9 @@ std::string data_object(const std::string& job, std::uint64_t version, const std
                         std::uint32_t rank);
 std::string manifest_object(const std::string& job, std::uint64_t version,
                             const std::string& node);
+std::string complete_object(const std::string& job, std::uint64_t version);
+inline constexpr const char* complete_name = "COMPLETE";
+inline constexpr const char* manifest_suffix = ".manifest";
 
 // "v00000012" -> 12; nullopt for anything else.
 std::optional<std::uint64_t> parse_version_dir(std::string_view name);
@@ -51,5 +58,27 @@ struct manifest {
 //   end
 std::string format_manifest(const manifest& m);
 std::error_code parse_manifest(std::string_view text, manifest& out, std::string& why);
+
+// The job-wide record:
+//   iofwd-complete 1
+//   job <job>
+//   version <n>
+//   nodes <n>
+//   node <name> ranks <n> manifest-crc32c <8 hex digits>   (one line per node, sorted)
+//   end
+struct complete_node {
+    std::string node;
+    std::uint32_t ranks = 0;
+    std::uint32_t manifest_crc32c = 0;  // of the manifest's text
+    bool operator==(const complete_node&) const = default;
+};
+struct complete_record {
+    std::string job;
+    std::uint64_t version = 0;
+    std::vector<complete_node> nodes;
+    bool operator==(const complete_record&) const = default;
+};
+std::string format_complete(const complete_record& c);
+std::error_code parse_complete(std::string_view text, complete_record& out, std::string& why);
 
 }  // namespace iofwd::store

@@ -77,6 +77,67 @@ int io_write(uint64_t len)
     return io_write_version(len, nullptr);
 }
 
+int io_wait(uint64_t version)
+{
+    std::lock_guard lock(api_mutex);
+    return guarded("io_wait", [&] {
+        iofwd::proto::version_state_msg st;
+        return the_client().wait(version, st);
+    });
+}
+
+int io_test(uint64_t version, int* state)
+{
+    std::lock_guard lock(api_mutex);
+    return guarded("io_test", [&] {
+        if (!state)
+            return std::error_code(iofwd::errc::invalid_argument);
+        iofwd::proto::version_state_t st{};
+        auto ec = the_client().test(version, st);
+        if (!ec)
+            *state = static_cast<int>(st);
+        return ec;
+    });
+}
+
+int io_read(uint64_t version, void* buffer, uint64_t len, uint64_t* size)
+{
+    std::lock_guard lock(api_mutex);
+    return guarded("io_read", [&] {
+        if (!buffer && len > 0)
+            return std::error_code(iofwd::errc::invalid_argument);
+        std::uint64_t n = 0;
+        auto ec = the_client().read(
+            version, std::span(static_cast<std::byte*>(buffer), static_cast<std::size_t>(len)), n);
+        if (!ec && size)
+            *size = n;
+        return ec;
+    });
+}
+
+int io_latest(uint64_t* version)
+{
+    std::lock_guard lock(api_mutex);
+    return guarded("io_latest", [&] {
+        if (!version)
+            return std::error_code(iofwd::errc::invalid_argument);
+        return the_client().latest(false, *version);
+    });
+}
+
+int io_latest_verified(uint64_t* version)
+{
+    std::lock_guard lock(api_mutex);
+    return guarded("io_latest_verified", [&] {
+        if (!version)
+            return std::error_code(iofwd::errc::invalid_argument);
+        auto ec = the_client().latest(true, *version);
+        if (!ec && !the_client().why().empty())
+            last_error = "io_latest_verified: " + the_client().why();
+        return ec;
+    });
+}
+
 int io_next_version(uint64_t* version)
 {
     std::lock_guard lock(api_mutex);

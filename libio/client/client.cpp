@@ -15,6 +15,7 @@
 #include "errors.hpp"
 #include "format.hpp"
 #include "launcher.hpp"
+#include "store/catalog.hpp"
 
 namespace iofwd::client {
 namespace {
@@ -135,6 +136,16 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
     hello.buffer_length = length_;
     hello.buffer_address = reinterpret_cast<std::uint64_t>(buffer_);
     hello.job = default_job_name();
+    {
+        const std::string nodes = env_or("IOFWD_NODES", "1");
+        char* end = nullptr;
+        const unsigned long n = std::strtoul(nodes.c_str(), &end, 10);
+        if (!end || *end || n == 0 || n > 100000)
+            return undo(errc::invalid_argument,
+                        fmt::format("IOFWD_NODES='{}' is not a number of nodes", nodes));
+        hello.nodes = static_cast<std::uint32_t>(n);
+    }
+    job_ = hello.job;
     if (auto ec = worker_.address(hello.worker_address))
         return undo(ec, fmt::format("UCX worker address: {}", ec.message()));
     if (auto ec = memory_.pack_rkey(hello.rkey))
@@ -195,6 +206,114 @@ std::error_code client::daemon_error(const proto::error_msg& e)
     if (e.cookie == 0)
         broken_ = e.code();
     return fail(e.code(), fmt::format("the daemon says: {}", e.text));
+}
+
+std::error_code client::query(std::uint64_t version, bool wait, proto::version_state_msg& out)
+{
+    if (!initialized_)
+        return fail(errc::not_initialized, "call io_init first (or io_finalize was called)");
+    if (broken_)
+        return fail(broken_, fmt::format("the connection to the daemon is broken: {}", why_));
+    const std::uint64_t cookie = next_cookie_++;
+    if (auto ec = send(proto::query_msg{cookie, version, wait ? 1u : 0u}))
+        return ec;
+    proto::message m;
+    if (auto ec = receive(m, std::chrono::milliseconds(0)))
+        return ec;
+    if (auto* st = std::get_if<proto::version_state_msg>(&m); st && st->cookie == cookie) {
+        out = *st;
+        return {};
+    }
+    if (auto* e = std::get_if<proto::error_msg>(&m))
+        return daemon_error(*e);
+    broken_ = errc::protocol_error;
+    return fail(errc::protocol_error, fmt::format("the daemon answered QUERY with {}",
+                                                  proto::to_string(proto::type_of(m))));
+}
+
+std::error_code client::wait(std::uint64_t version, proto::version_state_msg& out)
+{
+    proto::version_state_msg st;
+    if (auto ec = query(version, true, st))
+        return ec;
+    if (st.state == proto::version_state_t::unknown)
+        return fail(errc::not_found,
+                    fmt::format("version {} was not written by rank {} through this daemon "
+                                "(versions of this run start at {})",
+                                version, rank_, accept_.next_version));
+    out = st;
+    return {};
+}
+
+std::error_code client::test(std::uint64_t version, proto::version_state_t& out)
+{
+    proto::version_state_msg st;
+    if (auto ec = query(version, false, st))
+        return ec;
+    out = st.state;
+    return {};
+}
+
+std::error_code client::open_store(std::string& job)
+{
+    const std::string uri = initialized_ ? accept_.store_uri : env_or("IOFWD_STORE", "iofwd-store");
+    job = initialized_ ? job_ : default_job_name();
+    if (!store_ || uri != store_uri_) {
+        std::string why;
+        if (auto ec = store::open(uri, store_, why))
+            return fail(ec, why);
+        store_uri_ = uri;
+    }
+    return {};
+}
+
+std::error_code client::read(std::uint64_t version, std::span<std::byte> out, std::uint64_t& size)
+{
+    if (!initialized_)
+        return fail(errc::not_initialized, "io_read needs io_init (it reads this rank's data)");
+    proto::version_state_msg st;
+    if (auto ec = query(version, true, st))
+        return ec;
+    std::string job;
+    if (auto ec = open_store(job))
+        return ec;
+    std::uint64_t length = st.size;
+    std::uint32_t crc = st.crc32c;
+    if (st.state == proto::version_state_t::unknown) {
+        // Not written in this run: the version must be complete job-wide.
+        store::version_info info;
+        std::string why;
+        if (auto ec = store::load_version(*store_, job, version, info, why))
+            return fail(ec == errc::not_found ? make_error_code(errc::not_found) : ec, why);
+        const store::manifest_entry* entry = nullptr;
+        for (const auto& m : info.manifests)
+            if (m.node == accept_.node && rank_ < m.entries.size())
+                entry = &m.entries[rank_];
+        if (!entry)
+            return fail(errc::not_found,
+                        fmt::format("version {} of job {} holds no data for node {} rank {}",
+                                    version, job, accept_.node, rank_));
+        length = entry->size;
+        crc = entry->crc32c;
+    }
+    const auto name = store::data_object(job, version, accept_.node, rank_);
+    std::string why;
+    if (auto ec = store::read_checked(*store_, name, length, crc, out, why))
+        return fail(ec, fmt::format("version {}: {}", version, why));
+    size = length;
+    return {};
+}
+
+std::error_code client::latest(bool verify, std::uint64_t& version)
+{
+    std::string job;
+    if (auto ec = open_store(job))
+        return ec;
+    std::string skipped, why;
+    if (auto ec = store::latest(*store_, job, verify, version, skipped, why))
+        return fail(ec, why);
+    why_ = skipped.empty() ? std::string() : "skipped damaged versions: " + skipped;
+    return {};
 }
 
 std::error_code client::finalize()

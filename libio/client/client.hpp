@@ -10,6 +10,8 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <memory>
+#include <span>
 #include <cstdint>
 #include <string>
 #include <system_error>
@@ -18,6 +20,7 @@
 #include "fd.hpp"
 #include "protocol.hpp"
 #include "rendezvous.hpp"
+#include "store/backend.hpp"
 #include "ucx.hpp"
 
 namespace iofwd::client {
@@ -33,6 +36,10 @@ public:
                          std::uint32_t ranks, char** daemon_args, bool blocking);
     std::error_code write(std::uint64_t len, std::uint64_t& version);
     std::error_code finalize();
+    std::error_code wait(std::uint64_t version, proto::version_state_msg& out);
+    std::error_code test(std::uint64_t version, proto::version_state_t& out);
+    std::error_code read(std::uint64_t version, std::span<std::byte> out, std::uint64_t& size);
+    std::error_code latest(bool verify, std::uint64_t& version);
 
     bool initialized() const noexcept { return initialized_; }
     // The sentence for the last failure (without the call's name).
@@ -49,6 +56,10 @@ private:
     bool try_parse(proto::message& out, std::error_code& ec);
     std::error_code fail(std::error_code ec, std::string why);
     std::error_code daemon_error(const proto::error_msg& e);
+    // Sends a QUERY and returns its answer (a VERSION_STATE or an error).
+    std::error_code query(std::uint64_t version, bool wait, proto::version_state_msg& out);
+    // The store holding this job: the daemon's when initialised, else IOFWD_STORE.
+    std::error_code open_store(std::string& job);
     void release();
 
     bool initialized_ = false;
@@ -70,6 +81,9 @@ private:
     proto::accept_msg accept_;
     std::uint64_t next_cookie_ = 1;
     std::uint64_t next_version_ = 0;
+    std::string job_;
+    std::unique_ptr<store::backend> store_;
+    std::string store_uri_;
     std::string why_;
 };
 

@@ -111,6 +111,7 @@ void encode_body(writer& w, const connect_msg& m)
     w.u32(m.flags);
     w.u64(m.buffer_length);
     w.u64(m.buffer_address);
+    w.u32(m.nodes);
     w.str(m.job);
     w.bytes(m.worker_address);
     w.bytes(m.rkey);
@@ -124,6 +125,7 @@ void encode_body(writer& w, const accept_msg& m)
     w.u64(m.next_version);
     w.str(m.node);
     w.str(m.store);
+    w.str(m.store_uri);
     w.str(m.transport);
 }
 
@@ -140,6 +142,22 @@ void encode_body(writer& w, const write_done_msg& m)
 }
 
 void encode_body(writer&, const bye_msg&) {}
+
+void encode_body(writer& w, const query_msg& m)
+{
+    w.u64(m.cookie);
+    w.u64(m.version);
+    w.u32(m.wait);
+}
+
+void encode_body(writer& w, const version_state_msg& m)
+{
+    w.u64(m.cookie);
+    w.u64(m.version);
+    w.u32(static_cast<std::uint32_t>(m.state));
+    w.u64(m.size);
+    w.u32(m.crc32c);
+}
 
 void encode_body(writer& w, const finished_msg& m)
 {
@@ -164,11 +182,14 @@ connect_msg decode_connect(reader& r)
     m.flags = r.u32("flags");
     m.buffer_length = r.u64("buffer_length");
     m.buffer_address = r.u64("buffer_address");
+    m.nodes = r.u32("nodes");
     m.job = r.str("job", max_name);
     m.worker_address = r.blob("worker_address", max_blob);
     m.rkey = r.blob("rkey", max_blob);
     if (r.ok() && m.ranks == 0)
         r.fail("ranks is 0");
+    else if (r.ok() && m.nodes == 0)
+        r.fail("nodes is 0");
     else if (r.ok() && m.rank >= m.ranks)
         r.fail(fmt::format("rank {} is not below ranks {}", m.rank, m.ranks));
     else if (r.ok() && m.worker_address.empty())
@@ -187,6 +208,7 @@ accept_msg decode_accept(reader& r)
     m.next_version = r.u64("next_version");
     m.node = r.str("node", max_name);
     m.store = r.str("store", max_text);
+    m.store_uri = r.str("store_uri", max_text);
     m.transport = r.str("transport", max_text);
     return m;
 }
@@ -204,6 +226,31 @@ write_done_msg decode_write_done(reader& r)
     write_done_msg m;
     m.cookie = r.u64("cookie");
     m.version = r.u64("version");
+    return m;
+}
+
+query_msg decode_query(reader& r)
+{
+    query_msg m;
+    m.cookie = r.u64("cookie");
+    m.version = r.u64("version");
+    m.wait = r.u32("wait");
+    if (r.ok() && m.wait > 1)
+        r.fail(fmt::format("wait flag {} is neither 0 nor 1", m.wait));
+    return m;
+}
+
+version_state_msg decode_version_state(reader& r)
+{
+    version_state_msg m;
+    m.cookie = r.u64("cookie");
+    m.version = r.u64("version");
+    const auto state = r.u32("state");
+    m.size = r.u64("size");
+    m.crc32c = r.u32("crc32c");
+    if (r.ok() && state > static_cast<std::uint32_t>(version_state_t::failed))
+        r.fail(fmt::format("unknown version state {}", state));
+    m.state = static_cast<version_state_t>(state);
     return m;
 }
 
@@ -231,7 +278,7 @@ error_msg decode_error(reader& r)
 bool known_type(std::uint16_t t) noexcept
 {
     return t >= static_cast<std::uint16_t>(msg_type::connect) &&
-           t <= static_cast<std::uint16_t>(msg_type::error);
+           t <= static_cast<std::uint16_t>(msg_type::version_state);
 }
 
 }  // namespace
@@ -246,6 +293,8 @@ const char* to_string(msg_type t) noexcept
     case msg_type::bye: return "BYE";
     case msg_type::finished: return "FINISHED";
     case msg_type::error: return "ERROR";
+    case msg_type::query: return "QUERY";
+    case msg_type::version_state: return "VERSION_STATE";
     }
     return "UNKNOWN";
 }
@@ -258,13 +307,15 @@ msg_type type_of(const message& m) noexcept
 std::uint64_t max_payload(msg_type t) noexcept
 {
     switch (t) {
-    case msg_type::connect: return 4 * 8 + 3 * 4 + max_name + 2 * max_blob;
-    case msg_type::accept: return 4 + 3 * 8 + 3 * 4 + max_name + 2 * max_text;
+    case msg_type::connect: return 2 * 8 + 8 * 4 + max_name + 2 * max_blob;
+    case msg_type::accept: return 4 + 3 * 8 + 4 * 4 + max_name + 3 * max_text;
     case msg_type::write_req: return 16;
     case msg_type::write_done: return 16;
     case msg_type::bye: return 0;
     case msg_type::finished: return 16;
     case msg_type::error: return 20 + max_text;
+    case msg_type::query: return 20;
+    case msg_type::version_state: return 32;
     }
     return 0;
 }
@@ -360,6 +411,8 @@ std::error_code decode_payload(const header& h, std::span<const std::byte> paylo
     case msg_type::bye: m = bye_msg{}; break;
     case msg_type::finished: m = decode_finished(r); break;
     case msg_type::error: m = decode_error(r); break;
+    case msg_type::query: m = decode_query(r); break;
+    case msg_type::version_state: m = decode_version_state(r); break;
     }
     r.expect_end();
     if (!r.ok()) {

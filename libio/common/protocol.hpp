@@ -11,6 +11,9 @@
 //   C<-S ACCEPT      the daemon's answer to CONNECT (or ERROR, which is a rejection)
 //   C->S WRITE_REQ   pull [0, length) of the registered buffer as a new version
 //   C<-S WRITE_DONE  the bytes are in daemon memory; the buffer may be reused
+//   C->S QUERY       the state of one of the rank's versions; with `wait`, answered
+//                    only once it is durable (or failed)
+//   C<-S VERSION_STATE the answer: pulling, flushing, durable or failed, size, crc32c
 //   C->S BYE         the rank is done
 //   C<-S FINISHED    everything the rank wrote is durable
 //   both ERROR       a code and a sentence, about one WRITE_REQ (its cookie) or,
@@ -41,6 +44,8 @@ enum class msg_type : std::uint16_t {
     bye = 5,
     finished = 6,
     error = 7,
+    query = 8,
+    version_state = 9,
 };
 
 const char* to_string(msg_type t) noexcept;
@@ -62,6 +67,7 @@ struct connect_msg {
     std::uint32_t flags = 0;   // connect_flag_*
     std::uint64_t buffer_length = 0;
     std::uint64_t buffer_address = 0;
+    std::uint32_t nodes = 1;   // nodes of the job (each with its own daemon)
     std::string job;
     std::vector<std::byte> worker_address;
     std::vector<std::byte> rkey;
@@ -76,6 +82,7 @@ struct accept_msg {
     std::uint64_t next_version = 0;  // the version the rank's next write creates
     std::string node;
     std::string store;      // where the data goes, for humans
+    std::string store_uri;  // the same, for store::open (e.g. "dir:/scratch/ckpt")
     std::string transport;  // UCX transports of the daemon's endpoint to the rank
     bool operator==(const accept_msg&) const = default;
 };
@@ -119,8 +126,32 @@ struct error_msg {
     static error_msg from(const std::error_code& ec, std::string text, std::uint64_t cookie = 0);
 };
 
+enum class version_state_t : std::uint32_t {
+    unknown = 0,   // not a version this rank wrote through this daemon
+    pulling = 1,
+    flushing = 2,  // in daemon memory, on its way to the store
+    durable = 3,
+    failed = 4,
+};
+
+struct query_msg {
+    std::uint64_t cookie = 0;
+    std::uint64_t version = 0;
+    std::uint32_t wait = 0;  // 1: answer once durable or failed
+    bool operator==(const query_msg&) const = default;
+};
+
+struct version_state_msg {
+    std::uint64_t cookie = 0;
+    std::uint64_t version = 0;
+    version_state_t state = version_state_t::unknown;
+    std::uint64_t size = 0;
+    std::uint32_t crc32c = 0;  // valid when durable
+    bool operator==(const version_state_msg&) const = default;
+};
+
 using message = std::variant<connect_msg, accept_msg, write_req_msg, write_done_msg, bye_msg,
-                             finished_msg, error_msg>;
+                             finished_msg, error_msg, query_msg, version_state_msg>;
 
 msg_type type_of(const message& m) noexcept;
 

@@ -50,6 +50,39 @@ IO_API int io_write(uint64_t len);
 /* Like io_write(), and reports the version number the write created. */
 IO_API int io_write_version(uint64_t len, uint64_t *version);
 
+/* Blocks until `version` of this process's data is durable in the store.
+ * Errors: the version could not be made durable (the store's errno, e.g.
+ * ENOSPC), or ENOENT for a version this process did not write. */
+IO_API int io_wait(uint64_t version);
+
+/* Where `version` of this process's data is, without blocking. */
+enum io_state {
+    IO_STATE_UNKNOWN = 0,   /* not written by this process in this run */
+    IO_STATE_PULLING = 1,   /* being pulled (io_write has not returned) */
+    IO_STATE_FLUSHING = 2,  /* in daemon memory, on its way to the store */
+    IO_STATE_DURABLE = 3,
+    IO_STATE_FAILED = 4     /* could not be made durable; io_wait says why */
+};
+IO_API int io_test(uint64_t version, int *state);
+
+/* Reads this process's data of `version` back into `buffer` (at most `len`
+ * bytes; EFBIG if the version is larger) and checks its crc32c: EBADMSG, with
+ * the object and version named in io_last_error(), when the stored bytes are
+ * damaged. Waits first if the version is not durable yet. A version from an
+ * earlier run is found through its job-wide COMPLETE record. On success
+ * *size (if not NULL) is the version's length. */
+IO_API int io_read(uint64_t version, void *buffer, uint64_t len, uint64_t *size);
+
+/* The newest version that is complete for the whole job (every rank on every
+ * node durable). Works before io_init too, in a new job restarting under the
+ * same job name (IOFWD_JOB, IOFWD_STORE). ENOENT when there is none. */
+IO_API int io_latest(uint64_t *version);
+
+/* Like io_latest, but reads every object of each candidate version and skips
+ * versions that fail their checksums (io_last_error() names them), falling
+ * back to the previous complete one. */
+IO_API int io_latest_verified(uint64_t *version);
+
 /* The version number the next io_write() of this process will create (versions
  * continue after those already in the store for this job). */
 IO_API int io_next_version(uint64_t *version);

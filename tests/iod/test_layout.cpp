@@ -47,3 +47,19 @@ TEST_CASE("truncated or altered manifests are rejected as corrupt", "[layout]")
     bad_crc.replace(bad_crc.find("abcdef01"), 8, "zzzzzzzz");
     CHECK(parse_manifest(bad_crc, out, why) == errc::corrupt);
 }
+
+TEST_CASE("a COMPLETE record round-trips and rejects damage", "[layout]")
+{
+    complete_record c{"job", 7, {{"node-a", 4, 0x01020304}, {"node-b", 2, 0xffffffff}}};
+    const auto text = format_complete(c);
+    CHECK(complete_object("job", 7) == "job/v00000007/COMPLETE");
+    complete_record back;
+    std::string why;
+    REQUIRE_FALSE(parse_complete(text, back, why));
+    CHECK(back == c);
+    for (std::size_t cut = 0; cut + 1 < text.size(); ++cut)
+        CHECK(parse_complete(text.substr(0, cut), back, why) == errc::corrupt);
+    auto bad = text;
+    bad.replace(bad.find("ranks 4"), 7, "ranks x");
+    CHECK(parse_complete(bad, back, why) == errc::corrupt);
+}

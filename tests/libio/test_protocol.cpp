@@ -52,7 +52,8 @@ TEST_CASE("every message survives encode and decode unchanged", "[protocol]")
     const auto c = sample_connect();
     CHECK(std::get<connect_msg>(round_trip(c)) == c);
 
-    accept_msg a{99, 256ull << 20, 16ull << 20, 12, "node-7", "directory /scratch/x/job", "cma, posix"};
+    accept_msg a{99, 256ull << 20, 16ull << 20, 12, "node-7", "directory /scratch/x/job",
+                 "dir:/scratch/x", "cma, posix"};
     CHECK(std::get<accept_msg>(round_trip(a)) == a);
 
     write_req_msg w{17, 6ull << 30};
@@ -62,6 +63,12 @@ TEST_CASE("every message survives encode and decode unchanged", "[protocol]")
     CHECK(std::get<write_done_msg>(round_trip(d)) == d);
 
     CHECK(std::holds_alternative<bye_msg>(round_trip(bye_msg{})));
+
+    query_msg q{8, 12, 1};
+    CHECK(std::get<query_msg>(round_trip(q)) == q);
+
+    version_state_msg vs{8, 12, version_state_t::durable, 5ull << 30, 0xcafef00d};
+    CHECK(std::get<version_state_msg>(round_trip(vs)) == vs);
 
     finished_msg f{3, 9ull << 30};
     CHECK(std::get<finished_msg>(round_trip(f)) == f);
@@ -124,7 +131,7 @@ TEST_CASE("another protocol version is rejected as a version mismatch", "[protoc
 
 TEST_CASE("an unknown message type is rejected", "[protocol]")
 {
-    for (unsigned t : {0u, 8u, 0xffffu}) {
+    for (unsigned t : {0u, 10u, 0xffffu}) {
         auto bytes = encode(bye_msg{});
         bytes[6] = std::byte{static_cast<unsigned char>(t & 0xff)};
         bytes[7] = std::byte{static_cast<unsigned char>(t >> 8)};
@@ -151,7 +158,9 @@ TEST_CASE("an oversized length is rejected before any payload is read", "[protoc
 TEST_CASE("a payload shorter than its fields is rejected for every message type", "[protocol]")
 {
     const std::vector<message> all = {sample_connect(),
-                                      accept_msg{1, 2, 3, 4, "n", "s", "t"},
+                                      accept_msg{1, 2, 3, 4, "n", "s", "u", "t"},
+                                      query_msg{1, 2, 1},
+                                      version_state_msg{1, 2, version_state_t::failed, 3, 4},
                                       write_req_msg{1, 2},
                                       write_done_msg{1, 2},
                                       finished_msg{1, 2},
@@ -205,7 +214,7 @@ TEST_CASE("a string longer than its limit or than the payload is rejected", "[pr
 
     // A blob length field that claims more than what follows.
     auto bytes = encode(sample_connect());
-    const std::size_t job_len_at = header_size + 32;
+    const std::size_t job_len_at = header_size + 36;
     bytes[job_len_at] = std::byte{200};
     CHECK(decode_all(bytes, why) == errc::protocol_error);
 }
@@ -226,6 +235,26 @@ TEST_CASE("CONNECT with impossible ranks or empty keys is rejected", "[protocol]
     CHECK(decode_all(encode(c), why) == errc::protocol_error);
     c = sample_connect();
     c.worker_address.clear();
+    CHECK(decode_all(encode(c), why) == errc::protocol_error);
+}
+
+TEST_CASE("QUERY with a bad wait flag and an unknown state are rejected", "[protocol]")
+{
+    std::string why;
+    auto q = encode(query_msg{1, 2, 1});
+    q[header_size + 16] = std::byte{2};
+    CHECK(decode_all(q, why) == errc::protocol_error);
+    auto vs = encode(version_state_msg{1, 2, version_state_t::durable, 3, 4});
+    vs[header_size + 16] = std::byte{9};
+    CHECK(decode_all(vs, why) == errc::protocol_error);
+    CHECK(why.find("unknown version state 9") != std::string::npos);
+}
+
+TEST_CASE("CONNECT with zero nodes is rejected", "[protocol]")
+{
+    auto c = sample_connect();
+    c.nodes = 0;
+    std::string why;
     CHECK(decode_all(encode(c), why) == errc::protocol_error);
 }
 

@@ -1,0 +1,273 @@
+#include "catalog.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "crc32c.hpp"
+#include "errors.hpp"
+
+namespace iofwd::store {
+
+std::error_code read_all(backend& st, const std::string& name, std::string& out)
+{
+    std::uint64_t size = 0;
+    if (auto ec = st.size(name, size))
+        return ec;
+    if (size > (64u << 20))
+        return make_error_code(errc::corrupt);  // records and manifests are small
+    std::string text(size, '\0');
+    if (auto ec = st.read(name, 0, std::as_writable_bytes(std::span(text))))
+        return ec;
+    out = std::move(text);
+    return {};
+}
+
+std::error_code complete_versions(backend& st, const std::string& job,
+                                  std::vector<std::uint64_t>& out)
+{
+    std::vector<std::string> dirs;
+    if (auto ec = st.list(job + "/", dirs))
+        return ec;
+    std::vector<std::uint64_t> found;
+    for (const auto& d : dirs) {
+        const auto v = parse_version_dir(d);
+        if (!v)
+            continue;
+        std::uint64_t size = 0;
+        if (!st.size(complete_object(job, *v), size))
+            found.push_back(*v);
+    }
+    std::sort(found.begin(), found.end());
+    out = std::move(found);
+    return {};
+}
+
+std::error_code load_version(backend& st, const std::string& job, std::uint64_t version,
+                             version_info& out, std::string& why)
+{
+    version_info info;
+    std::string text;
+    const auto rec_name = complete_object(job, version);
+    if (auto ec = read_all(st, rec_name, text)) {
+        why = fmt::format("version {} of job {} is not complete ({}: {})", version, job, rec_name,
+                          ec.message());
+        return ec;
+    }
+    if (auto ec = parse_complete(text, info.record, why)) {
+        why = fmt::format("{}: {}", rec_name, why);
+        return ec;
+    }
+    for (const auto& n : info.record.nodes) {
+        const auto mname = manifest_object(job, version, n.node);
+        if (auto ec = read_all(st, mname, text)) {
+            why = fmt::format("version {}: manifest {} listed as complete is unreadable: {}",
+                              version, mname, ec.message());
+            return make_error_code(errc::corrupt);
+        }
+        if (crc32c(std::as_bytes(std::span(text))) != n.manifest_crc32c) {
+            why = fmt::format("version {}: manifest {} does not match the checksum in {}", version,
+                              mname, rec_name);
+            return make_error_code(errc::corrupt);
+        }
+        manifest m;
+        if (auto ec = parse_manifest(text, m, why)) {
+            why = fmt::format("{}: {}", mname, why);
+            return ec;
+        }
+        info.manifests.push_back(std::move(m));
+    }
+    out = std::move(info);
+    return {};
+}
+
+namespace {
+
+// Reads [0, size) through `block`-sized pieces into `dest` (or a scratch block
+// when dest is empty) and returns the crc32c.
+std::error_code read_crc(backend& st, const std::string& name, std::uint64_t size,
+                         std::span<std::byte> dest, std::uint32_t& crc)
+{
+    std::vector<std::byte> scratch;
+    if (dest.empty())
+        scratch.resize(static_cast<std::size_t>(std::min<std::uint64_t>(size, 16u << 20)));
+    std::uint32_t c = 0;
+    for (std::uint64_t off = 0; off < size;) {
+        std::span<std::byte> piece;
+        if (dest.empty()) {
+            piece = std::span(scratch).first(
+                static_cast<std::size_t>(std::min<std::uint64_t>(scratch.size(), size - off)));
+        } else {
+            piece = dest.subspan(static_cast<std::size_t>(off),
+                                 static_cast<std::size_t>(std::min<std::uint64_t>(16u << 20, size - off)));
+        }
+        if (auto ec = st.read(name, off, piece))
+            return ec;
+        c = crc32c(piece, c);
+        off += piece.size();
+    }
+    crc = c;
+    return {};
+}
+
+std::error_code checked(backend& st, const std::string& name, std::uint64_t size,
+                        std::uint32_t crc, std::span<std::byte> dest, std::string& why)
+{
+    std::uint64_t actual = 0;
+    if (auto ec = st.size(name, actual)) {
+        why = fmt::format("object {} is missing: {}", name, ec.message());
+        return ec == errc::not_found ? make_error_code(errc::corrupt) : ec;
+    }
+    if (actual != size) {
+        why = fmt::format("object {} holds {} bytes, its manifest says {}", name, actual, size);
+        return make_error_code(errc::corrupt);
+    }
+    std::uint32_t got = 0;
+    if (auto ec = read_crc(st, name, size, dest, got)) {
+        why = fmt::format("reading object {} failed: {}", name, ec.message());
+        return ec;
+    }
+    if (got != crc) {
+        why = fmt::format("object {} fails its checksum: crc32c {:08x}, the manifest says {:08x}",
+                          name, got, crc);
+        return make_error_code(errc::corrupt);
+    }
+    return {};
+}
+
+}  // namespace
+
+std::error_code read_checked(backend& st, const std::string& name, std::uint64_t size,
+                             std::uint32_t crc, std::span<std::byte> out, std::string& why)
+{
+    if (out.size() < size) {
+        why = fmt::format("object {} holds {} bytes, more than the {} byte buffer", name, size,
+                          out.size());
+        return make_error_code(errc::too_large);
+    }
+    if (size == 0)
+        return {};
+    return checked(st, name, size, crc, out.first(static_cast<std::size_t>(size)), why);
+}
+
+std::error_code check_object(backend& st, const std::string& name, std::uint64_t size,
+                             std::uint32_t crc, std::string& why)
+{
+    return checked(st, name, size, crc, {}, why);
+}
+
+std::error_code latest(backend& st, const std::string& job, bool verify, std::uint64_t& out,
+                       std::string& skipped, std::string& why)
+{
+    std::vector<std::uint64_t> versions;
+    if (auto ec = complete_versions(st, job, versions)) {
+        why = fmt::format("job {} has no checkpoints in {} ({})", job, st.describe(), ec.message());
+        return ec == errc::not_found ? make_error_code(errc::not_found) : ec;
+    }
+    for (auto it = versions.rbegin(); it != versions.rend(); ++it) {
+        version_info info;
+        std::string reason;
+        auto ec = load_version(st, job, *it, info, reason);
+        if (!ec && verify) {
+            for (const auto& m : info.manifests) {
+                for (const auto& e : m.entries) {
+                    ec = check_object(st, data_object(job, *it, m.node, e.rank), e.size,
+                                      e.crc32c, reason);
+                    if (ec)
+                        break;
+                }
+                if (ec)
+                    break;
+            }
+        }
+        if (!ec) {
+            out = *it;
+            return {};
+        }
+        if (!verify)
+            continue;  // a damaged record: fall back without reading objects
+        skipped += fmt::format("{}version {}: {}", skipped.empty() ? "" : "; ", *it, reason);
+    }
+    why = versions.empty() ? fmt::format("job {} has no complete version in {}", job, st.describe())
+                           : fmt::format("no complete version of job {} in {} verifies: {}", job,
+                                         st.describe(), skipped);
+    return make_error_code(errc::not_found);
+}
+
+std::error_code try_complete(backend& st, const std::string& job, std::uint64_t version,
+                             std::uint32_t nodes, bool& completed, std::string& why)
+{
+    completed = false;
+    std::vector<std::string> names;
+    if (auto ec = st.list(version_dir(job, version) + "/", names)) {
+        why = fmt::format("listing {}: {}", version_dir(job, version), ec.message());
+        return ec;
+    }
+    complete_record rec{job, version, {}};
+    const std::string suffix = manifest_suffix;
+    for (const auto& n : names) {
+        if (n.size() <= suffix.size() || !n.ends_with(suffix))
+            continue;
+        const std::string node = n.substr(0, n.size() - suffix.size());
+        std::string text;
+        if (auto ec = read_all(st, manifest_object(job, version, node), text)) {
+            why = fmt::format("reading manifest of node {}: {}", node, ec.message());
+            return ec;
+        }
+        manifest m;
+        if (auto ec = parse_manifest(text, m, why))
+            return ec;
+        rec.nodes.push_back({node, m.ranks, crc32c(std::as_bytes(std::span(text)))});
+    }
+    if (rec.nodes.size() < nodes)
+        return {};
+    if (rec.nodes.size() > nodes) {
+        why = fmt::format("version {} of job {} has {} node manifests but the job has {} nodes",
+                          version, job, rec.nodes.size(), nodes);
+        return make_error_code(errc::rank_mismatch);
+    }
+    const auto text = format_complete(rec);
+    if (auto ec = st.put(complete_object(job, version), std::as_bytes(std::span(text)))) {
+        why = fmt::format("writing {}: {}", complete_object(job, version), ec.message());
+        return ec;
+    }
+    completed = true;
+    return {};
+}
+
+std::error_code prune(backend& st, const std::string& job, unsigned keep,
+                      std::vector<std::uint64_t>& removed)
+{
+    if (keep == 0)
+        return {};
+    std::vector<std::uint64_t> complete;
+    if (auto ec = complete_versions(st, job, complete))
+        return ec;
+    if (complete.size() <= keep)
+        return {};
+    const std::uint64_t oldest_kept = complete[complete.size() - keep];
+    std::vector<std::string> dirs;
+    if (auto ec = st.list(job + "/", dirs))
+        return ec;
+    for (const auto& d : dirs) {
+        const auto v = parse_version_dir(d);
+        if (!v || *v >= oldest_kept)
+            continue;
+        // COMPLETE goes first: a version half deleted is never taken as complete.
+        const auto record = complete_object(job, *v);
+        if (auto ec = st.remove(record); ec && ec != errc::not_found)
+            return ec;
+        std::vector<std::string> names;
+        if (auto ec = st.list(version_dir(job, *v) + "/", names); ec && ec != errc::not_found)
+            return ec;
+        for (const auto& n : names)
+            if (auto ec = st.remove(version_dir(job, *v) + "/" + n); ec && ec != errc::not_found)
+                return ec;
+        if (auto ec = st.remove(version_dir(job, *v)); ec && ec != errc::not_found)
+            return ec;
+        removed.push_back(*v);
+    }
+    return {};
+}
+
+}  // namespace iofwd::store

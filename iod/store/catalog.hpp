@@ -1,0 +1,57 @@
+#pragma once
+// What a job's checkpoints in a store look like from above: which versions are
+// complete, reading and checking an object against its manifest, declaring a
+// version complete, and retention. Used by the daemon (commit, retention),
+// the client library (io_latest, io_read) and the verifier.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "backend.hpp"
+#include "layout.hpp"
+
+namespace iofwd::store {
+
+// A small object, whole.
+std::error_code read_all(backend& st, const std::string& name, std::string& out);
+
+// The job's versions that have a COMPLETE record, ascending.
+std::error_code complete_versions(backend& st, const std::string& job,
+                                  std::vector<std::uint64_t>& out);
+
+// A complete version: its record and every node's manifest, each manifest
+// checked against the checksum the record holds for it.
+struct version_info {
+    complete_record record;
+    std::vector<manifest> manifests;
+};
+std::error_code load_version(backend& st, const std::string& job, std::uint64_t version,
+                             version_info& out, std::string& why);
+
+// Reads an object into `out` (exactly its size) and checks size and crc32c.
+// A mismatch is errc::corrupt with the object and version named in `why`.
+std::error_code read_checked(backend& st, const std::string& name, std::uint64_t size,
+                             std::uint32_t crc, std::span<std::byte> out, std::string& why);
+
+// Checks an object without keeping its bytes (reads it in blocks).
+std::error_code check_object(backend& st, const std::string& name, std::uint64_t size,
+                             std::uint32_t crc, std::string& why);
+
+// The newest complete version. With `verify`, the newest one whose every
+// object matches its checksum; versions that fail are named in `skipped`.
+std::error_code latest(backend& st, const std::string& job, bool verify, std::uint64_t& out,
+                       std::string& skipped, std::string& why);
+
+// After a node's manifest is written: if every node's manifest of the version
+// is there, write COMPLETE (idempotent when two daemons race to it).
+std::error_code try_complete(backend& st, const std::string& job, std::uint64_t version,
+                             std::uint32_t nodes, bool& completed, std::string& why);
+
+// Keeps the newest `keep` complete versions; deletes every version older than
+// the oldest kept one, its COMPLETE record first. Returns what it removed.
+std::error_code prune(backend& st, const std::string& job, unsigned keep,
+                      std::vector<std::uint64_t>& removed);
+
+}  // namespace iofwd::store
