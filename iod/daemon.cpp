@@ -263,6 +263,19 @@ std::error_code daemon::admit(session&, const proto::connect_msg& m, std::uint64
         for (const auto& n : names)
             if (auto v = store::parse_version_dir(n))
                 last = std::max(last, *v);
+        job_claim_.reset();
+        std::unique_ptr<store::claim> claim;
+        if (auto ec = store_->claim_job(m.job, opts_.node, claim)) {
+            why = ec == errc::rank_in_use
+                      ? fmt::format("job '{}' on node {} is being written by another daemon in {} "
+                                    "right now: give concurrent jobs different names (IOFWD_JOB)",
+                                    m.job, opts_.node, store_->describe())
+                      : fmt::format("cannot claim job '{}' in {}: {}", m.job, store_->describe(),
+                                    ec.message());
+            job_.clear();
+            return ec;
+        }
+        job_claim_ = std::move(claim);
         job_ = m.job;
         ranks_ = m.ranks;
         nodes_ = m.nodes;

@@ -101,6 +101,7 @@ private:
     std::uint64_t next_session_id_ = 1;
 
     std::string job_;
+    std::unique_ptr<store::claim> job_claim_;
     std::uint32_t ranks_ = 0;
     std::uint32_t nodes_ = 1;
     std::vector<rank_state> ranks_state_;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: install what is missing, build, run the checkpoint example with
 # 4 MPI ranks (the daemon launches itself) into the default directory store,
-# then read every byte back.
+# read every byte back, then restart: a second job resumes from the newest
+# complete version (read back and checked) and writes two more.
 #   scripts/run-example.sh [--size 64M] [--versions 3] [--ranks 4]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,5 +22,10 @@ store=$PWD/iofwd-store
 echo "== mpiexec -n $ranks build/examples/checkpoint --size $size --versions $versions --store $store"
 timeout --kill-after=10 600 mpiexec -n "$ranks" build/examples/checkpoint \
   --size "$size" --versions "$versions" --store "$store"
+echo "== build/examples/verify --store $store --job checkpoint"
+timeout 600 build/examples/verify --store "$store" --job checkpoint --expect-ranks "$ranks"
+echo "== restart: mpiexec -n $ranks build/examples/checkpoint --restart --size $size --versions 2 --store $store"
+timeout --kill-after=10 600 mpiexec -n "$ranks" build/examples/checkpoint \
+  --restart --size "$size" --versions 2 --store "$store"
 echo "== build/examples/verify --store $store --job checkpoint"
 timeout 600 build/examples/verify --store "$store" --job checkpoint --expect-ranks "$ranks"

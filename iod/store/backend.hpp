@@ -26,6 +26,13 @@ public:
     virtual std::error_code commit() = 0;
 };
 
+// Proof that this process is the only writer of a job's objects for one node;
+// released when destroyed (or when the process dies).
+class claim {
+public:
+    virtual ~claim() = default;
+};
+
 class backend {
 public:
     virtual ~backend() = default;
@@ -52,6 +59,11 @@ public:
     virtual std::error_code list(const std::string& prefix, std::vector<std::string>& out) = 0;
 
     virtual std::error_code remove(const std::string& name) = 0;
+
+    // Claims `job` on `node` for this process: errc::rank_in_use when another
+    // live process holds the claim (two concurrent jobs under one name).
+    virtual std::error_code claim_job(const std::string& job, const std::string& node,
+                                      std::unique_ptr<claim>& out) = 0;
 };
 
 // Opens a store from its location: "dir:/path" or a plain path for the

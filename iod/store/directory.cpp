@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -210,6 +211,32 @@ std::error_code directory_backend::remove(const std::string& name)
             return fsync_dir(parent_of(path));
     }
     return errno == ENOENT ? make_error_code(errc::not_found) : last_system_error();
+}
+
+namespace {
+class flock_claim final : public claim {
+public:
+    explicit flock_claim(unique_fd fd) : fd_(std::move(fd)) {}
+
+private:
+    unique_fd fd_;  // the flock goes with the descriptor
+};
+}  // namespace
+
+std::error_code directory_backend::claim_job(const std::string& job, const std::string& node,
+                                             std::unique_ptr<claim>& out)
+{
+    const std::string dir = root_ + "/" + job;
+    if (auto ec = make_dirs(dir))
+        return ec;
+    const std::string path = dir + "/." + node + ".claim";
+    unique_fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    if (!fd)
+        return last_system_error();
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0)
+        return errno == EWOULDBLOCK ? make_error_code(errc::rank_in_use) : last_system_error();
+    out = std::make_unique<flock_claim>(std::move(fd));
+    return {};
 }
 
 }  // namespace iofwd::store

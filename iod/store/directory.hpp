@@ -26,6 +26,8 @@ public:
     std::error_code size(const std::string& name, std::uint64_t& out) override;
     std::error_code list(const std::string& prefix, std::vector<std::string>& out) override;
     std::error_code remove(const std::string& name) override;
+    std::error_code claim_job(const std::string& job, const std::string& node,
+                              std::unique_ptr<claim>& out) override;
 
     const std::string& root() const noexcept { return root_; }
 

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -24,12 +25,19 @@ cluster::cluster()
 
 cluster::~cluster()
 {
-    const auto text = log();
-    for (auto pos = text.find("iod["); pos != std::string::npos; pos = text.find("iod[", pos + 1)) {
-        const pid_t pid = static_cast<pid_t>(std::atoi(text.c_str() + pos + 4));
-        if (pid > 0 && read_file("/proc/" + std::to_string(pid) + "/cmdline").find(runtime_dir()) !=
-                           std::string::npos)
-            ::kill(pid, SIGKILL);
+    // Every daemon that logged into this test's runtime directory.
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(runtime_dir(), ec)) {
+        if (entry.path().extension() != ".log")
+            continue;
+        const auto text = read_file(entry.path());
+        for (auto pos = text.find("iod["); pos != std::string::npos;
+             pos = text.find("iod[", pos + 1)) {
+            const pid_t pid = static_cast<pid_t>(std::atoi(text.c_str() + pos + 4));
+            if (pid > 0 && read_file("/proc/" + std::to_string(pid) + "/cmdline")
+                                   .find(runtime_dir()) != std::string::npos)
+                ::kill(pid, SIGKILL);
+        }
     }
 }
 

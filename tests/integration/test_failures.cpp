@@ -26,14 +26,14 @@ bool has_line(const process& p, const std::string& prefix)
     return out.rfind(prefix, 0) == 0 || out.find("\n" + prefix) != std::string::npos;
 }
 
-// Files under the store whose names start with '.' (uncommitted temporaries).
+// Uncommitted temporaries (".<name>.tmp-...") under the store.
 std::size_t temporaries(const std::string& root)
 {
     std::size_t n = 0;
     std::error_code ec;
     for (auto it = std::filesystem::recursive_directory_iterator(root, ec);
          it != std::filesystem::recursive_directory_iterator(); ++it)
-        if (it->path().filename().string().rfind(".", 0) == 0)
+        if (it->path().filename().string().find(".tmp-") != std::string::npos)
             ++n;
     return n;
 }

@@ -1,6 +1,12 @@
 // A rank without MPI, for the integration tests: io_init, K io_writes of a
 // pattern the verifier knows, io_finalize; every step printed as a line:
 // --pause-ms M sleeps before every write and before io_finalize.
+// --stall-at K prints "stalled" and sleeps (until killed) before write K.
+// --restart: after io_init, io_latest_verified, io_read of that version, and
+//   a byte-for-byte check against the pattern:  restart <errno> <version> <match>
+// --probe V: io_latest, io_latest_verified, io_read(V), each printed as
+//   latest <errno> <version> / verified <errno> <version> / read <errno> <size>
+// --latest-only: io_latest before any io_init, then exit.
 //   init <errno>
 //   write <k> <errno> <version> <milliseconds>
 //   finalize <errno> <milliseconds>
@@ -17,6 +23,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "io.h"
 #include "pattern.hpp"
@@ -37,6 +44,10 @@ int main(int argc, char** argv)
     int blocking = 1;
     unsigned pause_ms = 0;
     bool finalize = true;
+    long stall_at = -1;
+    bool restart = false;
+    long long probe = -1;
+    bool latest_only = false;
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
         auto next = [&] { return i + 1 < argc ? argv[++i] : (std::exit(2), argv[0]); };
@@ -47,6 +58,10 @@ int main(int argc, char** argv)
         else if (a == "--poll") blocking = 0;
         else if (a == "--pause-ms") pause_ms = static_cast<unsigned>(std::atoi(next()));
         else if (a == "--no-finalize") finalize = false;
+        else if (a == "--stall-at") stall_at = std::atol(next());
+        else if (a == "--restart") restart = true;
+        else if (a == "--probe") probe = std::atoll(next());
+        else if (a == "--latest-only") latest_only = true;
         else {
             std::fprintf(stderr, "rank_client: unknown option %s\n", argv[i]);
             return 2;
@@ -59,6 +74,14 @@ int main(int argc, char** argv)
     auto* buf = static_cast<std::byte*>(mem);
 
     int failures = 0;
+    if (latest_only) {
+        std::uint64_t v = 0;
+        const int lrc = io_latest(&v);
+        std::printf("latest %d %llu\n", lrc, static_cast<unsigned long long>(v));
+        if (lrc)
+            std::printf("error %s\n", io_last_error());
+        return lrc ? 1 : 0;
+    }
     int rc = io_init(buf, size, rank, ranks, nullptr, blocking);
     std::printf("init %d\n", rc);
     if (rc) {
@@ -66,7 +89,40 @@ int main(int argc, char** argv)
         return 1;
     }
     const std::string node = io_node_name();
+    if (restart) {
+        std::uint64_t v = 0, got = 0;
+        rc = io_latest_verified(&v);
+        int match = 0;
+        if (rc == 0)
+            rc = io_read(v, buf, size, &got);
+        if (rc == 0) {
+            std::vector<std::byte> expect(size);
+            example::fill_pattern(expect.data(), size, example::pattern_seed(node, rank, v));
+            match = got == size && std::memcmp(expect.data(), buf, size) == 0;
+        }
+        std::printf("restart %d %llu %d\n", rc, static_cast<unsigned long long>(v), match);
+        if (rc || !match) {
+            std::printf("error %s\n", io_last_error());
+            ++failures;
+        }
+    }
+    if (probe >= 0) {
+        std::uint64_t v = 0, got = 0;
+        rc = io_latest(&v);
+        std::printf("latest %d %llu\n", rc, static_cast<unsigned long long>(v));
+        rc = io_latest_verified(&v);
+        std::printf("verified %d %llu\n", rc, static_cast<unsigned long long>(v));
+        std::printf("note %s\n", io_last_error());
+        rc = io_read(static_cast<std::uint64_t>(probe), buf, size, &got);
+        std::printf("read %d %llu\n", rc, static_cast<unsigned long long>(got));
+        if (rc)
+            std::printf("error %s\n", io_last_error());
+    }
     for (unsigned k = 0; k < versions; ++k) {
+        if (static_cast<long>(k) == stall_at) {
+            std::printf("stalled\n");
+            std::this_thread::sleep_for(std::chrono::hours(1));
+        }
         if (pause_ms)
             std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
         std::uint64_t next = 0;

@@ -1,0 +1,218 @@
+// The checkpoint lifecycle with real processes: restart after the whole job
+// was killed, damaged data named and skipped, retention, and the job-wide
+// commit across two simulated nodes.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <vector>
+
+#include "io.h"
+
+#include "fixture.hpp"
+
+using namespace test;
+
+namespace {
+
+bool has_line(const process& p, const std::string& line)
+{
+    const auto out = p.output();
+    return out.rfind(line, 0) == 0 || out.find("\n" + line) != std::string::npos;
+}
+
+void require_exit(process& p, int code)
+{
+    const auto st = p.wait(120s);
+    INFO(p.output());
+    REQUIRE(st.has_value());
+    CHECK(exit_code(*st) == code);
+}
+
+// SIGKILLs every daemon named in a log.
+void kill_daemons(const std::string& log)
+{
+    for (auto pos = log.find("iod["); pos != std::string::npos; pos = log.find("iod[", pos + 1))
+        ::kill(static_cast<pid_t>(std::atoi(log.c_str() + pos + 4)), SIGKILL);
+}
+
+}  // namespace
+
+TEST_CASE("after the whole job is killed in version 4, a new job restarts from version 3",
+          "[lifecycle][restart]")
+{
+    cluster c;
+    {
+        auto r0 = c.rank(0, 2, {"--size", "300000", "--versions", "4"});
+        auto r1 = c.rank(1, 2, {"--size", "300000", "--versions", "4", "--stall-at", "3"});
+        // Rank 0 has written version 4; rank 1 is stuck before it.
+        REQUIRE(wait_until([&] { return has_line(r0, "write 3 0 4 ") && has_line(r1, "stalled"); },
+                           60s));
+        // Version 3 is committed job-wide; version 4 is half written.
+        REQUIRE(wait_until([&] { return exists(c.store() + "/itest/v00000003/COMPLETE"); }, 30s));
+        r0.signal(SIGKILL);
+        r1.signal(SIGKILL);
+        kill_daemons(c.log());
+    }
+    CHECK(exists(c.store() + "/itest/v00000003/COMPLETE"));
+    CHECK_FALSE(exists(c.store() + "/itest/v00000004/COMPLETE"));
+
+    // Before any io_init, a new job already sees version 3.
+    auto probe = c.rank(0, 2, {"--latest-only"});
+    require_exit(probe, 0);
+    CHECK(has_line(probe, "latest 0 3"));
+
+    auto n0 = c.rank(0, 2, {"--size", "300000", "--versions", "2", "--restart"});
+    auto n1 = c.rank(1, 2, {"--size", "300000", "--versions", "2", "--restart"});
+    require_exit(n0, 0);
+    require_exit(n1, 0);
+    CHECK(has_line(n0, "restart 0 3 1"));
+    CHECK(has_line(n1, "restart 0 3 1"));
+    // The new versions continue after the half-written one: 5 and 6.
+    CHECK(has_line(n0, "write 1 0 6 "));
+    std::string out;
+    CHECK(c.verify(5, 2, out) == 0);
+    INFO(out);
+    CHECK(out.find("version 4: incomplete") != std::string::npos);
+}
+
+TEST_CASE("a flipped bit is named by io_read and skipped by io_latest_verified",
+          "[lifecycle][corrupt]")
+{
+    cluster c;
+    {
+        auto r0 = c.rank(0, 2, {"--size", "100000", "--versions", "3"});
+        auto r1 = c.rank(1, 2, {"--size", "100000", "--versions", "3"});
+        require_exit(r0, 0);
+        require_exit(r1, 0);
+    }
+    const std::string victim = c.store() + "/itest/v00000003/nodeA.r0001";
+    {
+        std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekg(4242);
+        char byte = 0;
+        f.read(&byte, 1);
+        byte ^= 0x10;
+        f.seekp(4242);
+        f.write(&byte, 1);
+    }
+    auto p = c.rank(1, 2, {"--size", "100000", "--versions", "0", "--probe", "3"});
+    auto other = c.rank(0, 2, {"--size", "100000", "--versions", "0"});
+    require_exit(other, 0);
+    const auto st = p.wait(60s);
+    REQUIRE(st.has_value());
+    INFO(p.output());
+    CHECK(has_line(p, "latest 0 3"));        // the record is intact
+    CHECK(has_line(p, "verified 0 2"));      // but its bytes are not
+    CHECK(p.output().find("skipped damaged versions: version 3: object "
+                          "itest/v00000003/nodeA.r0001 fails its checksum") != std::string::npos);
+    CHECK(has_line(p, "read 74 0"));         // EBADMSG
+    CHECK(p.output().find("io_read: version 3: object itest/v00000003/nodeA.r0001 fails its "
+                          "checksum") != std::string::npos);
+}
+
+TEST_CASE("retention keeps exactly the newest K complete versions", "[lifecycle][retention]")
+{
+    cluster c;
+    auto r0 = c.rank(0, 1, {"--size", "50000", "--versions", "5", "--pause-ms", "50"},
+                     {{"IOFWD_KEEP", "2"}});
+    require_exit(r0, 0);
+    for (int v = 1; v <= 3; ++v)
+        CHECK_FALSE(exists(c.store() + "/itest/v0000000" + std::to_string(v)));
+    CHECK(exists(c.store() + "/itest/v00000004/COMPLETE"));
+    CHECK(exists(c.store() + "/itest/v00000005/COMPLETE"));
+    CHECK(count(c.log(), "retention (keep 2): removed version") == 3);
+    std::string out;
+    CHECK(c.verify(2, 1, out) == 0);
+}
+
+TEST_CASE("two nodes commit a version together; if one dies first it is complete nowhere",
+          "[lifecycle][nodes]")
+{
+    cluster c;
+    const std::map<std::string, std::string> a{{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeA"},
+                                               {"IOFWD_SESSION", "sa"}};
+    const std::map<std::string, std::string> b{{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeB"},
+                                               {"IOFWD_SESSION", "sb"}};
+    // Like an MPI job's barrier after io_init: both nodes' daemons have chosen
+    // the first version (1.5 s pause) before anyone writes.
+    auto ra = c.rank(0, 1, {"--size", "70000", "--versions", "2", "--pause-ms", "1500"}, a);
+    auto rb = c.rank(0, 1, {"--size", "70000", "--versions", "2", "--stall-at", "1",
+                            "--pause-ms", "1500"}, b);
+    REQUIRE(wait_until([&] {
+        return count(read_file(c.runtime_dir() + "/sa.log"), "connect job") == 1 &&
+               count(read_file(c.runtime_dir() + "/sb.log"), "connect job") == 1;
+    }, 30s));
+    REQUIRE(wait_until([&] { return has_line(rb, "stalled"); }, 60s));
+    // Node A finishes both versions; node B dies (after version 1 is
+    // committed everywhere) before writing version 2.
+    require_exit(ra, 0);
+    REQUIRE(wait_until([&] { return exists(c.store() + "/itest/v00000001/COMPLETE"); }, 30s));
+    const std::string log_b = read_file(c.runtime_dir() + "/sb.log");
+    rb.signal(SIGKILL);
+    kill_daemons(log_b);
+
+    CHECK(exists(c.store() + "/itest/v00000001/nodeA.manifest"));
+    CHECK(exists(c.store() + "/itest/v00000001/nodeB.manifest"));
+    CHECK(exists(c.store() + "/itest/v00000001/COMPLETE"));
+    CHECK(exists(c.store() + "/itest/v00000002/nodeA.manifest"));
+    CHECK_FALSE(exists(c.store() + "/itest/v00000002/COMPLETE"));
+    const auto record = read_file(c.store() + "/itest/v00000001/COMPLETE");
+    CHECK(record.find("nodes 2\nnode nodeA ranks 1 ") != std::string::npos);
+    CHECK(record.find("\nnode nodeB ranks 1 ") != std::string::npos);
+
+    auto probe = c.rank(0, 1, {"--latest-only"});
+    require_exit(probe, 0);
+    CHECK(has_line(probe, "latest 0 1"));
+    std::string out;
+    CHECK(c.verify(1, 2, out) == 0);
+    INFO(out);
+}
+
+TEST_CASE("io_wait and io_test follow a version to durable", "[lifecycle][wait]")
+{
+    cluster c;
+    for (const auto& [k, v] : c.env)
+        ::setenv(k.c_str(), v.c_str(), 1);
+    std::vector<std::byte> buf(3 << 20);
+    auto d = c.daemon();
+    REQUIRE(io_init(buf.data(), buf.size(), 0, 1, nullptr, 1) == 0);
+    std::uint64_t v = 0;
+    REQUIRE(io_write_version(buf.size(), &v) == 0);
+    int state = -1;
+    REQUIRE(io_test(v, &state) == 0);
+    CHECK((state == IO_STATE_FLUSHING || state == IO_STATE_DURABLE));
+    CHECK(io_wait(v) == 0);
+    REQUIRE(io_test(v, &state) == 0);
+    CHECK(state == IO_STATE_DURABLE);
+    REQUIRE(io_test(v + 7, &state) == 0);
+    CHECK(state == IO_STATE_UNKNOWN);
+    CHECK(io_wait(v + 7) == ENOENT);
+    std::vector<std::byte> back(buf.size());
+    std::uint64_t size = 0;
+    CHECK(io_read(v, back.data(), back.size(), &size) == 0);
+    CHECK(size == buf.size());
+    CHECK(back == buf);
+    CHECK(io_read(v, back.data(), 10, &size) == EFBIG);
+    CHECK(io_finalize() == 0);
+    for (const auto& [k, v2] : c.env)
+        ::unsetenv(k.c_str());
+    d.signal(SIGTERM);
+    CHECK(d.wait(10s).has_value());
+}
+
+TEST_CASE("a second concurrent job under the same name is refused in words", "[lifecycle][claim]")
+{
+    cluster c;
+    auto first = c.rank(0, 1, {"--size", "4096", "--versions", "1", "--stall-at", "0"});
+    REQUIRE(wait_until([&] { return has_line(first, "stalled"); }, 30s));
+    // Another job (its own session) with the same job name on the same node.
+    auto second = c.rank(0, 1, {"--size", "4096", "--versions", "1"}, {{"IOFWD_SESSION", "other"}});
+    require_exit(second, 1);
+    CHECK(has_line(second, "init 98"));  // EADDRINUSE
+    CHECK(second.output().find("job 'itest' on node nodeA is being written by another daemon") !=
+          std::string::npos);
+}
