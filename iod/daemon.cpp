@@ -234,6 +234,33 @@ void daemon::kick()
     });
 }
 
+void daemon::pull_started()
+{
+    if (++pulls_active_ == 1 && !spinning_) {
+        spinning_ = true;
+        asio::post(loop_, [this] { spin(); });
+    }
+}
+
+void daemon::pull_finished()
+{
+    if (pulls_active_ > 0)
+        --pulls_active_;
+}
+
+void daemon::spin()
+{
+    if (stopped_ || pulls_active_ == 0) {
+        spinning_ = false;
+        if (!stopped_)
+            pump();  // re-arm before sleeping on the event fd again
+        return;
+    }
+    worker_.drain(64);
+    // Re-posting lets sockets and flusher completions run in between.
+    asio::post(loop_, [this] { spin(); });
+}
+
 bool daemon::job_over() const
 {
     if (job_.empty())

@@ -54,6 +54,11 @@ public:
     store::backend& store() noexcept { return *store_; }
     // Progresses UCX soon: after posting an operation.
     void kick();
+    // Pulls in flight: while there are any, the loop progresses UCX without
+    // sleeping (a get of user memory is many active-message fragments, and a
+    // wakeup per fragment costs more than the copy).
+    void pull_started();
+    void pull_finished();
 
     std::error_code admit(session& s, const proto::connect_msg& m, std::uint64_t& first_version,
                           std::string& why);
@@ -79,6 +84,7 @@ private:
     void accept_next();
     void pump();
     void wait_events();
+    void spin();
     void on_signal(int signo);
     void arm_idle_timer();
     void stop();
@@ -112,6 +118,8 @@ private:
     std::uint64_t lost_versions_ = 0;
 
     bool kick_pending_ = false;
+    unsigned pulls_active_ = 0;
+    bool spinning_ = false;
     bool shutting_down_ = false;
     bool stopped_ = false;
 };

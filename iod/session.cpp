@@ -161,7 +161,7 @@ void session::on_connect(proto::connect_msg& m)
     send(a);
 }
 
-void session::on_write_req(const proto::write_req_msg& m)
+void session::on_write_req(proto::write_req_msg& m)
 {
     if (!admitted_) {
         fail(errc::protocol_error, "WRITE_REQ before CONNECT");
@@ -199,12 +199,6 @@ void session::on_write_req(const proto::write_req_msg& m)
     const std::uint64_t version = next_version_;
     const std::string object =
         store::data_object(hello_.job, version, d_.opts().node, hello_.rank);
-    std::unique_ptr<store::object_writer> writer;
-    if (auto ec = d_.store().create(object, m.length, writer)) {
-        refuse(ec, fmt::format("cannot create {} in {}: {}", object, d_.store().describe(),
-                               ec.message()));
-        return;
-    }
     ++next_version_;
     ++active_;
     pulling_cookie_ = m.cookie;
@@ -261,8 +255,8 @@ void session::on_write_req(const proto::write_req_msg& m)
     };
     pulling_ = std::make_shared<transfer>(d_, transfer::source{ep_, rkey_.get(),
                                                                hello_.buffer_address},
-                                          rank, version, m.length, object, std::move(writer),
-                                          std::move(h));
+                                          rank, version, m.length, object, std::move(h),
+                                          std::move(m.data));
     pulling_->start();
 }
 

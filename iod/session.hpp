@@ -50,7 +50,7 @@ private:
     void read_payload();
     void dispatch(proto::message& m);
     void on_connect(proto::connect_msg& m);
-    void on_write_req(const proto::write_req_msg& m);
+    void on_write_req(proto::write_req_msg& m);
     void on_bye();
     void on_query(const proto::query_msg& m);
     void answer_waits(std::uint64_t version);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include "crc32c.hpp"
 #include "daemon.hpp"
 #include "errors.hpp"
@@ -9,6 +11,12 @@
 #include "log.hpp"
 
 namespace iofwd::iod {
+
+struct transfer::target {
+    std::promise<std::error_code> created_promise;
+    std::shared_future<std::error_code> created = created_promise.get_future().share();
+    std::unique_ptr<store::object_writer> writer;
+};
 
 struct transfer::pull_request {
     std::shared_ptr<transfer> self;
@@ -20,10 +28,11 @@ struct transfer::pull_request {
 };
 
 transfer::transfer(daemon& d, source src, std::uint32_t rank, std::uint64_t version,
-                   std::uint64_t length, std::string object,
-                   std::unique_ptr<store::object_writer> w, handlers h)
+                   std::uint64_t length, std::string object, handlers h,
+                   std::vector<std::byte> inline_data)
     : d_(d), src_(src), rank_(rank), version_(version), length_(length),
-      object_(std::move(object)), writer_(std::move(w)), h_(std::move(h))
+      object_(std::move(object)), target_(std::make_shared<target>()), h_(std::move(h)),
+      inline_(std::move(inline_data))
 {
     const std::uint64_t chunks = (length_ + d_.stage().slot_size() - 1) / d_.stage().slot_size();
     crcs_.resize(chunks);
@@ -32,6 +41,22 @@ transfer::transfer(daemon& d, source src, std::uint32_t rank, std::uint64_t vers
 
 void transfer::start()
 {
+    creating_ = true;
+    auto t = target_;
+    store::backend* st = &d_.store();
+    d_.flush().submit(
+        [t, st, name = object_, size = length_] {
+            const auto ec = st->create(name, size, t->writer);
+            t->created_promise.set_value(ec);
+            return ec;
+        },
+        [self = shared_from_this()](std::error_code ec) {
+            self->creating_ = false;
+            if (ec)
+                self->fail(ec, fmt::format("cannot create {} in {}: {}", self->object_,
+                                           self->d_.store().describe(), ec.message()));
+            self->check_done();
+        });
     request_slot();
 }
 
@@ -55,6 +80,13 @@ void transfer::on_slot(slot s)
     }
     chunk c{next_index_++, next_offset_, std::min(s.size, length_ - next_offset_)};
     next_offset_ += c.size;
+    if (!inline_.empty()) {
+        std::memcpy(s.data, inline_.data() + c.offset, c.size);
+        ++pulls_in_flight_;
+        on_pulled(s, c, UCS_OK);
+        request_slot();
+        return;
+    }
 
     auto* req = new pull_request{shared_from_this(), s, c};
     ucp_request_param_t param{};
@@ -64,11 +96,13 @@ void transfer::on_slot(slot s)
     param.user_data = req;
     param.memh = d_.stage().memh();
     ++pulls_in_flight_;
+    d_.pull_started();
     ucs_status_ptr_t p = ucp_get_nbx(src_.ep, s.data, c.size, src_.address + c.offset, src_.rkey,
                                      &param);
     ucs_status_t st = UCS_OK;
     if (ucx::request_finished(p, st)) {
         delete req;
+        d_.pull_finished();
         on_pulled(s, c, st);
     } else {
         in_flight_.push_back(req);
@@ -86,6 +120,7 @@ void transfer::get_done(void* request, ucs_status_t status, void* user_data)
         delete req;
         return;
     }
+    req->self->d_.pull_finished();
     std::erase(req->self->in_flight_, req);
     auto self = std::move(req->self);
     const slot s = req->s;
@@ -111,12 +146,13 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
 
     ++flushes_in_flight_;
     auto crc = std::make_shared<std::uint32_t>(0);
-    store::object_writer* w = writer_.get();
     d_.flush().submit(
-        [w, s, c, crc] {
+        [t = target_, s, c, crc] {
             const std::span<const std::byte> bytes(s.data, c.size);
             *crc = crc32c(bytes);
-            return w->write_at(bytes, c.offset);
+            if (auto ec = t->created.get())
+                return ec;  // reported by the create job
+            return t->writer->write_at(bytes, c.offset);
         },
         [self = shared_from_this(), s, c, crc](std::error_code ec) {
             self->on_flushed(s, c, *crc, ec);
@@ -161,6 +197,7 @@ void transfer::source_gone()
         for (auto* req : self->in_flight_) {
             req->orphaned = true;
             --self->pulls_in_flight_;
+            self->d_.pull_finished();
         }
         self->in_flight_.clear();
         self->check_done();
@@ -179,12 +216,12 @@ void transfer::check_done()
 {
     // A failed transfer does not wait for a slot it asked for: the queued
     // request hands the slot straight back whenever it is served.
-    if (reported_ || committing_ || pulls_in_flight_ || flushes_in_flight_ ||
+    if (reported_ || committing_ || creating_ || pulls_in_flight_ || flushes_in_flight_ ||
         (waiting_for_slot_ && !error_))
         return;
     if (error_) {
         reported_ = true;
-        writer_.reset();  // abandons the temporary object
+        target_->writer.reset();  // abandons the temporary object
         h_.finished(error_, why_, {});
         return;
     }
@@ -195,20 +232,19 @@ void transfer::check_done()
     for (std::size_t i = 0; i < crcs_.size(); ++i)
         crc = i == 0 ? crcs_[0] : crc32c_combine(crc, crcs_[i], sizes_[i]);
     const store::manifest_entry entry{rank_, length_, crc};
-    store::object_writer* w = writer_.get();
-    d_.flush().submit([w] { return w->commit(); },
+    d_.flush().submit([t = target_] { return t->writer->commit(); },
                       [self = shared_from_this(), entry](std::error_code ec) {
                           self->committing_ = false;
                           self->reported_ = true;
                           if (ec) {
-                              self->writer_.reset();
+                              self->target_->writer.reset();
                               self->h_.finished(ec,
                                                 fmt::format("committing {} failed: {}",
                                                             self->object_, ec.message()),
                                                 {});
                               return;
                           }
-                          self->writer_.reset();
+                          self->target_->writer.reset();
                           self->h_.finished({}, {}, entry);
                       });
 }

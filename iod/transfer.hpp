@@ -10,6 +10,7 @@
 // Lives on the event-loop thread (the flusher only runs its jobs).
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
 #include <system_error>
@@ -44,9 +45,10 @@ public:
             finished;
     };
 
+    // `inline_data`: a small write's bytes, already here (no pull).
     transfer(daemon& d, source src, std::uint32_t rank, std::uint64_t version,
-             std::uint64_t length, std::string object, std::unique_ptr<store::object_writer> w,
-             handlers h);
+             std::uint64_t length, std::string object, handlers h,
+             std::vector<std::byte> inline_data = {});
 
     void start();
     // The rank went away: pulls not yet done fail; what was fully pulled is
@@ -79,8 +81,13 @@ private:
     std::uint64_t version_;
     std::uint64_t length_;
     std::string object_;
-    std::unique_ptr<store::object_writer> writer_;
+    // The store object, created by the first flusher job while the first
+    // chunks are pulled (not on io_write's critical path); chunk writes wait
+    // for it on their flusher thread.
+    struct target;
+    std::shared_ptr<target> target_;
     handlers h_;
+    std::vector<std::byte> inline_;
 
     std::uint64_t next_offset_ = 0;
     std::uint32_t next_index_ = 0;
@@ -90,6 +97,7 @@ private:
     unsigned flushes_in_flight_ = 0;
     bool waiting_for_slot_ = false;
     bool committing_ = false;
+    bool creating_ = false;
     bool reported_ = false;
     std::vector<pull_request*> in_flight_;  // owned by UCX until their callback
     std::unique_ptr<boost::asio::steady_timer> grace_;

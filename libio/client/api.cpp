@@ -183,6 +183,12 @@ const char* io_store_location(void)
     return store_location.c_str();
 }
 
+int io_daemon_pid(void)
+{
+    std::lock_guard lock(api_mutex);
+    return the_client().initialized() ? static_cast<int>(the_client().daemon_info().daemon_pid) : 0;
+}
+
 const char* io_node_name(void)
 {
     std::lock_guard lock(api_mutex);

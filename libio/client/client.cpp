@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -80,6 +81,9 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
                     fmt::format("rank {} is not below ranks {} (both node-local)", rank, ranks));
 
     blocking_ = blocking;
+    eager_limit_ = proto::max_eager;
+    if (const char* v = std::getenv("IOFWD_EAGER_LIMIT"); v && *v)
+        eager_limit_ = std::min<std::uint64_t>(std::strtoull(v, nullptr, 10), proto::max_eager);
     buffer_ = buffer;
     length_ = len;
     rank_ = rank;
@@ -181,7 +185,13 @@ std::error_code client::write(std::uint64_t len, std::uint64_t& version)
     if (broken_)
         return fail(broken_, fmt::format("the connection to the daemon is broken: {}", why_));
     const std::uint64_t cookie = next_cookie_++;
-    if (auto ec = send(proto::write_req_msg{cookie, len}))
+    proto::write_req_msg req{cookie, len, {}};
+    if (len <= eager_limit_) {
+        // Small: the bytes travel in the request; no pull round trip.
+        const auto* p = static_cast<const std::byte*>(buffer_);
+        req.data.assign(p, p + len);
+    }
+    if (auto ec = send(req))
         return ec;
     for (;;) {
         proto::message m;
@@ -454,8 +464,12 @@ std::error_code client::receive(proto::message& out, std::chrono::milliseconds t
                                         accept_.daemon_pid, timeout.count()));
             wait_ms = static_cast<int>(left.count());
         }
-        if (!blocking_ && worker_.get())
-            continue;  // busy-poll
+        if (!blocking_ && worker_.get()) {
+            // Busy-poll, but hand the core over when nothing happened: on a
+            // node with more processes than cores the daemon must get to run.
+            sched_yield();
+            continue;
+        }
         if (worker_.get() && efd_ >= 0) {
             const ucs_status_t st = worker_.arm();
             if (st == UCS_ERR_BUSY)

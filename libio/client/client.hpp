@@ -64,6 +64,7 @@ private:
 
     bool initialized_ = false;
     bool blocking_ = true;
+    std::uint64_t eager_limit_ = 0;  // writes up to this size go inline (IOFWD_EAGER_LIMIT)
     void* buffer_ = nullptr;
     std::uint64_t length_ = 0;
     std::uint32_t rank_ = 0;

@@ -133,6 +133,7 @@ void encode_body(writer& w, const write_req_msg& m)
 {
     w.u64(m.cookie);
     w.u64(m.length);
+    w.bytes(m.data);
 }
 
 void encode_body(writer& w, const write_done_msg& m)
@@ -218,6 +219,9 @@ write_req_msg decode_write_req(reader& r)
     write_req_msg m;
     m.cookie = r.u64("cookie");
     m.length = r.u64("length");
+    m.data = r.blob("data", max_eager);
+    if (r.ok() && !m.data.empty() && m.data.size() != m.length)
+        r.fail(fmt::format("inline data of {} bytes for a write of {}", m.data.size(), m.length));
     return m;
 }
 
@@ -309,7 +313,7 @@ std::uint64_t max_payload(msg_type t) noexcept
     switch (t) {
     case msg_type::connect: return 2 * 8 + 8 * 4 + max_name + 2 * max_blob;
     case msg_type::accept: return 4 + 3 * 8 + 4 * 4 + max_name + 3 * max_text;
-    case msg_type::write_req: return 16;
+    case msg_type::write_req: return 20 + max_eager;
     case msg_type::write_done: return 16;
     case msg_type::bye: return 0;
     case msg_type::finished: return 16;

@@ -9,7 +9,8 @@
 //
 //   C->S CONNECT     rank, ranks, buffer length and address, UCX worker address, packed rkey
 //   C<-S ACCEPT      the daemon's answer to CONNECT (or ERROR, which is a rejection)
-//   C->S WRITE_REQ   pull [0, length) of the registered buffer as a new version
+//   C->S WRITE_REQ   pull [0, length) of the registered buffer as a new version;
+//                    a small write (<= max_eager) carries its bytes inline instead
 //   C<-S WRITE_DONE  the bytes are in daemon memory; the buffer may be reused
 //   C->S QUERY       the state of one of the rank's versions; with `wait`, answered
 //                    only once it is durable (or failed)
@@ -54,6 +55,7 @@ const char* to_string(msg_type t) noexcept;
 inline constexpr std::size_t max_name = 255;           // job, node
 inline constexpr std::size_t max_blob = 16 * 1024;     // worker address, rkey
 inline constexpr std::size_t max_text = 4096;          // error text, store location, transport
+inline constexpr std::size_t max_eager = 64 * 1024;    // bytes a WRITE_REQ may carry inline
 
 struct header {
     msg_type type{};
@@ -90,6 +92,7 @@ struct accept_msg {
 struct write_req_msg {
     std::uint64_t cookie = 0;
     std::uint64_t length = 0;
+    std::vector<std::byte> data;  // empty: the daemon pulls; else exactly `length` bytes
     bool operator==(const write_req_msg&) const = default;
 };
 

@@ -110,6 +110,10 @@ IO_API const char *io_store_location(void);
 /* The name of this node in the store ("none" before io_init()). */
 IO_API const char *io_node_name(void);
 
+/* The pid of the daemon serving this process (0 before io_init()), for tools
+ * that watch its CPU time and memory. */
+IO_API int io_daemon_pid(void);
+
 #ifdef __cplusplus
 }
 #endif

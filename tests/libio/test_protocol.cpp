@@ -56,8 +56,10 @@ TEST_CASE("every message survives encode and decode unchanged", "[protocol]")
                  "dir:/scratch/x", "cma, posix"};
     CHECK(std::get<accept_msg>(round_trip(a)) == a);
 
-    write_req_msg w{17, 6ull << 30};
+    write_req_msg w{17, 6ull << 30, {}};
     CHECK(std::get<write_req_msg>(round_trip(w)) == w);
+    write_req_msg eager{18, 3, {std::byte{1}, std::byte{2}, std::byte{3}}};
+    CHECK(std::get<write_req_msg>(round_trip(eager)) == eager);
 
     write_done_msg d{17, 1ull << 40};
     CHECK(std::get<write_done_msg>(round_trip(d)) == d);
@@ -90,15 +92,15 @@ TEST_CASE("error messages carry system and UCX codes back intact", "[protocol]")
 
 TEST_CASE("the header is little-endian magic, version, type, 64-bit length", "[protocol]")
 {
-    const auto bytes = encode(write_req_msg{1, 2});
-    REQUIRE(bytes.size() == header_size + 16);
+    const auto bytes = encode(write_req_msg{1, 2, {}});
+    REQUIRE(bytes.size() == header_size + 20);
     CHECK(bytes[0] == std::byte{'I'});
     CHECK(bytes[1] == std::byte{'O'});
     CHECK(bytes[2] == std::byte{'F'});
     CHECK(bytes[3] == std::byte{'W'});
     CHECK(bytes[4] == std::byte{version & 0xff});
     CHECK(bytes[6] == std::byte{static_cast<unsigned char>(msg_type::write_req)});
-    CHECK(bytes[8] == std::byte{16});
+    CHECK(bytes[8] == std::byte{20});
 }
 
 TEST_CASE("a truncated header is rejected", "[protocol]")
@@ -143,8 +145,8 @@ TEST_CASE("an unknown message type is rejected", "[protocol]")
 
 TEST_CASE("an oversized length is rejected before any payload is read", "[protocol]")
 {
-    auto bytes = encode(write_req_msg{1, 2});
-    bytes[8 + 7] = std::byte{0x01};  // length 2^56 + 16
+    auto bytes = encode(write_req_msg{1, 2, {}});
+    bytes[8 + 7] = std::byte{0x01};  // length 2^56 + 20
     header h;
     std::string why;
     CHECK(decode_header(bytes, h, why) == errc::protocol_error);
@@ -161,7 +163,7 @@ TEST_CASE("a payload shorter than its fields is rejected for every message type"
                                       accept_msg{1, 2, 3, 4, "n", "s", "u", "t"},
                                       query_msg{1, 2, 1},
                                       version_state_msg{1, 2, version_state_t::failed, 3, 4},
-                                      write_req_msg{1, 2},
+                                      write_req_msg{1, 2, {}},
                                       write_done_msg{1, 2},
                                       finished_msg{1, 2},
                                       error_msg::from(make_error_code(errc::corrupt), "x")};
@@ -198,7 +200,7 @@ TEST_CASE("trailing bytes after the fields are rejected", "[protocol]")
     CHECK(decode_all(bytes, why) == errc::protocol_error);
     CHECK(why.find("1 unexpected trailing bytes") != std::string::npos);
     // For a fixed-size message the header check already refuses the extra byte.
-    auto req = encode(write_req_msg{1, 2});
+    auto req = encode(finished_msg{1, 2});
     req.push_back(std::byte{0});
     req[8] = std::byte{17};
     CHECK(decode_all(req, why) == errc::protocol_error);
@@ -248,6 +250,16 @@ TEST_CASE("QUERY with a bad wait flag and an unknown state are rejected", "[prot
     vs[header_size + 16] = std::byte{9};
     CHECK(decode_all(vs, why) == errc::protocol_error);
     CHECK(why.find("unknown version state 9") != std::string::npos);
+}
+
+TEST_CASE("inline data must match the write's length and the eager limit", "[protocol]")
+{
+    std::string why;
+    CHECK(decode_all(encode(write_req_msg{1, 5, std::vector<std::byte>(4)}), why) ==
+          errc::protocol_error);
+    CHECK(why.find("inline data of 4 bytes for a write of 5") != std::string::npos);
+    CHECK(decode_all(encode(write_req_msg{1, max_eager + 1, std::vector<std::byte>(max_eager + 1)}),
+                     why) == errc::protocol_error);
 }
 
 TEST_CASE("CONNECT with zero nodes is rejected", "[protocol]")

@@ -67,7 +67,7 @@ int main(int argc, char** argv)
     } else if (mode == "unknown-type") {
         bytes = raw_header(proto::magic, proto::version, 77, 0);
     } else if (mode == "write-before-connect") {
-        bytes = proto::encode(proto::write_req_msg{1, 4096});
+        bytes = proto::encode(proto::write_req_msg{1, 4096, {}});
     } else if (mode == "hello") {
         proto::connect_msg m;
         m.rank = 0;

@@ -1,0 +1,393 @@
+// iofwd benchmark: for each size, how long a rank is blocked in io_write, how
+// long until the data is durable, what the daemon costs in CPU and memory,
+// next to the alternatives and the hardware limits, all in one run:
+//   limit   process_vm_readv of the same size between two ranks (what cma does)
+//   ucx     a plain UCX get of another rank's registered user memory
+//   posix   every rank: write + fsync of its buffer into its own file
+//   mpiio   MPI_File_write_at_all + MPI_File_sync into one shared file
+// Medians over --reps repetitions; the per-repetition figure is the slowest
+// rank's. Prints a table, writes a CSV, and plots bandwidth against size.
+//
+//   mpiexec -n 2 bench [--sizes 4K,1M,64M] [--reps 5] [--writers N] [--store DIR]
+//                      [--csv FILE]
+// --writers N: only the first N ranks call io_write (the others still take
+// part in the baselines); 0 means all.
+#include <fcntl.h>
+#include <mpi.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "format.hpp"
+#include "io.h"
+#include "ucx.hpp"
+
+namespace {
+
+struct options {
+    std::vector<std::uint64_t> sizes = {4096, 65536, 1u << 20, 16u << 20, 64u << 20, 256u << 20};
+    int reps = 5;
+    int writers = 0;  // ranks that io_write (0: all)
+    std::string store = "bench-out/store";
+    std::string csv = "bench-out/bench.csv";
+};
+
+double median(std::vector<double> v)
+{
+    if (v.empty())
+        return 0;
+    std::sort(v.begin(), v.end());
+    const auto n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double slowest(double mine)
+{
+    double out = 0;
+    MPI_Allreduce(&mine, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return out;
+}
+
+// CPU seconds and peak resident bytes of a process, from /proc.
+double cpu_seconds(int pid)
+{
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto close = all.rfind(')');
+    if (close == std::string::npos)
+        return 0;
+    std::istringstream rest(all.substr(close + 2));
+    std::string f;
+    unsigned long long ut = 0, st = 0;
+    for (int i = 3; i <= 15 && rest >> f; ++i) {
+        if (i == 14) ut = std::stoull(f);
+        if (i == 15) st = std::stoull(f);
+    }
+    return static_cast<double>(ut + st) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+std::uint64_t peak_rss(int pid)
+{
+    std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("VmHWM:", 0) == 0)
+            return std::stoull(line.substr(6)) * 1024;
+    return 0;
+}
+
+// A plain UCX get of rank 0's registered buffer by rank 1, rank 0 progressing
+// its worker meanwhile (UCX 1.13 emulates the get over active messages).
+struct ucx_pair {
+    iofwd::ucx::context ctx;
+    iofwd::ucx::worker worker;
+    iofwd::ucx::memory mem;
+    ucp_ep_h ep = nullptr;
+    iofwd::ucx::rkey rkey;
+    std::uint64_t remote = 0;
+    bool ok = false;
+
+    void setup(int rank, std::byte* buf, std::uint64_t len)
+    {
+        using namespace iofwd;
+        ok = !ucx::context::create(UCP_FEATURE_RMA | UCP_FEATURE_AM, "bench", ctx) &&
+             !ucx::worker::create(ctx, worker) && !ucx::memory::map(ctx, buf, len, mem);
+        std::vector<std::byte> addr, key;
+        if (ok && rank == 0)
+            ok = !worker.address(addr) && !mem.pack_rkey(key);
+        int all_ok = 0, mine = ok ? 1 : 0;
+        MPI_Allreduce(&mine, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        ok = all_ok != 0;
+        if (!ok)
+            return;
+        std::uint64_t sizes[3] = {addr.size(), key.size(), reinterpret_cast<std::uint64_t>(buf)};
+        MPI_Bcast(sizes, 3, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+        addr.resize(sizes[0]);
+        key.resize(sizes[1]);
+        remote = sizes[2];
+        MPI_Bcast(addr.data(), static_cast<int>(addr.size()), MPI_BYTE, 0, MPI_COMM_WORLD);
+        MPI_Bcast(key.data(), static_cast<int>(key.size()), MPI_BYTE, 0, MPI_COMM_WORLD);
+        if (rank == 1) {
+            ucp_ep_params_t p{};
+            p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+            p.address = reinterpret_cast<const ucp_address_t*>(addr.data());
+            ok = ucp_ep_create(worker.get(), &p, &ep) == UCS_OK &&
+                 !ucx::rkey::unpack(ep, key, rkey);
+        }
+    }
+
+    // Rank 1: time to get `len` bytes; rank 0: progress until rank 1 is done.
+    double get(int rank, std::byte* local, std::uint64_t len)
+    {
+        double t = 0;
+        if (rank == 1) {
+            ucp_request_param_t param{};
+            param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
+            param.memh = mem.get();
+            const double t0 = MPI_Wtime();
+            ucs_status_ptr_t req = ucp_get_nbx(ep, local, len, remote, rkey.get(), &param);
+            if (UCS_PTR_IS_PTR(req)) {
+                while (ucp_request_check_status(req) == UCS_INPROGRESS)
+                    worker.progress();
+                ucp_request_free(req);
+            }
+            t = MPI_Wtime() - t0;
+            int done = 1;
+            MPI_Send(&done, 1, MPI_INT, 0, 7, MPI_COMM_WORLD);
+        } else if (rank == 0) {
+            int done = 0, flag = 0;
+            MPI_Request r;
+            MPI_Irecv(&done, 1, MPI_INT, 1, 7, MPI_COMM_WORLD, &r);
+            while (!flag) {
+                worker.progress();
+                MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
+            }
+        }
+        return t;
+    }
+};
+
+std::vector<std::uint64_t> parse_sizes(const std::string& list)
+{
+    std::vector<std::uint64_t> out;
+    std::stringstream ss(list);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        std::uint64_t v = 0;
+        if (!iofwd::parse_bytes(item, v) || v == 0)
+            return {};
+        out.push_back(v);
+    }
+    return out;
+}
+
+struct row {
+    std::uint64_t size = 0;
+    double write_s = 0, durable_s = 0, limit_s = 0, ucx_s = 0, posix_s = 0, mpiio_s = 0;
+    double daemon_cpu_per_gib = 0;
+    std::uint64_t daemon_rss = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank = 0, ranks = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        const bool has = i + 1 < argc;
+        if (a == "--sizes" && has) o.sizes = parse_sizes(argv[++i]);
+        else if (a == "--reps" && has) o.reps = std::max(1, std::atoi(argv[++i]));
+        else if (a == "--store" && has) o.store = argv[++i];
+        else if (a == "--writers" && has) o.writers = std::max(0, std::atoi(argv[++i]));
+        else if (a == "--csv" && has) o.csv = argv[++i];
+        else {
+            if (rank == 0)
+                std::fputs("usage: mpiexec -n R bench [--sizes 4K,1M,64M] [--reps N] [--writers N]"
+                           " [--store DIR] [--csv FILE]\n", stderr);
+            MPI_Finalize();
+            return a == "--help" ? 0 : 2;
+        }
+    }
+    if (o.sizes.empty()) {
+        if (rank == 0)
+            std::fputs("bench: --sizes wants a list like 4K,1M,64M\n", stderr);
+        MPI_Finalize();
+        return 2;
+    }
+    if (!std::getenv("IOFWD_JOB"))
+        setenv("IOFWD_JOB", "bench", 1);
+    setenv("IOFWD_STORE", o.store.c_str(), 1);
+    const std::uint64_t max_size = *std::max_element(o.sizes.begin(), o.sizes.end());
+    std::byte* buf = nullptr;
+    std::byte* peer = nullptr;
+    if (posix_memalign(reinterpret_cast<void**>(&buf), 4096, max_size) ||
+        posix_memalign(reinterpret_cast<void**>(&peer), 4096, max_size)) {
+        std::fprintf(stderr, "bench: cannot allocate 2 x %s\n", iofwd::human_bytes(max_size).c_str());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    std::memset(buf, rank + 1, max_size);  // touch every page before timing
+    std::memset(peer, 0, max_size);
+
+    // The baselines' UCX pair exists before iofwd's (the daemon is spawned by
+    // io_init; nothing here forks).
+    ucx_pair pair;
+    if (ranks >= 2)
+        pair.setup(rank, rank == 0 ? buf : peer, max_size);
+
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    int local = 0, local_n = 1;
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_size(node, &local_n);
+    int rc = io_init(buf, max_size, static_cast<std::uint32_t>(local),
+                     static_cast<std::uint32_t>(local_n), nullptr, 1);
+    if (rc) {
+        std::fprintf(stderr, "bench: io_init: %s\n", io_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    const int daemon = io_daemon_pid();
+    pid_t pid0 = getpid();
+    std::uint64_t addr0 = reinterpret_cast<std::uint64_t>(buf);
+    MPI_Bcast(&pid0, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Bcast(&addr0, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+
+    const int writers = o.writers > 0 ? std::min(o.writers, ranks) : ranks;
+    const bool writer = rank < writers;
+    std::vector<row> rows;
+    for (const auto size : o.sizes) {
+        row r;
+        r.size = size;
+        std::vector<double> w, d, lim, ux, px, mi;
+        const double cpu0 = rank == 0 ? cpu_seconds(daemon) : 0;
+        for (int k = 0; k < o.reps; ++k) {
+            // iofwd: blocked in io_write, then until durable.
+            MPI_Barrier(MPI_COMM_WORLD);
+            const double t0 = MPI_Wtime();
+            double t1 = t0, t2 = t0;
+            if (writer) {
+                std::uint64_t v = 0;
+                if ((rc = io_write_version(size, &v))) {
+                    std::fprintf(stderr, "bench: io_write: %s\n", io_last_error());
+                    MPI_Abort(MPI_COMM_WORLD, 1);
+                }
+                t1 = MPI_Wtime();
+                if ((rc = io_wait(v))) {
+                    std::fprintf(stderr, "bench: io_wait: %s\n", io_last_error());
+                    MPI_Abort(MPI_COMM_WORLD, 1);
+                }
+                t2 = MPI_Wtime();
+            }
+            w.push_back(slowest(t1 - t0));
+            d.push_back(slowest(t2 - t0));
+
+            // limit: rank 1 copies rank 0's buffer with process_vm_readv.
+            if (ranks >= 2) {
+                MPI_Barrier(MPI_COMM_WORLD);
+                double t = 0;
+                if (rank == 1) {
+                    const double s0 = MPI_Wtime();
+                    for (std::uint64_t off = 0; off < size;) {
+                        iovec l{peer + off, static_cast<std::size_t>(size - off)};
+                        iovec rv{reinterpret_cast<void*>(addr0 + off), l.iov_len};
+                        const ssize_t n = process_vm_readv(pid0, &l, 1, &rv, 1, 0);
+                        if (n <= 0)
+                            break;
+                        off += static_cast<std::uint64_t>(n);
+                    }
+                    t = MPI_Wtime() - s0;
+                }
+                lim.push_back(slowest(t));
+                MPI_Barrier(MPI_COMM_WORLD);
+                if (pair.ok)
+                    ux.push_back(slowest(pair.get(rank, peer, size)));
+            }
+
+            // posix: write + fsync, one file per rank.
+            MPI_Barrier(MPI_COMM_WORLD);
+            {
+                const std::string path = fmt::format("{}/posix.{}", o.store, rank);
+                const double s0 = MPI_Wtime();
+                const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+                std::uint64_t off = 0;
+                while (fd >= 0 && off < size) {
+                    const ssize_t n = ::write(fd, buf + off, static_cast<std::size_t>(size - off));
+                    if (n <= 0)
+                        break;
+                    off += static_cast<std::uint64_t>(n);
+                }
+                if (fd >= 0) {
+                    ::fsync(fd);
+                    ::close(fd);
+                }
+                px.push_back(slowest(MPI_Wtime() - s0));
+                ::unlink(path.c_str());
+            }
+
+            // mpiio: one shared file, collective write, sync.
+            MPI_Barrier(MPI_COMM_WORLD);
+            {
+                const std::string path = o.store + "/mpiio.shared";
+                const double s0 = MPI_Wtime();
+                MPI_File fh;
+                MPI_File_open(MPI_COMM_WORLD, path.c_str(), MPI_MODE_CREATE | MPI_MODE_WRONLY,
+                              MPI_INFO_NULL, &fh);
+                for (std::uint64_t off = 0; off < size;) {
+                    const int n = static_cast<int>(std::min<std::uint64_t>(size - off, 1u << 30));
+                    MPI_File_write_at_all(fh, static_cast<MPI_Offset>(rank * size + off),
+                                          buf + off, n, MPI_BYTE, MPI_STATUS_IGNORE);
+                    off += static_cast<std::uint64_t>(n);
+                }
+                MPI_File_sync(fh);
+                MPI_File_close(&fh);
+                mi.push_back(slowest(MPI_Wtime() - s0));
+                MPI_Barrier(MPI_COMM_WORLD);
+                if (rank == 0)
+                    ::unlink(path.c_str());
+            }
+        }
+        r.write_s = median(w);
+        r.durable_s = median(d);
+        r.limit_s = median(lim);
+        r.ucx_s = median(ux);
+        r.posix_s = median(px);
+        r.mpiio_s = median(mi);
+        if (rank == 0) {
+            const double gib = static_cast<double>(size) * writers * o.reps / (1ull << 30);
+            r.daemon_cpu_per_gib = (cpu_seconds(daemon) - cpu0) / gib;
+            r.daemon_rss = peak_rss(daemon);
+        }
+        rows.push_back(r);
+    }
+
+    if (rank == 0) {
+        auto gbs = [](std::uint64_t bytes, double s) { return s > 0 ? bytes / s / 1e9 : 0.0; };
+        fmt::print("iofwd benchmark: {} ranks ({} writing through iofwd), {} repetitions (medians; "
+                   "slowest rank each), transport {}\n", ranks, writers, o.reps, io_provider_name());
+        fmt::print("{:>9} | {:>10} {:>9} | {:>10} {:>9} | {:>9} {:>9} | {:>9} {:>9} | {:>8} {:>9}\n",
+                   "size", "io_write", "GB/s/rk", "durable", "GB/s agg", "limit", "ucx get",
+                   "posix", "mpiio", "cpu s/GiB", "daemon rss");
+        std::ofstream csv(o.csv);
+        csv << "size,writers,io_write_s,durable_s,limit_s,ucx_get_s,posix_s,mpiio_s,"
+               "daemon_cpu_s_per_gib,daemon_peak_rss,ranks\n";
+        for (const auto& r : rows) {
+            const std::uint64_t agg = r.size * static_cast<std::uint64_t>(ranks);
+            const std::uint64_t agg_io = r.size * static_cast<std::uint64_t>(writers);
+            fmt::print("{:>9} | {:>8.3f}ms {:>9.2f} | {:>8.3f}ms {:>9.2f} | {:>7.2f}GB {:>7.2f}GB | "
+                       "{:>7.2f}GB {:>7.2f}GB | {:>8.3f} {:>10}\n",
+                       iofwd::human_bytes(r.size), r.write_s * 1e3, gbs(r.size, r.write_s),
+                       r.durable_s * 1e3, gbs(agg_io, r.durable_s), gbs(r.size, r.limit_s),
+                       gbs(r.size, r.ucx_s), gbs(agg, r.posix_s), gbs(agg, r.mpiio_s),
+                       r.daemon_cpu_per_gib, iofwd::human_bytes(r.daemon_rss));
+            csv << fmt::format("{},{},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.4f},{},{}\n",
+                               r.size, writers, r.write_s, r.durable_s, r.limit_s, r.ucx_s, r.posix_s,
+                               r.mpiio_s, r.daemon_cpu_per_gib, r.daemon_rss, ranks);
+        }
+        fmt::print("(io_write GB/s/rk: one rank's bytes over its blocked time; durable: the writers'"
+                   " bytes, posix and mpiio: all ranks' bytes, over the time until durable;\n limit:"
+                   " process_vm_readv of one rank's buffer; ucx get: a plain UCX get of it)\n");
+        fmt::print("csv: {}\n", o.csv);
+    }
+    rc = io_finalize();
+    if (rc && rank == 0)
+        std::fprintf(stderr, "bench: io_finalize: %s\n", io_last_error());
+    MPI_Comm_free(&node);
+    MPI_Finalize();
+    return rc ? 1 : 0;
+}
