@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "crc32c.hpp"
 #include "daemon.hpp"
 #include "errors.hpp"
 #include "format.hpp"
@@ -89,6 +90,7 @@ void session::dispatch(proto::message& m)
     case proto::msg_type::write_req: on_write_req(std::get<proto::write_req_msg>(m)); return;
     case proto::msg_type::bye: on_bye(); return;
     case proto::msg_type::query: on_query(std::get<proto::query_msg>(m)); return;
+    case proto::msg_type::read_req: on_read_req(std::get<proto::read_req_msg>(m)); return;
     default:
         fail(errc::protocol_error,
              fmt::format("{} is a message the daemon sends, not one it accepts",
@@ -221,6 +223,7 @@ void session::on_write_req(proto::write_req_msg& m)
         const bool was_pulling = self->pulling_ && self->pulling_->version() == version;
         if (was_pulling)
             self->pulling_.reset();
+        self->staged_.erase(version);
         auto& rec = self->versions_[version];
         if (ec) {
             rec.state = proto::version_state_t::failed;
@@ -257,6 +260,7 @@ void session::on_write_req(proto::write_req_msg& m)
                                                                hello_.buffer_address},
                                           rank, version, m.length, object, std::move(h),
                                           std::move(m.data));
+    staged_[version] = pulling_;
     pulling_->start();
 }
 
@@ -288,6 +292,41 @@ void session::on_query(const proto::query_msg& m)
         return;
     }
     send(proto::version_state_msg{m.cookie, m.version, st, it->second.size, it->second.crc32c});
+}
+
+void session::on_read_req(const proto::read_req_msg& m)
+{
+    if (!admitted_ || m.cookie == 0) {
+        fail(errc::protocol_error, admitted_ ? "READ_REQ with cookie 0" : "READ_REQ before CONNECT");
+        return;
+    }
+    const auto rec = versions_.find(m.version);
+    proto::version_state_msg end{m.cookie, m.version, proto::version_state_t::unknown, 0, 0};
+    if (rec != versions_.end()) {
+        end.state = rec->second.state;
+        end.size = rec->second.size;
+        end.crc32c = rec->second.crc32c;
+    }
+    const auto it = staged_.find(m.version);
+    auto t = it == staged_.end() ? nullptr : it->second.lock();
+    if (t && t->fully_staged()) {
+        // Straight from staging memory, all of it now: the slots cannot be
+        // released before this returns.
+        std::uint32_t crc = 0;
+        t->for_each_staged([&](std::uint64_t offset, std::span<const std::byte> bytes) {
+            for (std::size_t at = 0; at < bytes.size(); at += proto::max_eager) {
+                const auto piece = bytes.subspan(at, std::min(proto::max_eager, bytes.size() - at));
+                crc = crc32c(piece, crc);
+                send(proto::read_data_msg{m.cookie, offset + at, {piece.begin(), piece.end()}});
+            }
+        });
+        end.state = proto::version_state_t::flushing;
+        end.size = t->length();
+        end.crc32c = crc;
+        log_info("{}: read of version {} served from staging memory ({})", who(), m.version,
+                 human_bytes(t->length()));
+    }
+    send(end);
 }
 
 void session::answer_waits(std::uint64_t version)

@@ -53,6 +53,7 @@ private:
     void on_write_req(proto::write_req_msg& m);
     void on_bye();
     void on_query(const proto::query_msg& m);
+    void on_read_req(const proto::read_req_msg& m);
     void answer_waits(std::uint64_t version);
     void send(const proto::message& m);
     void write_next();
@@ -95,6 +96,7 @@ private:
     };
     std::map<std::uint64_t, version_record> versions_;
     std::multimap<std::uint64_t, std::uint64_t> waits_;  // version -> cookie
+    std::map<std::uint64_t, std::weak_ptr<transfer>> staged_;  // versions still in flight
 
     std::uint64_t next_version_ = 1;
     std::shared_ptr<transfer> pulling_;  // the version io_write waits for

@@ -37,6 +37,23 @@ transfer::transfer(daemon& d, source src, std::uint32_t rank, std::uint64_t vers
     const std::uint64_t chunks = (length_ + d_.stage().slot_size() - 1) / d_.stage().slot_size();
     crcs_.resize(chunks);
     sizes_.resize(chunks);
+    held_.resize(chunks);
+}
+
+bool transfer::fully_staged() const noexcept
+{
+    return !error_ && all_pulled() && released_ == 0;
+}
+
+void transfer::for_each_staged(
+    const std::function<void(std::uint64_t, std::span<const std::byte>)>& fn) const
+{
+    std::uint64_t offset = 0;
+    for (const auto& s : held_) {
+        const std::uint64_t n = std::min(s.size, length_ - offset);
+        fn(offset, std::span<const std::byte>(s.data, n));
+        offset += n;
+    }
 }
 
 void transfer::start()
@@ -141,6 +158,7 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
         return;
     }
     pulled_bytes_ += c.size;
+    held_[c.index] = s;
     if (pulled_bytes_ == length_ && !error_ && h_.pulled)
         h_.pulled();
 
@@ -162,6 +180,7 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
 void transfer::on_flushed(slot s, chunk c, std::uint32_t crc, std::error_code ec)
 {
     --flushes_in_flight_;
+    ++released_;
     d_.stage().release(s);
     if (ec) {
         fail(ec, fmt::format("writing bytes [{}, {}) of {} failed: {}", c.offset,

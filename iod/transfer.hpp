@@ -12,6 +12,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <span>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -56,6 +57,12 @@ public:
     void source_gone();
 
     std::uint64_t version() const noexcept { return version_; }
+    // Every byte pulled and none released from staging yet.
+    bool fully_staged() const noexcept;
+    // Calls fn(offset, bytes) for each chunk, in order, straight from staging
+    // memory; only when fully_staged(). Synchronous: no slot can be released
+    // while it runs (releases happen on this same thread).
+    void for_each_staged(const std::function<void(std::uint64_t, std::span<const std::byte>)>& fn) const;
     std::uint64_t length() const noexcept { return length_; }
     bool all_pulled() const noexcept { return pulled_bytes_ == length_; }
 
@@ -99,6 +106,8 @@ private:
     bool committing_ = false;
     bool creating_ = false;
     bool reported_ = false;
+    std::vector<slot> held_;                  // per chunk: its slot while staged
+    std::uint32_t released_ = 0;
     std::vector<pull_request*> in_flight_;  // owned by UCX until their callback
     std::unique_ptr<boost::asio::steady_timer> grace_;
     std::vector<std::uint32_t> crcs_;

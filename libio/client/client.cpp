@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "crc32c.hpp"
 #include "errors.hpp"
 #include "format.hpp"
 #include "launcher.hpp"
@@ -282,8 +283,23 @@ std::error_code client::read(std::uint64_t version, std::span<std::byte> out, st
     if (!initialized_)
         return fail(errc::not_initialized, "io_read needs io_init (it reads this rank's data)");
     proto::version_state_msg st;
-    if (auto ec = query(version, true, st))
+    if (auto ec = query(version, false, st))
         return ec;
+    if (st.state == proto::version_state_t::flushing) {
+        if (st.size > out.size())
+            return fail(errc::too_large,
+                        fmt::format("version {} holds {} bytes, more than the {} byte buffer",
+                                    version, st.size, out.size()));
+        bool served = false;
+        if (auto ec = read_staged(version, out, served, size))
+            return ec;
+        if (served)
+            return {};
+    }
+    // From the store, once durable.
+    if (st.state != proto::version_state_t::unknown && st.state != proto::version_state_t::durable)
+        if (auto ec = query(version, true, st))
+            return ec;
     std::string job;
     if (auto ec = open_store(job))
         return ec;
@@ -312,6 +328,50 @@ std::error_code client::read(std::uint64_t version, std::span<std::byte> out, st
         return fail(ec, fmt::format("version {}: {}", version, why));
     size = length;
     return {};
+}
+
+std::error_code client::read_staged(std::uint64_t version, std::span<std::byte> out, bool& served,
+                                    std::uint64_t& size)
+{
+    const std::uint64_t cookie = next_cookie_++;
+    if (auto ec = send(proto::read_req_msg{cookie, version}))
+        return ec;
+    std::uint64_t received = 0;
+    for (;;) {
+        proto::message m;
+        if (auto ec = receive(m, std::chrono::milliseconds(0)))
+            return ec;
+        if (auto* d = std::get_if<proto::read_data_msg>(&m); d && d->cookie == cookie) {
+            if (d->offset > out.size() || d->data.size() > out.size() - d->offset) {
+                broken_ = errc::protocol_error;
+                return fail(errc::protocol_error,
+                            fmt::format("the daemon sent bytes [{}, {}) of version {} for a {} "
+                                        "byte buffer",
+                                        d->offset, d->offset + d->data.size(), version, out.size()));
+            }
+            std::memcpy(out.data() + d->offset, d->data.data(), d->data.size());
+            received += d->data.size();
+            continue;
+        }
+        if (auto* e = std::get_if<proto::version_state_msg>(&m); e && e->cookie == cookie) {
+            served = e->state == proto::version_state_t::flushing;
+            if (!served)
+                return {};
+            const std::uint32_t crc = crc32c(out.first(static_cast<std::size_t>(e->size)));
+            if (received != e->size || crc != e->crc32c)
+                return fail(errc::corrupt,
+                            fmt::format("version {} read from daemon memory: {} of {} bytes, "
+                                        "crc32c {:08x}, the daemon says {:08x}",
+                                        version, received, e->size, crc, e->crc32c));
+            size = e->size;
+            return {};
+        }
+        if (auto* err = std::get_if<proto::error_msg>(&m))
+            return daemon_error(*err);
+        broken_ = errc::protocol_error;
+        return fail(errc::protocol_error, fmt::format("the daemon answered READ_REQ with {}",
+                                                      proto::to_string(proto::type_of(m))));
+    }
 }
 
 std::error_code client::latest(bool verify, std::uint64_t& version)

@@ -60,6 +60,10 @@ private:
     std::error_code query(std::uint64_t version, bool wait, proto::version_state_msg& out);
     // The store holding this job: the daemon's when initialised, else IOFWD_STORE.
     std::error_code open_store(std::string& job);
+    // io_read of a version still in daemon memory; `served` false when the
+    // daemon no longer holds all of it.
+    std::error_code read_staged(std::uint64_t version, std::span<std::byte> out, bool& served,
+                                std::uint64_t& size);
     void release();
 
     bool initialized_ = false;

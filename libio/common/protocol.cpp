@@ -160,6 +160,19 @@ void encode_body(writer& w, const version_state_msg& m)
     w.u32(m.crc32c);
 }
 
+void encode_body(writer& w, const read_req_msg& m)
+{
+    w.u64(m.cookie);
+    w.u64(m.version);
+}
+
+void encode_body(writer& w, const read_data_msg& m)
+{
+    w.u64(m.cookie);
+    w.u64(m.offset);
+    w.bytes(m.data);
+}
+
 void encode_body(writer& w, const finished_msg& m)
 {
     w.u64(m.versions);
@@ -258,6 +271,23 @@ version_state_msg decode_version_state(reader& r)
     return m;
 }
 
+read_req_msg decode_read_req(reader& r)
+{
+    read_req_msg m;
+    m.cookie = r.u64("cookie");
+    m.version = r.u64("version");
+    return m;
+}
+
+read_data_msg decode_read_data(reader& r)
+{
+    read_data_msg m;
+    m.cookie = r.u64("cookie");
+    m.offset = r.u64("offset");
+    m.data = r.blob("data", max_eager);
+    return m;
+}
+
 finished_msg decode_finished(reader& r)
 {
     finished_msg m;
@@ -282,7 +312,7 @@ error_msg decode_error(reader& r)
 bool known_type(std::uint16_t t) noexcept
 {
     return t >= static_cast<std::uint16_t>(msg_type::connect) &&
-           t <= static_cast<std::uint16_t>(msg_type::version_state);
+           t <= static_cast<std::uint16_t>(msg_type::read_data);
 }
 
 }  // namespace
@@ -299,6 +329,8 @@ const char* to_string(msg_type t) noexcept
     case msg_type::error: return "ERROR";
     case msg_type::query: return "QUERY";
     case msg_type::version_state: return "VERSION_STATE";
+    case msg_type::read_req: return "READ_REQ";
+    case msg_type::read_data: return "READ_DATA";
     }
     return "UNKNOWN";
 }
@@ -320,6 +352,8 @@ std::uint64_t max_payload(msg_type t) noexcept
     case msg_type::error: return 20 + max_text;
     case msg_type::query: return 20;
     case msg_type::version_state: return 32;
+    case msg_type::read_req: return 16;
+    case msg_type::read_data: return 20 + max_eager;
     }
     return 0;
 }
@@ -417,6 +451,8 @@ std::error_code decode_payload(const header& h, std::span<const std::byte> paylo
     case msg_type::error: m = decode_error(r); break;
     case msg_type::query: m = decode_query(r); break;
     case msg_type::version_state: m = decode_version_state(r); break;
+    case msg_type::read_req: m = decode_read_req(r); break;
+    case msg_type::read_data: m = decode_read_data(r); break;
     }
     r.expect_end();
     if (!r.ok()) {

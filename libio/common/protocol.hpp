@@ -15,6 +15,10 @@
 //   C->S QUERY       the state of one of the rank's versions; with `wait`, answered
 //                    only once it is durable (or failed)
 //   C<-S VERSION_STATE the answer: pulling, flushing, durable or failed, size, crc32c
+//   C->S READ_REQ    a version's bytes from daemon memory, if it still holds all of them
+//   C<-S READ_DATA   a piece of them (<= max_eager bytes at an offset), then a
+//                    VERSION_STATE ends the answer: state flushing = served whole
+//                    (size, crc32c of what was sent), any other = not in memory
 //   C->S BYE         the rank is done
 //   C<-S FINISHED    everything the rank wrote is durable
 //   both ERROR       a code and a sentence, about one WRITE_REQ (its cookie) or,
@@ -47,6 +51,8 @@ enum class msg_type : std::uint16_t {
     error = 7,
     query = 8,
     version_state = 9,
+    read_req = 10,
+    read_data = 11,
 };
 
 const char* to_string(msg_type t) noexcept;
@@ -153,8 +159,22 @@ struct version_state_msg {
     bool operator==(const version_state_msg&) const = default;
 };
 
+struct read_req_msg {
+    std::uint64_t cookie = 0;
+    std::uint64_t version = 0;
+    bool operator==(const read_req_msg&) const = default;
+};
+
+struct read_data_msg {
+    std::uint64_t cookie = 0;
+    std::uint64_t offset = 0;
+    std::vector<std::byte> data;
+    bool operator==(const read_data_msg&) const = default;
+};
+
 using message = std::variant<connect_msg, accept_msg, write_req_msg, write_done_msg, bye_msg,
-                             finished_msg, error_msg, query_msg, version_state_msg>;
+                             finished_msg, error_msg, query_msg, version_state_msg, read_req_msg,
+                             read_data_msg>;
 
 msg_type type_of(const message& m) noexcept;
 

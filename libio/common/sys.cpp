@@ -10,6 +10,8 @@
 #include <cstring>
 #include <mutex>
 #include <string_view>
+#include <chrono>
+#include <thread>
 
 namespace iofwd::sys {
 namespace {
@@ -36,6 +38,10 @@ verdict check(call c)
     fired = true;
     if (current.short_io)
         return verdict::shorten;
+    if (current.delay) {
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        return verdict::pass;
+    }
     errno = current.error;
     return verdict::fail;
 }
@@ -59,6 +65,10 @@ bool parse_errno(std::string_view s, fault& f)
     };
     if (s == "SHORT") {
         f.short_io = true;
+        return true;
+    }
+    if (s == "DELAY") {
+        f.delay = true;
         return true;
     }
     for (const auto& n : names)
@@ -97,7 +107,7 @@ bool inject_from_env(std::string& why)
     const auto c2 = rest.find(':');
     if (!parse_errno(rest.substr(0, c2), f)) {
         why = "IOFWD_FAULT: unknown error name '" + std::string(rest.substr(0, c2)) +
-              "' (ENOSPC EIO EINTR EDQUOT EROFS EACCES ENOENT EAGAIN SHORT)";
+              "' (ENOSPC EIO EINTR EDQUOT EROFS EACCES ENOENT EAGAIN SHORT DELAY)";
         return false;
     }
     if (c2 != std::string_view::npos) {

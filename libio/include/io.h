@@ -67,10 +67,11 @@ IO_API int io_test(uint64_t version, int *state);
 
 /* Reads this process's data of `version` back into `buffer` (at most `len`
  * bytes; EFBIG if the version is larger) and checks its crc32c: EBADMSG, with
- * the object and version named in io_last_error(), when the stored bytes are
- * damaged. Waits first if the version is not durable yet. A version from an
- * earlier run is found through its job-wide COMPLETE record. On success
- * *size (if not NULL) is the version's length. */
+ * the object and version named in io_last_error(), when the bytes are
+ * damaged. A version the daemon still holds whole in its memory is served
+ * from there; otherwise it is read from the store once durable. A version
+ * from an earlier run is found through its job-wide COMPLETE record. On
+ * success *size (if not NULL) is the version's length. */
 IO_API int io_read(uint64_t version, void *buffer, uint64_t len, uint64_t *size);
 
 /* The newest version that is complete for the whole job (every rank on every

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <vector>
 
@@ -215,4 +216,42 @@ TEST_CASE("a second concurrent job under the same name is refused in words", "[l
     CHECK(has_line(second, "init 98"));  // EADDRINUSE
     CHECK(second.output().find("job 'itest' on node nodeA is being written by another daemon") !=
           std::string::npos);
+}
+
+TEST_CASE("io_read of a version still in daemon memory is served from there", "[lifecycle][staged]")
+{
+    cluster c;
+    for (const auto& [k, v] : c.env)
+        ::setenv(k.c_str(), v.c_str(), 1);
+    // A slow disk: every pwrite takes a second, so version 1 (three 1 MiB
+    // chunks + 5 bytes) is still whole in staging when we read it.
+    auto d = c.daemon({"--chunk-size", "1M", "--staging-size", "8M"},
+                      {{"IOFWD_FAULT", "pwrite:DELAY"}});
+    std::vector<std::byte> buf((2 << 20) + 5);
+    for (std::size_t i = 0; i < buf.size(); ++i)
+        buf[i] = static_cast<std::byte>((i * 7 + 3) & 0xff);
+    REQUIRE(io_init(buf.data(), buf.size(), 0, 1, nullptr, 1) == 0);
+    std::uint64_t v = 0;
+    REQUIRE(io_write_version(buf.size(), &v) == 0);
+    std::vector<std::byte> back(buf.size() + 100);
+    std::uint64_t size = 0;
+    REQUIRE(io_read(v, back.data(), back.size(), &size) == 0);
+    CHECK(size == buf.size());
+    CHECK(std::memcmp(back.data(), buf.data(), buf.size()) == 0);
+    CHECK(c.log().find("read of version 1 served from staging memory (2.0 MiB)") != std::string::npos);
+    int state = -1;
+    REQUIRE(io_test(v, &state) == 0);
+    CHECK(state == IO_STATE_FLUSHING);
+    CHECK(io_read(v, back.data(), 10, &size) == EFBIG);
+    // Once durable, the same read comes from the store.
+    CHECK(io_wait(v) == 0);
+    std::fill(back.begin(), back.end(), std::byte{0});
+    REQUIRE(io_read(v, back.data(), back.size(), &size) == 0);
+    CHECK(std::memcmp(back.data(), buf.data(), buf.size()) == 0);
+    CHECK(count(c.log(), "served from staging memory") == 1);
+    CHECK(io_finalize() == 0);
+    for (const auto& [k, v2] : c.env)
+        ::unsetenv(k.c_str());
+    d.signal(SIGTERM);
+    CHECK(d.wait(20s).has_value());
 }

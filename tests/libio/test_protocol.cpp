@@ -72,6 +72,11 @@ TEST_CASE("every message survives encode and decode unchanged", "[protocol]")
     version_state_msg vs{8, 12, version_state_t::durable, 5ull << 30, 0xcafef00d};
     CHECK(std::get<version_state_msg>(round_trip(vs)) == vs);
 
+    read_req_msg rr{9, 4};
+    CHECK(std::get<read_req_msg>(round_trip(rr)) == rr);
+    read_data_msg rd{9, 1ull << 33, {std::byte{7}, std::byte{8}}};
+    CHECK(std::get<read_data_msg>(round_trip(rd)) == rd);
+
     finished_msg f{3, 9ull << 30};
     CHECK(std::get<finished_msg>(round_trip(f)) == f);
 
@@ -133,7 +138,7 @@ TEST_CASE("another protocol version is rejected as a version mismatch", "[protoc
 
 TEST_CASE("an unknown message type is rejected", "[protocol]")
 {
-    for (unsigned t : {0u, 10u, 0xffffu}) {
+    for (unsigned t : {0u, 12u, 0xffffu}) {
         auto bytes = encode(bye_msg{});
         bytes[6] = std::byte{static_cast<unsigned char>(t & 0xff)};
         bytes[7] = std::byte{static_cast<unsigned char>(t >> 8)};
@@ -163,6 +168,8 @@ TEST_CASE("a payload shorter than its fields is rejected for every message type"
                                       accept_msg{1, 2, 3, 4, "n", "s", "u", "t"},
                                       query_msg{1, 2, 1},
                                       version_state_msg{1, 2, version_state_t::failed, 3, 4},
+                                      read_req_msg{1, 2},
+                                      read_data_msg{1, 2, {std::byte{3}}},
                                       write_req_msg{1, 2, {}},
                                       write_done_msg{1, 2},
                                       finished_msg{1, 2},
