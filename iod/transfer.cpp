@@ -13,9 +13,17 @@
 namespace iofwd::iod {
 
 struct transfer::target {
-    std::promise<std::error_code> created_promise;
-    std::shared_future<std::error_code> created = created_promise.get_future().share();
+    std::once_flag once;
+    std::error_code create_error;
     std::unique_ptr<store::object_writer> writer;
+
+    // Whichever chunk job runs first creates the object; the others wait for
+    // it inside call_once. No job ever waits for one queued behind it.
+    std::error_code ensure(store::backend& st, const std::string& name, std::uint64_t size)
+    {
+        std::call_once(once, [&] { create_error = st.create(name, size, writer); });
+        return create_error;
+    }
 };
 
 struct transfer::pull_request {
@@ -58,22 +66,8 @@ void transfer::for_each_staged(
 
 void transfer::start()
 {
-    creating_ = true;
-    auto t = target_;
-    store::backend* st = &d_.store();
-    d_.flush().submit(
-        [t, st, name = object_, size = length_] {
-            const auto ec = st->create(name, size, t->writer);
-            t->created_promise.set_value(ec);
-            return ec;
-        },
-        [self = shared_from_this()](std::error_code ec) {
-            self->creating_ = false;
-            if (ec)
-                self->fail(ec, fmt::format("cannot create {} in {}: {}", self->object_,
-                                           self->d_.store().describe(), ec.message()));
-            self->check_done();
-        });
+    // The store object is created by the first chunk's flush job, off the
+    // path of the answer to the rank and overlapping later pulls.
     request_slot();
 }
 
@@ -165,11 +159,11 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
     ++flushes_in_flight_;
     auto crc = std::make_shared<std::uint32_t>(0);
     d_.flush().submit(
-        [t = target_, s, c, crc] {
+        [t = target_, st = &d_.store(), name = object_, size = length_, s, c, crc] {
             const std::span<const std::byte> bytes(s.data, c.size);
             *crc = crc32c(bytes);
-            if (auto ec = t->created.get())
-                return ec;  // reported by the create job
+            if (auto ec = t->ensure(*st, name, size))
+                return ec;
             return t->writer->write_at(bytes, c.offset);
         },
         [self = shared_from_this(), s, c, crc](std::error_code ec) {
@@ -182,7 +176,10 @@ void transfer::on_flushed(slot s, chunk c, std::uint32_t crc, std::error_code ec
     --flushes_in_flight_;
     ++released_;
     d_.stage().release(s);
-    if (ec) {
+    if (ec && target_->create_error) {
+        fail(ec, fmt::format("cannot create {} in {}: {}", object_, d_.store().describe(),
+                             ec.message()));
+    } else if (ec) {
         fail(ec, fmt::format("writing bytes [{}, {}) of {} failed: {}", c.offset,
                              c.offset + c.size, object_, ec.message()));
     } else {
@@ -235,7 +232,7 @@ void transfer::check_done()
 {
     // A failed transfer does not wait for a slot it asked for: the queued
     // request hands the slot straight back whenever it is served.
-    if (reported_ || committing_ || creating_ || pulls_in_flight_ || flushes_in_flight_ ||
+    if (reported_ || committing_ || pulls_in_flight_ || flushes_in_flight_ ||
         (waiting_for_slot_ && !error_))
         return;
     if (error_) {

@@ -10,7 +10,7 @@
 // Lives on the event-loop thread (the flusher only runs its jobs).
 #include <cstdint>
 #include <functional>
-#include <future>
+#include <mutex>
 #include <memory>
 #include <span>
 #include <string>
@@ -88,9 +88,8 @@ private:
     std::uint64_t version_;
     std::uint64_t length_;
     std::string object_;
-    // The store object, created by the first flusher job while the first
-    // chunks are pulled (not on io_write's critical path); chunk writes wait
-    // for it on their flusher thread.
+    // The store object, created by the first chunk's flush job (not on
+    // io_write's critical path).
     struct target;
     std::shared_ptr<target> target_;
     handlers h_;
@@ -104,7 +103,6 @@ private:
     unsigned flushes_in_flight_ = 0;
     bool waiting_for_slot_ = false;
     bool committing_ = false;
-    bool creating_ = false;
     bool reported_ = false;
     std::vector<slot> held_;                  // per chunk: its slot while staged
     std::uint32_t released_ = 0;

@@ -190,3 +190,19 @@ TEST_CASE("the daemon's memory stays within its staging plus a constant while ra
     d.signal(SIGTERM);
     CHECK(d.wait(10s).has_value());
 }
+
+TEST_CASE("one flusher thread serves concurrent small and chunked writes", "[integration][one-flusher]")
+{
+    cluster c;
+    const std::map<std::string, std::string> env{{"IOFWD_FLUSH_THREADS", "1"},
+                                                 {"IOFWD_CHUNK_SIZE", "1M"},
+                                                 {"IOFWD_STAGING_SIZE", "4M"}};
+    std::vector<process> ranks;
+    for (unsigned r = 0; r < 4; ++r)
+        ranks.push_back(c.rank(r, 4, {"--size", r % 2 ? "4096" : "3000000", "--versions", "3"}, env));
+    for (auto& p : ranks)
+        require_success(p, "a rank");
+    std::string out;
+    CHECK(c.verify(3, 4, out) == 0);
+    INFO(out);
+}
