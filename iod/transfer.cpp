@@ -164,7 +164,7 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
             *crc = crc32c(bytes);
             if (auto ec = t->ensure(*st, name, size))
                 return ec;
-            return t->writer->write_at(bytes, c.offset);
+            return t->writer->write_staged(bytes, c.offset, s.size);
         },
         [self = shared_from_this(), s, c, crc](std::error_code ec) {
             self->on_flushed(s, c, *crc, ec);

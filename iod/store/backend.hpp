@@ -23,6 +23,15 @@ class object_writer {
 public:
     virtual ~object_writer() = default;
     virtual std::error_code write_at(std::span<const std::byte> data, std::uint64_t offset) = 0;
+    // Like write_at, for a buffer whose memory stays readable up to
+    // `capacity` bytes (a staging slot): a backend may then write whole
+    // blocks straight from it, past data.size(), and trim at commit.
+    virtual std::error_code write_staged(std::span<const std::byte> data, std::uint64_t offset,
+                                         std::uint64_t capacity)
+    {
+        (void)capacity;
+        return write_at(data, offset);
+    }
     virtual std::error_code commit() = 0;
 };
 

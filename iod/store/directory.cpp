@@ -57,10 +57,14 @@ std::error_code make_dirs(const std::string& dir)
 
 std::atomic<std::uint64_t> temp_counter{0};
 
+constexpr std::uint64_t direct_align = 4096;
+
 class file_writer final : public object_writer {
 public:
-    file_writer(unique_fd fd, std::string temp, std::string final_path)
-        : fd_(std::move(fd)), temp_(std::move(temp)), final_(std::move(final_path))
+    file_writer(unique_fd fd, unique_fd direct, std::string temp, std::string final_path,
+                std::uint64_t size)
+        : fd_(std::move(fd)), direct_(std::move(direct)), temp_(std::move(temp)),
+          final_(std::move(final_path)), size_(size)
     {
     }
     ~file_writer() override
@@ -76,8 +80,28 @@ public:
         return {};
     }
 
+    // Staged chunks go to the disk without a copy into the page cache (which
+    // costs a core's worth of memcpy at disk speed): whole 4 KiB blocks with
+    // O_DIRECT, the last block padded from the slot and trimmed at commit.
+    std::error_code write_staged(std::span<const std::byte> data, std::uint64_t offset,
+                                 std::uint64_t capacity) override
+    {
+        const std::uint64_t padded = (data.size() + direct_align - 1) / direct_align * direct_align;
+        if (!direct_ || offset % direct_align != 0 || padded > capacity ||
+            reinterpret_cast<std::uintptr_t>(data.data()) % direct_align != 0)
+            return write_at(data, offset);
+        if (sys::pwrite_all(direct_.get(), data.data(), padded, static_cast<off_t>(offset)) != 0)
+            return last_system_error();
+        return {};
+    }
+
     std::error_code commit() override
     {
+        direct_.reset();
+        struct stat st {};
+        if (::fstat(fd_.get(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) > size_ &&
+            ::ftruncate(fd_.get(), static_cast<off_t>(size_)) != 0)
+            return last_system_error();
         if (sys::fsync(fd_.get()) != 0)
             return last_system_error();
         if (::close(fd_.release()) != 0)
@@ -90,8 +114,10 @@ public:
 
 private:
     unique_fd fd_;
+    unique_fd direct_;  // the same file opened O_DIRECT; empty where unsupported
     std::string temp_;
     std::string final_;
+    std::uint64_t size_;
     bool committed_ = false;
 };
 
@@ -156,7 +182,12 @@ std::error_code directory_backend::create(const std::string& name, std::uint64_t
             return {rc, std::system_category()};
         }
     }
-    out = std::make_unique<file_writer>(std::move(fd), temp, path);
+    // A second descriptor for direct writes of staged chunks; file systems
+    // without O_DIRECT (tmpfs) simply do without it.
+    unique_fd direct;
+    if (size >= direct_align)
+        direct.reset(::open(temp.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC));
+    out = std::make_unique<file_writer>(std::move(fd), std::move(direct), temp, path, size);
     return {};
 }
 

@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -172,4 +174,40 @@ TEST_CASE("a store location of an unknown type is refused in words", "[store]")
     std::string why;
     CHECK(store::open("s3:bucket", st, why) == errc::invalid_argument);
     CHECK(why.find("unknown store type 's3'") != std::string::npos);
+}
+
+TEST_CASE("staged writes go direct, padded within the slot, and are trimmed to the exact size",
+          "[store]")
+{
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    // A page-aligned "slot" of 12 KiB holding a 9000-byte object in two pieces.
+    auto* slot = static_cast<std::byte*>(std::aligned_alloc(4096, 12288));
+    REQUIRE(slot);
+    const auto bytes = data_of(9000, 9);
+    std::memcpy(slot, bytes.data(), bytes.size());
+    std::memset(slot + bytes.size(), 0xEE, 12288 - bytes.size());  // padding must not survive
+    std::unique_ptr<store::object_writer> w;
+    REQUIRE_FALSE(st->create("job/v00000001/n.r0000", bytes.size(), w));
+    REQUIRE_FALSE(w->write_staged(std::span(slot, 4096), 0, 12288));
+    REQUIRE_FALSE(w->write_staged(std::span(slot + 4096, 9000 - 4096), 4096, 12288 - 4096));
+    REQUIRE_FALSE(w->commit());
+    std::uint64_t size = 0;
+    REQUIRE_FALSE(st->size("job/v00000001/n.r0000", size));
+    CHECK(size == 9000);
+    std::vector<std::byte> back(9000);
+    REQUIRE_FALSE(st->read("job/v00000001/n.r0000", 0, back));
+    CHECK(back == bytes);
+
+    // An unaligned buffer, or no room to pad, falls back to a plain write.
+    std::unique_ptr<store::object_writer> w2;
+    REQUIRE_FALSE(st->create("job/v00000001/n.r0001", 5000, w2));
+    REQUIRE_FALSE(w2->write_staged(std::span(slot + 1, 5000), 0, 5000));
+    REQUIRE_FALSE(w2->commit());
+    REQUIRE_FALSE(st->size("job/v00000001/n.r0001", size));
+    CHECK(size == 5000);
+    std::vector<std::byte> back2(5000);
+    REQUIRE_FALSE(st->read("job/v00000001/n.r0001", 0, back2));
+    CHECK(std::memcmp(back2.data(), slot + 1, 5000) == 0);
+    std::free(slot);
 }
