@@ -203,13 +203,17 @@ std::error_code client::write(std::uint64_t len, std::uint64_t& version)
             next_version_ = d->version + 1;
             return {};
         }
-        if (auto* e = std::get_if<proto::error_msg>(&m))
-            return daemon_error(*e);
-        broken_ = errc::protocol_error;
-        return fail(errc::protocol_error,
-                    fmt::format("the daemon answered WRITE_REQ {} with {}", cookie,
-                                proto::to_string(proto::type_of(m))));
+        return unexpected(m, fmt::format("WRITE_REQ {}", cookie));
     }
+}
+
+std::error_code client::unexpected(const proto::message& m, const std::string& request)
+{
+    if (auto* e = std::get_if<proto::error_msg>(&m))
+        return daemon_error(*e);
+    broken_ = errc::protocol_error;
+    return fail(errc::protocol_error, fmt::format("the daemon answered {} with {}", request,
+                                                  proto::to_string(proto::type_of(m))));
 }
 
 std::error_code client::daemon_error(const proto::error_msg& e)
@@ -235,11 +239,7 @@ std::error_code client::query(std::uint64_t version, bool wait, proto::version_s
         out = *st;
         return {};
     }
-    if (auto* e = std::get_if<proto::error_msg>(&m))
-        return daemon_error(*e);
-    broken_ = errc::protocol_error;
-    return fail(errc::protocol_error, fmt::format("the daemon answered QUERY with {}",
-                                                  proto::to_string(proto::type_of(m))));
+    return unexpected(m, "QUERY");
 }
 
 std::error_code client::wait(std::uint64_t version, proto::version_state_msg& out)
@@ -366,11 +366,7 @@ std::error_code client::read_staged(std::uint64_t version, std::span<std::byte> 
             size = e->size;
             return {};
         }
-        if (auto* err = std::get_if<proto::error_msg>(&m))
-            return daemon_error(*err);
-        broken_ = errc::protocol_error;
-        return fail(errc::protocol_error, fmt::format("the daemon answered READ_REQ with {}",
-                                                      proto::to_string(proto::type_of(m))));
+        return unexpected(m, "READ_REQ");
     }
 }
 

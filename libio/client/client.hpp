@@ -56,6 +56,9 @@ private:
     bool try_parse(proto::message& out, std::error_code& ec);
     std::error_code fail(std::error_code ec, std::string why);
     std::error_code daemon_error(const proto::error_msg& e);
+    // An answer that is not the one `request` expects: the daemon's ERROR, or
+    // a protocol error that leaves the connection unusable.
+    std::error_code unexpected(const proto::message& m, const std::string& request);
     // Sends a QUERY and returns its answer (a VERSION_STATE or an error).
     std::error_code query(std::uint64_t version, bool wait, proto::version_state_msg& out);
     // The store holding this job: the daemon's when initialised, else IOFWD_STORE.
