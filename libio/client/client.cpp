@@ -490,6 +490,9 @@ bool client::try_parse(proto::message& out, std::error_code& ec)
 std::error_code client::receive(proto::message& out, std::chrono::milliseconds timeout)
 {
     const auto deadline = clock::now() + timeout;
+    // How long a blocking wait keeps polling after UCX last did something.
+    static constexpr auto spin_window = std::chrono::milliseconds(2);
+    auto last_activity = clock::now();  // a request was just sent: expect an answer soon
     for (;;) {
         std::error_code ec;
         if (try_parse(out, ec))
@@ -508,8 +511,8 @@ std::error_code client::receive(proto::message& out, std::chrono::milliseconds t
                                     "killed; its log is {}",
                                     accept_.daemon_pid, paths_.socket, how, paths_.log));
         }
-        if (worker_.get())
-            worker_.drain();
+        if (worker_.get() && worker_.drain() > 0)
+            last_activity = clock::now();
         int wait_ms = -1;
         if (timeout.count() > 0) {
             const auto left =
@@ -520,9 +523,11 @@ std::error_code client::receive(proto::message& out, std::chrono::milliseconds t
                                         accept_.daemon_pid, timeout.count()));
             wait_ms = static_cast<int>(left.count());
         }
-        if (!blocking_ && worker_.get()) {
-            // Busy-poll, but hand the core over when nothing happened: on a
-            // node with more processes than cores the daemon must get to run.
+        // Busy-poll; in blocking mode too while UCX was busy in the last
+        // moments (the daemon is pulling from us: sleeping between its
+        // requests stalls our replies). Hand the core over each round: on a
+        // node with more processes than cores the daemon must get to run.
+        if (worker_.get() && (!blocking_ || clock::now() - last_activity < spin_window)) {
             sched_yield();
             continue;
         }

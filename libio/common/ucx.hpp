@@ -41,10 +41,13 @@ public:
 
     // Progresses until there is nothing left to do right now, or `limit`
     // rounds did something (a caller that must stay responsive asks again).
-    void drain(unsigned limit = 4096) noexcept
+    // Returns how many rounds did something.
+    unsigned drain(unsigned limit = 4096) noexcept
     {
-        while (limit-- > 0 && ucp_worker_progress(h_) != 0) {
-        }
+        unsigned busy = 0;
+        while (busy < limit && ucp_worker_progress(h_) != 0)
+            ++busy;
+        return busy;
     }
     unsigned progress() noexcept { return ucp_worker_progress(h_); }
 
