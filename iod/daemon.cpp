@@ -439,6 +439,12 @@ void daemon::check_exit()
         stop();
         return;
     }
+    if (opts_.auto_exit && job_.empty() && idle && next_session_id_ > 1) {
+        // Launched for ranks that were all refused: nothing to serve.
+        log_info("no rank was admitted (see the refusals above); exiting");
+        stop();
+        return;
+    }
     if (sessions_.empty())
         arm_idle_timer();
 }

@@ -216,6 +216,10 @@ TEST_CASE("a second concurrent job under the same name is refused in words", "[l
     CHECK(has_line(second, "init 98"));  // EADDRINUSE
     CHECK(second.output().find("job 'itest' on node nodeA is being written by another daemon") !=
           std::string::npos);
+    // The daemon launched for the refused rank does not linger.
+    CHECK(wait_until([&] {
+        return read_file(c.runtime_dir() + "/other.log").find("exit status 0") != std::string::npos;
+    }, 10s));
 }
 
 TEST_CASE("io_read of a version still in daemon memory is served from there", "[lifecycle][staged]")
