@@ -47,8 +47,18 @@ const std::vector<option_def>& table()
 {
     static const std::vector<option_def> defs = {
         {"--store", "IOFWD_STORE", "LOCATION",
-         "where data goes: a directory path or dir:PATH (default ./iofwd-store)",
+         "where data goes: a directory path, dir:PATH, or rados:POOL for Ceph\n"
+         "(default ./iofwd-store)",
          [](options& o, std::string_view v) { o.store = v; return !v.empty(); }},
+        {"--ceph-conf", "IOFWD_CEPH_CONF", "PATH",
+         "ceph.conf of the cluster for --store rados:POOL",
+         [](options& o, std::string_view v) { o.ceph_conf = v; return !v.empty(); }},
+        {"--ceph-user", "IOFWD_CEPH_USER", "NAME",
+         "Ceph client name (default client.admin)",
+         [](options& o, std::string_view v) { o.ceph_user = v; return !v.empty(); }},
+        {"--ceph-keyring", "IOFWD_CEPH_KEYRING", "PATH",
+         "keyring with that client's key (default: from ceph.conf)",
+         [](options& o, std::string_view v) { o.ceph_keyring = v; return !v.empty(); }},
         {"--node", "IOFWD_NODE", "NAME",
          "this node's name in the store (default: the short host name)",
          [](options& o, std::string_view v) { o.node = v; return valid_name(o.node); }},

@@ -19,6 +19,9 @@ struct options {
     bool auto_exit = false;
     double idle_timeout = -1;  // seconds; <0: 300 with --auto-exit, else never
     std::string log;           // empty: stderr
+    std::string ceph_conf;     // for a rados: store
+    std::string ceph_user;
+    std::string ceph_keyring;
     std::string transports;    // UCX_TLS for the daemon's UCX
     std::string net_devices;   // UCX_NET_DEVICES
     std::string port_range;    // UCX_TCP_PORT_RANGE, e.g. 13000-13100

@@ -13,7 +13,7 @@ pkgs=(g++ meson ninja-build pkg-config
       gnuplot-nox)
 for arg in "$@"; do
   case "$arg" in
-    --ceph) pkgs+=(ceph-mon ceph-mgr ceph-osd ceph-common librados-dev libradospp-dev) ;;
+    --ceph) pkgs+=(ceph-mon ceph-mgr ceph-osd ceph-common librados-dev) ;;
     -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option '$arg' (try --help)" >&2; exit 2 ;;
   esac

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite: install what is missing, build, run every test
-# (unit, integration with real iod and UCX, failure injection, mpiexec), and
+# (unit, integration with real iod and UCX, failure injection, mpiexec, a real
+# throwaway Ceph cluster for the rados store), and
 # end with the line "N passed, N failed" counted from meson's test log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh || exit 1
+bash scripts/setup.sh --ceph || exit 1
 bash scripts/build.sh || exit 1
 # A test's processes must not find a daemon of an earlier run or of the user.
 export TMPDIR=${TMPDIR:-/tmp}

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include "directory.hpp"
+#if IOFWD_HAVE_RADOS
+#include "rados.hpp"
+#endif
 #include "errors.hpp"
 
 namespace iofwd::store {
@@ -20,12 +23,17 @@ std::error_code backend::put(const std::string& name, std::span<const std::byte>
 std::error_code open(const std::string& location, std::unique_ptr<backend>& out, std::string& why)
 {
     std::string path = location;
+#if IOFWD_HAVE_RADOS
+    if (path.rfind("rados:", 0) == 0)
+        return open_rados(path.substr(6), out, why);
+#endif
     if (path.rfind("dir:", 0) == 0)
         path = path.substr(4);
     else if (const auto colon = path.find(':'); colon != std::string::npos && path[0] != '/' &&
                                                  path.find('/') > colon) {
-        why = fmt::format("unknown store type '{}' in '{}' (known: dir:PATH)",
-                          path.substr(0, colon), location);
+        why = fmt::format("unknown store type '{}' in '{}' (known: dir:PATH{})",
+                          path.substr(0, colon), location,
+                          IOFWD_HAVE_RADOS ? ", rados:POOL" : "; this build has no rados");
         return make_error_code(errc::invalid_argument);
     }
     return directory_backend::open(path, out, why);

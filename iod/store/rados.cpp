@@ -1,0 +1,373 @@
+#include "rados.hpp"
+
+#include <rados/librados.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "errors.hpp"
+
+namespace iofwd::store {
+namespace {
+
+constexpr std::uint64_t piece_size = 64ull << 20;
+constexpr std::uint64_t max_write = 16ull << 20;  // per request, well under osd_max_write_size
+constexpr int attempts = 4;                        // a request is tried this often ...
+constexpr auto first_backoff = std::chrono::milliseconds(500);  // ... doubling the wait
+
+std::error_code rados_error(int rc)
+{
+    return {rc < 0 ? -rc : rc, std::system_category()};
+}
+
+// Retries a RADOS call that failed for a reason that may pass (an OSD
+// restarting, a timeout), with doubling waits; permanent errors return at once.
+template <typename F>
+int with_retries(F&& f)
+{
+    auto wait = first_backoff;
+    int rc = 0;
+    for (int i = 0; i < attempts; ++i) {
+        rc = f();
+        if (rc >= 0 || !(rc == -ETIMEDOUT || rc == -EAGAIN || rc == -EIO || rc == -ENOTCONN ||
+                         rc == -ESHUTDOWN || rc == -ECONNREFUSED))
+            return rc;
+        std::this_thread::sleep_for(wait);
+        wait *= 2;
+    }
+    return rc;
+}
+
+std::string piece_name(const std::string& name, const std::string& id, std::uint64_t n)
+{
+    return fmt::format("{}@{}.{}", name, id, n);
+}
+
+struct head {
+    std::uint64_t size = 0;
+    std::string id;
+    std::uint64_t pieces = 0;
+};
+
+std::string format_head(const head& h)
+{
+    return fmt::format("iofwd-rados 1\nsize {}\nid {}\npieces {}\n", h.size, h.id, h.pieces);
+}
+
+bool parse_head(const std::string& text, head& out)
+{
+    char id[128] = {};
+    unsigned long long size = 0, pieces = 0;
+    if (std::sscanf(text.c_str(), "iofwd-rados 1\nsize %llu\nid %127s\npieces %llu", &size, id,
+                    &pieces) != 3)
+        return false;
+    out = head{size, id, pieces};
+    return true;
+}
+
+class rados_backend;
+
+class rados_writer final : public object_writer {
+public:
+    rados_writer(rados_ioctx_t io, std::string name, std::uint64_t size, std::string id)
+        : io_(io), name_(std::move(name)), size_(size), id_(std::move(id))
+    {
+    }
+    ~rados_writer() override
+    {
+        if (committed_)
+            return;
+        for (std::uint64_t n = 0; n < pieces(); ++n)
+            rados_remove(io_, piece_name(name_, id_, n).c_str());
+    }
+
+    std::error_code write_at(std::span<const std::byte> data, std::uint64_t offset) override
+    {
+        // Split at piece boundaries and into bounded requests, all in flight
+        // at once, then wait for every one.
+        struct request {
+            rados_completion_t c = nullptr;
+            std::string object;
+            const char* buf;
+            std::size_t len;
+            std::uint64_t off;
+        };
+        std::vector<request> reqs;
+        for (std::uint64_t done = 0; done < data.size();) {
+            const std::uint64_t at = offset + done;
+            const std::uint64_t in_piece = at % piece_size;
+            const std::uint64_t n =
+                std::min({max_write, piece_size - in_piece, data.size() - done});
+            reqs.push_back({nullptr, piece_name(name_, id_, at / piece_size),
+                            reinterpret_cast<const char*>(data.data() + done),
+                            static_cast<std::size_t>(n), in_piece});
+            done += n;
+        }
+        int first_error = 0;
+        for (auto& r : reqs) {
+            rados_aio_create_completion2(nullptr, nullptr, &r.c);
+            const int rc = rados_aio_write(io_, r.object.c_str(), r.c, r.buf, r.len, r.off);
+            if (rc < 0 && !first_error)
+                first_error = rc;
+        }
+        for (auto& r : reqs) {
+            rados_aio_wait_for_complete(r.c);
+            int rc = rados_aio_get_return_value(r.c);
+            rados_aio_release(r.c);
+            if (rc < 0)  // one more try, synchronously with backoff, before giving up
+                rc = with_retries(
+                    [&] { return rados_write(io_, r.object.c_str(), r.buf, r.len, r.off); });
+            if (rc < 0 && !first_error)
+                first_error = rc;
+        }
+        return first_error ? rados_error(first_error) : std::error_code{};
+    }
+
+    std::error_code commit() override
+    {
+        // Every piece must exist, even one never written (a zero-length object).
+        for (std::uint64_t n = 0; n < pieces(); ++n) {
+            const auto p = piece_name(name_, id_, n);
+            std::uint64_t sz = 0;
+            time_t mt = 0;
+            if (rados_stat(io_, p.c_str(), &sz, &mt) == -ENOENT) {
+                const int rc = with_retries([&] { return rados_write_full(io_, p.c_str(), "", 0); });
+                if (rc < 0)
+                    return rados_error(rc);
+            }
+        }
+        const auto text = format_head({size_, id_, pieces()});
+        std::string old_text;
+        head old;
+        const bool had_old = read_head(old_text) && parse_head(old_text, old) && old.id != id_;
+        const int rc = with_retries(
+            [&] { return rados_write_full(io_, name_.c_str(), text.data(), text.size()); });
+        if (rc < 0)
+            return rados_error(rc);
+        committed_ = true;
+        if (had_old)  // the object replaced: its pieces go
+            for (std::uint64_t n = 0; n < old.pieces; ++n)
+                rados_remove(io_, piece_name(name_, old.id, n).c_str());
+        return {};
+    }
+
+private:
+    std::uint64_t pieces() const { return size_ == 0 ? 1 : (size_ + piece_size - 1) / piece_size; }
+    bool read_head(std::string& out)
+    {
+        char buf[512];
+        const int n = rados_read(io_, name_.c_str(), buf, sizeof buf, 0);
+        if (n <= 0)
+            return false;
+        out.assign(buf, static_cast<std::size_t>(n));
+        return true;
+    }
+
+    rados_ioctx_t io_;
+    std::string name_;
+    std::uint64_t size_;
+    std::string id_;
+    bool committed_ = false;
+};
+
+class no_claim final : public claim {};
+
+class rados_backend final : public backend {
+public:
+    rados_backend(rados_t cluster, rados_ioctx_t io, std::string pool)
+        : cluster_(cluster), io_(io), pool_(std::move(pool))
+    {
+    }
+    ~rados_backend() override
+    {
+        rados_ioctx_destroy(io_);
+        rados_shutdown(cluster_);
+    }
+
+    std::string describe() const override { return "rados pool " + pool_; }
+    std::string location() const override { return "rados:" + pool_; }
+
+    std::error_code create(const std::string& name, std::uint64_t size,
+                           std::unique_ptr<object_writer>& out) override
+    {
+        static std::atomic<std::uint64_t> counter{0};
+        const std::string id = fmt::format("{:x}-{:x}", static_cast<std::uint64_t>(::getpid()),
+                                           counter.fetch_add(1));
+        out = std::make_unique<rados_writer>(io_, name, size, id);
+        return {};
+    }
+
+    std::error_code read(const std::string& name, std::uint64_t offset,
+                         std::span<std::byte> out) override
+    {
+        head h;
+        if (auto ec = load_head(name, h))
+            return ec;
+        if (offset + out.size() > h.size)
+            return std::error_code(ENODATA, std::system_category());
+        for (std::uint64_t done = 0; done < out.size();) {
+            const std::uint64_t at = offset + done;
+            const std::uint64_t n = std::min<std::uint64_t>(
+                {piece_size - at % piece_size, out.size() - done, max_write});
+            const auto p = piece_name(name, h.id, at / piece_size);
+            const int rc = with_retries([&] {
+                return rados_read(io_, p.c_str(), reinterpret_cast<char*>(out.data() + done),
+                                  static_cast<std::size_t>(n), at % piece_size);
+            });
+            if (rc < 0)
+                return rados_error(rc);
+            if (static_cast<std::uint64_t>(rc) != n)
+                return std::error_code(ENODATA, std::system_category());
+            done += n;
+        }
+        return {};
+    }
+
+    std::error_code size(const std::string& name, std::uint64_t& out) override
+    {
+        head h;
+        if (auto ec = load_head(name, h))
+            return ec;
+        out = h.size;
+        return {};
+    }
+
+    std::error_code list(const std::string& prefix, std::vector<std::string>& out) override
+    {
+        // RADOS has no directories: list the pool's heads under the prefix and
+        // keep the next path component. Costs a pool listing; fine for the
+        // checkpoint counts of one job.
+        rados_list_ctx_t ctx = nullptr;
+        int rc = rados_nobjects_list_open(io_, &ctx);
+        if (rc < 0)
+            return rados_error(rc);
+        std::set<std::string> names;
+        const char* entry = nullptr;
+        while (rados_nobjects_list_next(ctx, &entry, nullptr, nullptr) == 0) {
+            const std::string n(entry);
+            if (n.rfind(prefix, 0) != 0 || n.find('@') != std::string::npos)
+                continue;
+            auto rest = n.substr(prefix.size());
+            const auto slash = rest.find('/');
+            rest = rest.substr(0, slash);
+            if (!rest.empty() && rest[0] != '.')
+                names.insert(rest);
+        }
+        rados_nobjects_list_close(ctx);
+        if (names.empty())
+            return make_error_code(errc::not_found);
+        out.assign(names.begin(), names.end());
+        return {};
+    }
+
+    std::error_code remove(const std::string& name) override
+    {
+        head h;
+        if (auto ec = load_head(name, h))
+            return ec;  // a "directory", or gone: not_found
+        int rc = with_retries([&] { return rados_remove(io_, name.c_str()); });
+        if (rc < 0 && rc != -ENOENT)
+            return rados_error(rc);
+        for (std::uint64_t n = 0; n < h.pieces; ++n)
+            rados_remove(io_, piece_name(name, h.id, n).c_str());
+        return {};
+    }
+
+    std::error_code claim_job(const std::string&, const std::string&,
+                              std::unique_ptr<claim>& out) override
+    {
+        // Not enforced on RADOS yet (see README): concurrent jobs need their
+        // own IOFWD_JOB.
+        out = std::make_unique<no_claim>();
+        return {};
+    }
+
+private:
+    std::error_code load_head(const std::string& name, head& h)
+    {
+        char buf[512];
+        const int n = with_retries([&] { return rados_read(io_, name.c_str(), buf, sizeof buf, 0); });
+        if (n == -ENOENT)
+            return make_error_code(errc::not_found);
+        if (n < 0)
+            return rados_error(n);
+        if (!parse_head(std::string(buf, static_cast<std::size_t>(n)), h))
+            return make_error_code(errc::corrupt);
+        return {};
+    }
+
+    rados_t cluster_;
+    rados_ioctx_t io_;
+    std::string pool_;
+};
+
+std::string env_or_empty(const char* name)
+{
+    const char* v = std::getenv(name);
+    return v ? v : "";
+}
+
+}  // namespace
+
+std::error_code open_rados(const std::string& pool, std::unique_ptr<backend>& out,
+                           std::string& why)
+{
+    if (pool.empty()) {
+        why = "rados store needs a pool: rados:POOL";
+        return make_error_code(errc::invalid_argument);
+    }
+    std::string user = env_or_empty("IOFWD_CEPH_USER");
+    if (user.empty())
+        user = "client.admin";
+    rados_t cluster = nullptr;
+    int rc = rados_create2(&cluster, "ceph", user.c_str(), 0);
+    if (rc < 0) {
+        why = fmt::format("rados_create2 for user {}: {}", user, std::strerror(-rc));
+        return rados_error(rc);
+    }
+    const std::string conf = env_or_empty("IOFWD_CEPH_CONF");
+    rc = conf.empty() ? rados_conf_read_file(cluster, nullptr)
+                      : rados_conf_read_file(cluster, conf.c_str());
+    if (rc < 0) {
+        why = fmt::format("cannot read the Ceph configuration {}: {} (set IOFWD_CEPH_CONF)",
+                          conf.empty() ? "(default search path)" : conf, std::strerror(-rc));
+        rados_shutdown(cluster);
+        return rados_error(rc);
+    }
+    if (const auto keyring = env_or_empty("IOFWD_CEPH_KEYRING"); !keyring.empty())
+        rados_conf_set(cluster, "keyring", keyring.c_str());
+    // Fail, do not hang, when the cluster or an OSD is gone; with_retries
+    // adds bounded retries with backoff on top.
+    rados_conf_set(cluster, "client_mount_timeout", "15");
+    rados_conf_set(cluster, "rados_mon_op_timeout", "15");
+    rados_conf_set(cluster, "rados_osd_op_timeout", "15");
+    rc = rados_connect(cluster);
+    if (rc < 0) {
+        why = fmt::format("cannot connect to the Ceph cluster ({}) as {}: {} — is it running, "
+                          "is the key right?",
+                          conf.empty() ? "default ceph.conf" : conf, user, std::strerror(-rc));
+        rados_shutdown(cluster);
+        return rados_error(rc);
+    }
+    rados_ioctx_t io = nullptr;
+    rc = rados_ioctx_create(cluster, pool.c_str(), &io);
+    if (rc < 0) {
+        why = fmt::format("Ceph pool '{}' cannot be opened: {}{}", pool, std::strerror(-rc),
+                          rc == -ENOENT ? " (create it: ceph osd pool create " + pool + ")" : "");
+        rados_shutdown(cluster);
+        return rados_error(rc);
+    }
+    out = std::make_unique<rados_backend>(cluster, io, pool);
+    return {};
+}
+
+}  // namespace iofwd::store

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The rados store against a real throwaway Ceph cluster started by the
+# project's own script: the checkpoint example under mpiexec with objects
+# larger than a RADOS piece, a restart, the stored objects checked with the
+# rados command-line tool, and the errors io_init gives for a missing pool
+# and a wrong key.
+#   run_ceph.sh MPIEXEC CHECKPOINT VERIFY RANK_CLIENT SOURCE_ROOT
+set -euo pipefail
+mpiexec=$1 checkpoint=$2 verify=$3 rank_client=$4 src=$5
+work=$(mktemp -d /tmp/iofwd-ceph-XXXXXX)
+cleanup() { bash "$src/scripts/ceph-stop.sh" "$work/cluster"; rm -rf "$work"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+conf=$(timeout 120 bash "$src/scripts/ceph-start.sh" "$work/cluster" iofwd 2>"$work/start.err") \
+  || { cat "$work/start.err" >&2; fail "the cluster did not start"; }
+export IOFWD_CEPH_CONF=$conf IOFWD_RUNTIME_DIR=$work/rt IOFWD_JOB=cephjob IOFWD_LAUNCH_TIMEOUT=60
+
+# 1. The example: 2 ranks x 2 versions of 130 MiB + 1 byte (three pieces each,
+#    more than one RADOS object can hold), then a restart that reads the
+#    newest complete version back and writes one more.
+timeout 300 "$mpiexec" -n 2 "$checkpoint" --size $((130 * 1048576 + 1)) --versions 2 \
+  --store rados:iofwd | tee "$work/first"
+grep -q "store              rados pool iofwd/cephjob" "$work/first" || fail "not stored in rados"
+timeout 300 "$mpiexec" -n 2 "$checkpoint" --size $((130 * 1048576 + 1)) --versions 1 --restart \
+  --store rados:iofwd | tee "$work/second"
+grep -q "restart            from v2, complete job-wide" "$work/second" || fail "no restart from v2"
+timeout 300 "$verify" --store rados:iofwd --job cephjob --expect-versions 3 --expect-ranks 2
+
+# 2. What the rados tool sees: heads, pieces, manifests, COMPLETE records.
+rados -c "$conf" -p iofwd ls | sort > "$work/objects"
+for v in 1 2 3; do
+  grep -qx "cephjob/v0000000$v/COMPLETE" "$work/objects" || fail "no COMPLETE for v$v"
+done
+node=$(hostname -s)
+grep -qx "cephjob/v00000003/$node.r0001" "$work/objects" || fail "no head for rank 1 of v3"
+pieces=$(grep -c "^cephjob/v00000003/$node.r0001@" "$work/objects")
+[ "$pieces" -eq 3 ] || fail "expected 3 pieces for a 130 MiB object, found $pieces"
+rados -c "$conf" -p iofwd get "cephjob/v00000003/$node.r0001" "$work/head"
+grep -q "^size $((130 * 1048576 + 1))$" "$work/head" || fail "head does not give the size"
+piece=$(grep "^cephjob/v00000003/COMPLETE@" "$work/objects")
+rados -c "$conf" -p iofwd get "$piece" "$work/complete"
+grep -q "^nodes 1$" "$work/complete" || fail "COMPLETE record malformed"
+! grep -q "\.tmp" "$work/objects" || fail "temporary objects left behind"
+
+# 3. Errors at io_init, in words: a pool that does not exist, a wrong key.
+out=$(IOFWD_STORE=rados:nopool IOFWD_SESSION=bad1 timeout 60 "$rank_client" --rank 0 --ranks 1 \
+  --size 4096 || true)
+echo "$out"
+echo "$out" | grep -q "^init 10$" || fail "missing pool: expected io_init to fail with ECHILD"
+echo "$out" | grep -q "Ceph pool 'nopool' cannot be opened" || fail "missing pool not named"
+printf '[client.admin]\n\tkey = AQBmZXJvAAAAABAAzBJG4RL6hCE3i/9ebsO6Dg==\n' > "$work/bad.keyring"
+out=$(IOFWD_STORE=rados:iofwd IOFWD_SESSION=bad2 IOFWD_CEPH_KEYRING=$work/bad.keyring \
+  timeout 90 "$rank_client" --rank 0 --ranks 1 --size 4096 || true)
+echo "$out"
+echo "$out" | grep -q "^init 10$" || fail "wrong key: expected io_init to fail with ECHILD"
+echo "$out" | grep -q "cannot connect to the Ceph cluster" || fail "wrong key not explained"
+echo "ceph tests passed"
