@@ -347,9 +347,12 @@ std::error_code open_rados(const std::string& pool, std::unique_ptr<backend>& ou
         rados_conf_set(cluster, "keyring", keyring.c_str());
     // Fail, do not hang, when the cluster or an OSD is gone; with_retries
     // adds bounded retries with backoff on top.
-    rados_conf_set(cluster, "client_mount_timeout", "15");
-    rados_conf_set(cluster, "rados_mon_op_timeout", "15");
-    rados_conf_set(cluster, "rados_osd_op_timeout", "15");
+    std::string timeout = env_or_empty("IOFWD_CEPH_OP_TIMEOUT");
+    if (timeout.empty() || timeout.find_first_not_of("0123456789") != std::string::npos)
+        timeout = "15";
+    rados_conf_set(cluster, "client_mount_timeout", timeout.c_str());
+    rados_conf_set(cluster, "rados_mon_op_timeout", timeout.c_str());
+    rados_conf_set(cluster, "rados_osd_op_timeout", timeout.c_str());
     rc = rados_connect(cluster);
     if (rc < 0) {
         why = fmt::format("cannot connect to the Ceph cluster ({}) as {}: {} — is it running, "

@@ -9,7 +9,8 @@
 // pieces are removed.
 //
 // Location: "rados:POOL". The cluster: IOFWD_CEPH_CONF (ceph.conf path),
-// IOFWD_CEPH_USER (default client.admin), IOFWD_CEPH_KEYRING.
+// IOFWD_CEPH_USER (default client.admin), IOFWD_CEPH_KEYRING;
+// IOFWD_CEPH_OP_TIMEOUT seconds before a request to a dead OSD fails (15).
 #include <memory>
 #include <string>
 

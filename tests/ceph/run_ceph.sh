@@ -55,4 +55,23 @@ out=$(IOFWD_STORE=rados:iofwd IOFWD_SESSION=bad2 IOFWD_CEPH_KEYRING=$work/bad.ke
 echo "$out"
 echo "$out" | grep -q "^init 10$" || fail "wrong key: expected io_init to fail with ECHILD"
 echo "$out" | grep -q "cannot connect to the Ceph cluster" || fail "wrong key not explained"
+# 4. The OSD dies while the daemon holds a version: bounded retries, then the
+#    error reaches io_finalize; nothing is reported durable. (3 s op timeout.)
+out_file=$work/osd.out
+IOFWD_STORE=rados:iofwd IOFWD_SESSION=osd IOFWD_JOB=osdjob IOFWD_CEPH_OP_TIMEOUT=3 \
+  timeout 240 "$rank_client" --rank 0 --ranks 1 --size 1048576 --versions 1 --pause-ms 3000 \
+  > "$out_file" 2>&1 &
+client=$!
+for _ in $(seq 1 100); do grep -q "^init 0$" "$out_file" 2>/dev/null && break; sleep 0.1; done
+grep -q "^init 0$" "$out_file" || fail "the client did not attach"
+kill -9 "$(cat "$work/cluster/run/osd.0.pid")"
+start=$(date +%s)
+wait "$client" && fail "io_finalize claimed durability with the OSD dead"
+took=$(( $(date +%s) - start ))
+cat "$out_file"
+grep -q "^write 0 0 1 " "$out_file" || fail "io_write should succeed (the daemon holds the bytes)"
+grep -Eq "^finalize (110|5) " "$out_file" || fail "io_finalize should fail with ETIMEDOUT or EIO"
+grep -q "version 1 lost" "$work/rt/osd.log" || fail "the daemon log should say version 1 was lost"
+[ "$took" -lt 180 ] || fail "the failure took $took s to surface (bounded retries expected)"
+echo "OSD killed: io_finalize failed after $took s, as it should"
 echo "ceph tests passed"
