@@ -8,12 +8,15 @@
 // Medians over --reps repetitions; the per-repetition figure is the slowest
 // rank's. Prints a table, writes a CSV, and plots bandwidth against size.
 //
-//   mpiexec -n 2 bench [--sizes 4K,1M,64M] [--reps 5] [--writers N] [--store DIR]
-//                      [--csv FILE]
+//   mpiexec -n 2 bench [--sizes 4K,1M,64M] [--reps 5] [--writers N] [--store DIR|rados:POOL]
+//                      [--dir DIR] [--csv FILE]
+// --dir: where the POSIX and MPI-IO baselines write (default: the store when it
+// is a directory, else bench-out).
 // --writers N: only the first N ranks call io_write (the others still take
 // part in the baselines); 0 means all.
 #include <fcntl.h>
 #include <mpi.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -40,6 +43,7 @@ struct options {
     int reps = 5;
     int writers = 0;  // ranks that io_write (0: all)
     std::string store = "bench-out/store";
+    std::string dir;  // where the POSIX and MPI-IO baselines write (default: the store, if a directory)
     std::string csv = "bench-out/bench.csv";
 };
 
@@ -218,11 +222,12 @@ int main(int argc, char** argv)
         else if (a == "--reps" && has) o.reps = std::max(1, std::atoi(argv[++i]));
         else if (a == "--store" && has) o.store = argv[++i];
         else if (a == "--writers" && has) o.writers = std::max(0, std::atoi(argv[++i]));
+        else if (a == "--dir" && has) o.dir = argv[++i];
         else if (a == "--csv" && has) o.csv = argv[++i];
         else {
             if (rank == 0)
                 std::fputs("usage: mpiexec -n R bench [--sizes 4K,1M,64M] [--reps N] [--writers N]"
-                           " [--store DIR] [--csv FILE]\n", stderr);
+                           " [--store DIR|rados:POOL] [--dir DIR] [--csv FILE]\n", stderr);
             MPI_Finalize();
             return a == "--help" ? 0 : 2;
         }
@@ -235,6 +240,9 @@ int main(int argc, char** argv)
     }
     if (!std::getenv("IOFWD_JOB"))
         setenv("IOFWD_JOB", "bench", 1);
+    if (o.dir.empty())
+        o.dir = o.store.find(':') == std::string::npos ? o.store : "bench-out";
+    ::mkdir(o.dir.c_str(), 0755);
     setenv("IOFWD_STORE", o.store.c_str(), 1);
     const std::uint64_t max_size = *std::max_element(o.sizes.begin(), o.sizes.end());
     std::byte* buf = nullptr;
@@ -325,7 +333,7 @@ int main(int argc, char** argv)
             // posix: write + fsync, one file per rank.
             barrier();
             {
-                const std::string path = fmt::format("{}/posix.{}", o.store, rank);
+                const std::string path = fmt::format("{}/posix.{}", o.dir, rank);
                 const double s0 = MPI_Wtime();
                 const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
                 std::uint64_t off = 0;
@@ -346,7 +354,7 @@ int main(int argc, char** argv)
             // mpiio: one shared file, collective write, sync.
             barrier();
             {
-                const std::string path = o.store + "/mpiio.shared";
+                const std::string path = o.dir + "/mpiio.shared";
                 const double s0 = MPI_Wtime();
                 MPI_File fh;
                 MPI_File_open(MPI_COMM_WORLD, path.c_str(), MPI_MODE_CREATE | MPI_MODE_WRONLY,
