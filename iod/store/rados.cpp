@@ -6,6 +6,9 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <stop_token>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -179,7 +182,51 @@ private:
     bool committed_ = false;
 };
 
-class no_claim final : public claim {};
+// The job claim on RADOS: an exclusive advisory lock on an object of its own,
+// leased for 30 s and renewed every 10 s, so that a crashed daemon's claim
+// lapses by itself instead of blocking the next run.
+class lease_claim final : public claim {
+public:
+    static constexpr int lease_seconds = 30;
+
+    lease_claim(rados_ioctx_t io, std::string oid, std::string cookie)
+        : io_(io), oid_(std::move(oid)), cookie_(std::move(cookie)),
+          renewer_([this](std::stop_token stop) { renew(stop); })
+    {
+    }
+    ~lease_claim() override
+    {
+        renewer_.request_stop();
+        cv_.notify_all();
+        renewer_.join();
+        rados_unlock(io_, oid_.c_str(), lock_name, cookie_.c_str());
+    }
+
+    static int take(rados_ioctx_t io, const std::string& oid, const std::string& cookie,
+                    bool renew)
+    {
+        timeval lease{lease_seconds, 0};
+        return rados_lock_exclusive(io, oid.c_str(), lock_name, cookie.c_str(), "iofwd job claim",
+                                    &lease, renew ? LIBRADOS_LOCK_FLAG_RENEW : 0);
+    }
+
+private:
+    static constexpr const char* lock_name = "iofwd-job";
+
+    void renew(std::stop_token stop)
+    {
+        std::unique_lock lock(mutex_);
+        while (!cv_.wait_for(lock, std::chrono::seconds(10), [&] { return stop.stop_requested(); }))
+            take(io_, oid_, cookie_, true);
+    }
+
+    rados_ioctx_t io_;
+    std::string oid_;
+    std::string cookie_;
+    std::mutex mutex_;
+    std::condition_variable_any cv_;
+    std::jthread renewer_;
+};
 
 class rados_backend final : public backend {
 public:
@@ -282,12 +329,19 @@ public:
         return {};
     }
 
-    std::error_code claim_job(const std::string&, const std::string&,
+    std::error_code claim_job(const std::string& job, const std::string& node,
                               std::unique_ptr<claim>& out) override
     {
-        // Not enforced on RADOS yet (see README): concurrent jobs need their
-        // own IOFWD_JOB.
-        out = std::make_unique<no_claim>();
+        // Outside the job's names, so listing the job never shows it.
+        const std::string oid = fmt::format(".claim/{}/{}", job, node);
+        const std::string cookie = fmt::format("{:x}-{:x}", static_cast<std::uint64_t>(::getpid()),
+                                               reinterpret_cast<std::uintptr_t>(this));
+        const int rc = with_retries([&] { return lease_claim::take(io_, oid, cookie, false); });
+        if (rc == -EBUSY || rc == -EEXIST)
+            return make_error_code(errc::rank_in_use);
+        if (rc < 0)
+            return rados_error(rc);
+        out = std::make_unique<lease_claim>(io_, oid, cookie);
         return {};
     }
 

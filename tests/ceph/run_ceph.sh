@@ -55,7 +55,20 @@ out=$(IOFWD_STORE=rados:iofwd IOFWD_SESSION=bad2 IOFWD_CEPH_KEYRING=$work/bad.ke
 echo "$out"
 echo "$out" | grep -q "^init 10$" || fail "wrong key: expected io_init to fail with ECHILD"
 echo "$out" | grep -q "cannot connect to the Ceph cluster" || fail "wrong key not explained"
-# 4. The OSD dies while the daemon holds a version: bounded retries, then the
+# 4. A second concurrent job under the same name is refused in words.
+IOFWD_STORE=rados:iofwd IOFWD_SESSION=claim1 IOFWD_JOB=claimjob timeout 120 "$rank_client" \
+  --rank 0 --ranks 1 --size 4096 --versions 1 --stall-at 0 > "$work/claim1.out" 2>&1 &
+holder=$!
+for _ in $(seq 1 100); do grep -q "^stalled" "$work/claim1.out" 2>/dev/null && break; sleep 0.1; done
+grep -q "^stalled" "$work/claim1.out" || fail "the first job did not start"
+out=$(IOFWD_STORE=rados:iofwd IOFWD_SESSION=claim2 IOFWD_JOB=claimjob timeout 60 "$rank_client" \
+  --rank 0 --ranks 1 --size 4096 || true)
+kill -9 "$holder" 2>/dev/null || true
+echo "$out"
+echo "$out" | grep -q "^init 98$" || fail "second job: expected EADDRINUSE at io_init"
+echo "$out" | grep -q "is being written by another daemon" || fail "second job: refusal not explained"
+
+# 5. The OSD dies while the daemon holds a version: bounded retries, then the
 #    error reaches io_finalize; nothing is reported durable. (3 s op timeout.)
 out_file=$work/osd.out
 IOFWD_STORE=rados:iofwd IOFWD_SESSION=osd IOFWD_JOB=osdjob IOFWD_CEPH_OP_TIMEOUT=3 \
