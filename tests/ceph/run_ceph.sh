@@ -55,6 +55,26 @@ out=$(IOFWD_STORE=rados:iofwd IOFWD_SESSION=bad2 IOFWD_CEPH_KEYRING=$work/bad.ke
 echo "$out"
 echo "$out" | grep -q "^init 10$" || fail "wrong key: expected io_init to fail with ECHILD"
 echo "$out" | grep -q "cannot connect to the Ceph cluster" || fail "wrong key not explained"
+# 3b. An unreachable cluster (a monitor address nobody listens on), quickly
+#     with a 3 s timeout.
+sed "s/^mon_host = .*/mon_host = [v2:127.0.0.1:9]/" "$conf" > "$work/dead.conf"
+out=$(IOFWD_STORE=rados:iofwd IOFWD_SESSION=bad3 IOFWD_CEPH_CONF=$work/dead.conf \
+  IOFWD_CEPH_OP_TIMEOUT=3 timeout 90 "$rank_client" --rank 0 --ranks 1 --size 4096 || true)
+echo "$out"
+echo "$out" | grep -q "^init 10$" || fail "unreachable cluster: expected io_init to fail"
+echo "$out" | grep -q "cannot connect to the Ceph cluster" || fail "unreachable cluster not explained"
+
+# 3c. Retention as with the directory store: keep the newest 2 of 4 versions.
+IOFWD_STORE=rados:iofwd IOFWD_SESSION=keep IOFWD_JOB=keepjob IOFWD_KEEP=2 timeout 120 \
+  "$rank_client" --rank 0 --ranks 1 --size 3000000 --versions 4 --pause-ms 100 >/dev/null
+rados -c "$conf" -p iofwd ls | grep "^keepjob/" | grep -v "@" | sort > "$work/keep"
+cat "$work/keep"
+grep -q "^keepjob/v00000001/" "$work/keep" && fail "retention left version 1"
+grep -q "^keepjob/v00000002/" "$work/keep" && fail "retention left version 2"
+grep -qx "keepjob/v00000003/COMPLETE" "$work/keep" || fail "retention removed version 3"
+grep -qx "keepjob/v00000004/COMPLETE" "$work/keep" || fail "retention removed version 4"
+rados -c "$conf" -p iofwd ls | grep -q "^keepjob/v0000000[12]/" && fail "pieces of removed versions left"
+
 # 4. A second concurrent job under the same name is refused in words.
 IOFWD_STORE=rados:iofwd IOFWD_SESSION=claim1 IOFWD_JOB=claimjob timeout 120 "$rank_client" \
   --rank 0 --ranks 1 --size 4096 --versions 1 --stall-at 0 > "$work/claim1.out" 2>&1 &
