@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <string_view>
 #include <vector>
@@ -59,4 +60,26 @@ TEST_CASE("crc32c_combine equals the checksum of the concatenation", "[crc32c]")
     }
     CHECK(folded == whole);
     CHECK(crc32c_combine(whole, 0, 0) == whole);
+}
+
+TEST_CASE("large buffers (three interleaved streams) agree with small pieces (one stream)",
+          "[crc32c]")
+{
+    // Pieces of 4000 bytes never take the three-stream path; the whole does.
+    for (std::size_t size : {std::size_t{96 * 1024}, std::size_t{96 * 1024 + 13},
+                             std::size_t{(1 << 20) + 8191}, std::size_t{3 << 20}}) {
+        std::vector<std::byte> data(size);
+        for (std::size_t i = 0; i < size; ++i)
+            data[i] = static_cast<std::byte>((i * 40503u + (i >> 9)) & 0xff);
+        std::uint32_t pieces = 0;
+        for (std::size_t off = 0; off < size; off += 4000)
+            pieces = crc32c(std::span(data).subspan(off, std::min<std::size_t>(4000, size - off)),
+                            pieces);
+        CHECK(crc32c(data) == pieces);
+        // And starting mid-buffer, misaligned.
+        std::uint32_t tail = 0;
+        for (std::size_t off = 5; off < size; off += 4000)
+            tail = crc32c(std::span(data).subspan(off, std::min<std::size_t>(4000, size - off)), tail);
+        CHECK(crc32c(std::span(data).subspan(5)) == tail);
+    }
 }
