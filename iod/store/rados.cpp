@@ -77,12 +77,87 @@ bool parse_head(const std::string& text, head& out)
     return true;
 }
 
+// RADOS has no directories. Each "directory" of the layout has an index
+// object, ".index/<dir>/", whose omap keys are the names directly in it; a
+// name is added to its parents' indexes before its head is written (so a
+// listed name without a head reads as absent, never the reverse) and taken
+// out when it is removed. Listing is then one omap read, not a pool scan.
+std::string index_of(const std::string& dir)
+{
+    return ".index/" + dir;
+}
+
+// Directories whose entry in their parent is known to exist (in this
+// process): a commit then costs one omap write, for its own name.
+class index_cache {
+public:
+    bool known(const std::string& dir)
+    {
+        std::lock_guard lock(mutex_);
+        return dirs_.count(dir) > 0;
+    }
+    void add(const std::string& dir)
+    {
+        std::lock_guard lock(mutex_);
+        dirs_.insert(dir);
+    }
+    void forget(const std::string& dir)
+    {
+        std::lock_guard lock(mutex_);
+        dirs_.erase(dir);
+    }
+
+private:
+    std::mutex mutex_;
+    std::set<std::string> dirs_;
+};
+
+int index_add(rados_ioctx_t io, index_cache& cache, const std::string& name)
+{
+    // "a/b/c": "c" into .index/a/b/, then "b" into .index/a/ and "a" into
+    // .index/ unless already done.
+    std::string path = name;
+    for (;;) {
+        const auto slash = path.rfind('/');
+        const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+        const std::string key = slash == std::string::npos ? path : path.substr(slash + 1);
+        rados_write_op_t op = rados_create_write_op();
+        const char* keys[] = {key.c_str()};
+        const char* vals[] = {""};
+        const size_t lens[] = {0};
+        rados_write_op_omap_set(op, keys, vals, lens, 1);
+        const int rc = with_retries(
+            [&] { return rados_write_op_operate(op, io, index_of(dir).c_str(), nullptr, 0); });
+        rados_release_write_op(op);
+        if (rc < 0)
+            return rc;
+        if (slash == std::string::npos || cache.known(dir))
+            return 0;
+        cache.add(dir);
+        path = path.substr(0, slash);
+    }
+}
+
+int index_remove(rados_ioctx_t io, const std::string& name)
+{
+    const auto slash = name.rfind('/');
+    const std::string dir = slash == std::string::npos ? "" : name.substr(0, slash + 1);
+    const std::string key = slash == std::string::npos ? name : name.substr(slash + 1);
+    rados_write_op_t op = rados_create_write_op();
+    const char* keys[] = {key.c_str()};
+    rados_write_op_omap_rm_keys(op, keys, 1);
+    const int rc = rados_write_op_operate(op, io, index_of(dir).c_str(), nullptr, 0);
+    rados_release_write_op(op);
+    return rc == -ENOENT ? 0 : rc;
+}
+
 class rados_backend;
 
 class rados_writer final : public object_writer {
 public:
-    rados_writer(rados_ioctx_t io, std::string name, std::uint64_t size, std::string id)
-        : io_(io), name_(std::move(name)), size_(size), id_(std::move(id))
+    rados_writer(rados_ioctx_t io, index_cache& cache, std::string name, std::uint64_t size,
+                 std::string id)
+        : io_(io), cache_(cache), name_(std::move(name)), size_(size), id_(std::move(id))
     {
     }
     ~rados_writer() override
@@ -148,6 +223,8 @@ public:
                     return rados_error(rc);
             }
         }
+        if (const int irc = index_add(io_, cache_, name_); irc < 0)
+            return rados_error(irc);
         const auto text = format_head({size_, id_, pieces()});
         std::string old_text;
         head old;
@@ -176,6 +253,7 @@ private:
     }
 
     rados_ioctx_t io_;
+    index_cache& cache_;
     std::string name_;
     std::uint64_t size_;
     std::string id_;
@@ -249,7 +327,7 @@ public:
         static std::atomic<std::uint64_t> counter{0};
         const std::string id = fmt::format("{:x}-{:x}", static_cast<std::uint64_t>(::getpid()),
                                            counter.fetch_add(1));
-        out = std::make_unique<rados_writer>(io_, name, size, id);
+        out = std::make_unique<rados_writer>(io_, cache_, name, size, id);
         return {};
     }
 
@@ -290,42 +368,67 @@ public:
 
     std::error_code list(const std::string& prefix, std::vector<std::string>& out) override
     {
-        // RADOS has no directories: list the pool's heads under the prefix and
-        // keep the next path component. Costs a pool listing; fine for the
-        // checkpoint counts of one job.
-        rados_list_ctx_t ctx = nullptr;
-        int rc = rados_nobjects_list_open(io_, &ctx);
-        if (rc < 0)
-            return rados_error(rc);
-        std::set<std::string> names;
-        const char* entry = nullptr;
-        while (rados_nobjects_list_next(ctx, &entry, nullptr, nullptr) == 0) {
-            const std::string n(entry);
-            if (n.rfind(prefix, 0) != 0 || n.find('@') != std::string::npos)
-                continue;
-            auto rest = n.substr(prefix.size());
-            const auto slash = rest.find('/');
-            rest = rest.substr(0, slash);
-            if (!rest.empty() && rest[0] != '.')
-                names.insert(rest);
+        std::string dir = prefix;
+        if (!dir.empty() && dir.back() != '/')
+            dir += '/';
+        std::vector<std::string> names;
+        std::string after;
+        for (;;) {
+            rados_read_op_t op = rados_create_read_op();
+            rados_omap_iter_t it = nullptr;
+            unsigned char more = 0;
+            int prval = 0;
+            rados_read_op_omap_get_keys2(op, after.c_str(), 10000, &it, &more, &prval);
+            const int rc = with_retries(
+                [&] { return rados_read_op_operate(op, io_, index_of(dir).c_str(), 0); });
+            if (rc < 0 || prval < 0) {
+                if (rc >= 0)
+                    rados_omap_get_end(it);
+                rados_release_read_op(op);
+                const int err = rc < 0 ? rc : prval;
+                return err == -ENOENT ? make_error_code(errc::not_found) : rados_error(err);
+            }
+            char* key = nullptr;
+            char* val = nullptr;
+            size_t len = 0;
+            while (rados_omap_get_next(it, &key, &val, &len) == 0 && key)
+                names.emplace_back(key);
+            rados_omap_get_end(it);
+            rados_release_read_op(op);
+            if (!more || names.empty())
+                break;
+            after = names.back();
         }
-        rados_nobjects_list_close(ctx);
-        if (names.empty())
-            return make_error_code(errc::not_found);
-        out.assign(names.begin(), names.end());
+        std::sort(names.begin(), names.end());
+        out = std::move(names);
         return {};
     }
 
     std::error_code remove(const std::string& name) override
     {
         head h;
-        if (auto ec = load_head(name, h))
-            return ec;  // a "directory", or gone: not_found
+        if (auto ec = load_head(name, h)) {
+            if (ec != errc::not_found)
+                return ec;
+            // A "directory": drop its index and its entry in the parent.
+            std::uint64_t sz = 0;
+            time_t mt = 0;
+            const auto index = index_of(name + "/");
+            if (rados_stat(io_, index.c_str(), &sz, &mt) < 0)
+                return ec;
+            rados_remove(io_, index.c_str());
+            cache_.forget(name + "/");
+            if (const int rc = index_remove(io_, name); rc < 0)
+                return rados_error(rc);
+            return {};
+        }
         int rc = with_retries([&] { return rados_remove(io_, name.c_str()); });
         if (rc < 0 && rc != -ENOENT)
             return rados_error(rc);
         for (std::uint64_t n = 0; n < h.pieces; ++n)
             rados_remove(io_, piece_name(name, h.id, n).c_str());
+        if (rc = index_remove(io_, name); rc < 0)
+            return rados_error(rc);
         return {};
     }
 
@@ -362,6 +465,7 @@ private:
     rados_t cluster_;
     rados_ioctx_t io_;
     std::string pool_;
+    index_cache cache_;
 };
 
 std::string env_or_empty(const char* name)
