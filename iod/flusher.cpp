@@ -32,12 +32,6 @@ void flusher::submit(work w, done d)
     cv_.notify_one();
 }
 
-std::size_t flusher::queued() const
-{
-    std::lock_guard lock(mutex_);
-    return jobs_.size();
-}
-
 void flusher::run()
 {
     for (;;) {

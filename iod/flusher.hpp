@@ -27,13 +27,11 @@ public:
     using done = std::function<void(std::error_code)>;
     void submit(work w, done d);
 
-    std::size_t queued() const;
-
 private:
     void run();
 
     boost::asio::io_context& loop_;
-    mutable std::mutex mutex_;
+    std::mutex mutex_;
     std::condition_variable cv_;
     std::deque<std::pair<work, done>> jobs_;
     bool stopping_ = false;

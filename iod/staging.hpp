@@ -39,8 +39,6 @@ public:
     ucp_mem_h memh() const noexcept { return mem_.get(); }
     std::uint64_t slot_size() const noexcept { return slot_size_; }
     std::uint64_t total() const noexcept { return slot_size_ * slots_; }
-    std::uint32_t free_slots() const noexcept { return static_cast<std::uint32_t>(free_.size()); }
-    std::size_t waiting() const noexcept { return waiters_.size(); }
 
 private:
     std::byte* base_ = nullptr;
