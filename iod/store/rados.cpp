@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "errors.hpp"
+#include "rendezvous.hpp"
 
 namespace iofwd::store {
 namespace {
@@ -468,12 +469,6 @@ private:
     index_cache cache_;
 };
 
-std::string env_or_empty(const char* name)
-{
-    const char* v = std::getenv(name);
-    return v ? v : "";
-}
-
 }  // namespace
 
 std::error_code open_rados(const std::string& pool, std::unique_ptr<backend>& out,
@@ -483,16 +478,14 @@ std::error_code open_rados(const std::string& pool, std::unique_ptr<backend>& ou
         why = "rados store needs a pool: rados:POOL";
         return make_error_code(errc::invalid_argument);
     }
-    std::string user = env_or_empty("IOFWD_CEPH_USER");
-    if (user.empty())
-        user = "client.admin";
+    const std::string user = env_or("IOFWD_CEPH_USER", "client.admin");
     rados_t cluster = nullptr;
     int rc = rados_create2(&cluster, "ceph", user.c_str(), 0);
     if (rc < 0) {
         why = fmt::format("rados_create2 for user {}: {}", user, std::strerror(-rc));
         return rados_error(rc);
     }
-    const std::string conf = env_or_empty("IOFWD_CEPH_CONF");
+    const std::string conf = env_or("IOFWD_CEPH_CONF", "");
     rc = conf.empty() ? rados_conf_read_file(cluster, nullptr)
                       : rados_conf_read_file(cluster, conf.c_str());
     if (rc < 0) {
@@ -501,12 +494,12 @@ std::error_code open_rados(const std::string& pool, std::unique_ptr<backend>& ou
         rados_shutdown(cluster);
         return rados_error(rc);
     }
-    if (const auto keyring = env_or_empty("IOFWD_CEPH_KEYRING"); !keyring.empty())
+    if (const auto keyring = env_or("IOFWD_CEPH_KEYRING", ""); !keyring.empty())
         rados_conf_set(cluster, "keyring", keyring.c_str());
     // Fail, do not hang, when the cluster or an OSD is gone; with_retries
     // adds bounded retries with backoff on top.
-    std::string timeout = env_or_empty("IOFWD_CEPH_OP_TIMEOUT");
-    if (timeout.empty() || timeout.find_first_not_of("0123456789") != std::string::npos)
+    std::string timeout = env_or("IOFWD_CEPH_OP_TIMEOUT", "15");
+    if (timeout.find_first_not_of("0123456789") != std::string::npos)
         timeout = "15";
     rados_conf_set(cluster, "client_mount_timeout", timeout.c_str());
     rados_conf_set(cluster, "rados_mon_op_timeout", timeout.c_str());
