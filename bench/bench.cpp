@@ -34,6 +34,7 @@
 
 #include "format.hpp"
 #include "io.h"
+#include "procfs.hpp"
 #include "ucx.hpp"
 
 namespace {
@@ -84,34 +85,6 @@ double slowest(double mine)
     MPI_Iallreduce(&mine, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &r);
     wait_politely(r);
     return out;
-}
-
-// CPU seconds and peak resident bytes of a process, from /proc.
-double cpu_seconds(int pid)
-{
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const auto close = all.rfind(')');
-    if (close == std::string::npos)
-        return 0;
-    std::istringstream rest(all.substr(close + 2));
-    std::string f;
-    unsigned long long ut = 0, st = 0;
-    for (int i = 3; i <= 15 && rest >> f; ++i) {
-        if (i == 14) ut = std::stoull(f);
-        if (i == 15) st = std::stoull(f);
-    }
-    return static_cast<double>(ut + st) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-std::uint64_t peak_rss(int pid)
-{
-    std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-    std::string line;
-    while (std::getline(in, line))
-        if (line.rfind("VmHWM:", 0) == 0)
-            return std::stoull(line.substr(6)) * 1024;
-    return 0;
 }
 
 // A plain UCX get of rank 0's registered buffer by rank 1, rank 0 progressing
@@ -286,7 +259,7 @@ int main(int argc, char** argv)
         row r;
         r.size = size;
         std::vector<double> w, d, lim, ux, px, mi;
-        const double cpu0 = rank == 0 ? cpu_seconds(daemon) : 0;
+        const double cpu0 = rank == 0 ? iofwd::process_cpu_seconds(daemon) : 0;
         for (int k = 0; k < o.reps; ++k) {
             // iofwd: blocked in io_write, then until durable.
             barrier();
@@ -381,8 +354,8 @@ int main(int argc, char** argv)
         r.mpiio_s = median(mi);
         if (rank == 0) {
             const double gib = static_cast<double>(size) * writers * o.reps / (1ull << 30);
-            r.daemon_cpu_per_gib = (cpu_seconds(daemon) - cpu0) / gib;
-            r.daemon_rss = peak_rss(daemon);
+            r.daemon_cpu_per_gib = (iofwd::process_cpu_seconds(daemon) - cpu0) / gib;
+            r.daemon_rss = iofwd::process_peak_rss(daemon);
         }
         rows.push_back(r);
     }

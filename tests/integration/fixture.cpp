@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -30,14 +31,10 @@ cluster::~cluster()
     for (const auto& entry : std::filesystem::directory_iterator(runtime_dir(), ec)) {
         if (entry.path().extension() != ".log")
             continue;
-        const auto text = read_file(entry.path());
-        for (auto pos = text.find("iod["); pos != std::string::npos;
-             pos = text.find("iod[", pos + 1)) {
-            const pid_t pid = static_cast<pid_t>(std::atoi(text.c_str() + pos + 4));
-            if (pid > 0 && read_file("/proc/" + std::to_string(pid) + "/cmdline")
-                                   .find(runtime_dir()) != std::string::npos)
+        for (const pid_t pid : daemon_pids(read_file(entry.path())))
+            if (read_file("/proc/" + std::to_string(pid) + "/cmdline").find(runtime_dir()) !=
+                std::string::npos)
                 ::kill(pid, SIGKILL);
-        }
     }
 }
 
@@ -80,21 +77,15 @@ int cluster::verify(long versions, long ranks, std::string& out)
     return exit_code(*st);
 }
 
-double cpu_seconds(pid_t pid)
+std::vector<pid_t> daemon_pids(const std::string& log)
 {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
-    std::istringstream rest(all.substr(all.rfind(')') + 2));
-    std::string field;
-    unsigned long long utime = 0, stime = 0;
-    for (int i = 3; i <= 15 && rest >> field; ++i) {
-        if (i == 14)
-            utime = std::stoull(field);
-        if (i == 15)
-            stime = std::stoull(field);
+    std::vector<pid_t> pids;
+    for (auto pos = log.find("iod["); pos != std::string::npos; pos = log.find("iod[", pos + 1)) {
+        const pid_t pid = static_cast<pid_t>(std::atoi(log.c_str() + pos + 4));
+        if (pid > 0 && std::find(pids.begin(), pids.end(), pid) == pids.end())
+            pids.push_back(pid);
     }
-    return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+    return pids;
 }
 
 std::size_t count(const std::string& hay, const std::string& needle)

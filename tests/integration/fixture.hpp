@@ -33,8 +33,8 @@ struct cluster {
     process run(std::vector<std::string> argv, const std::map<std::string, std::string>& extra = {});
 };
 
-// CPU seconds (user + system) a live process has used.
-double cpu_seconds(pid_t pid);
+// The pids of the daemons that wrote a log ("... iod[PID] ..." lines).
+std::vector<pid_t> daemon_pids(const std::string& log);
 // Occurrences of `needle` in `hay`.
 std::size_t count(const std::string& hay, const std::string& needle);
 

@@ -115,10 +115,9 @@ TEST_CASE("leftovers of a crashed run never block the next run", "[failure][left
         // A real crash: the daemon and its rank killed mid-job.
         auto r0 = c.rank(0, 1, {"--size", "4096", "--versions", "1", "--pause-ms", "100000"});
         REQUIRE(wait_until([&] { return count(c.log(), "connect job") == 1; }, 20s));
-        const auto log = c.log();
-        const auto at = log.find("iod[");
-        const pid_t daemon_pid = std::stoi(log.substr(at + 4));
-        ::kill(daemon_pid, SIGKILL);
+        const auto pids = daemon_pids(c.log());
+        REQUIRE(pids.size() == 1);
+        ::kill(pids.front(), SIGKILL);
         r0.signal(SIGKILL);
         r0.wait(5s);
     }

@@ -36,8 +36,8 @@ void require_exit(process& p, int code)
 // SIGKILLs every daemon named in a log.
 void kill_daemons(const std::string& log)
 {
-    for (auto pos = log.find("iod["); pos != std::string::npos; pos = log.find("iod[", pos + 1))
-        ::kill(static_cast<pid_t>(std::atoi(log.c_str() + pos + 4)), SIGKILL);
+    for (const pid_t pid : daemon_pids(log))
+        ::kill(pid, SIGKILL);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "fixture.hpp"
+#include "procfs.hpp"
 
 using namespace test;
 
@@ -136,9 +137,9 @@ TEST_CASE("waiting ranks and an idle daemon sleep instead of spinning", "[integr
     // The rank connects, then sleeps 1.5 s before writing.
     auto r0 = c.rank(0, 1, {"--size", "4096", "--versions", "1", "--pause-ms", "1500"});
     REQUIRE(wait_until([&] { return count(c.log(), "connect job") == 1; }, 20s));
-    const double d0 = cpu_seconds(d.pid());
+    const double d0 = iofwd::process_cpu_seconds(d.pid());
     std::this_thread::sleep_for(1s);
-    const double d1 = cpu_seconds(d.pid());
+    const double d1 = iofwd::process_cpu_seconds(d.pid());
     CHECK(d1 - d0 < 0.1);
     require_success(r0, "rank 0");
 
@@ -150,9 +151,9 @@ TEST_CASE("waiting ranks and an idle daemon sleep instead of spinning", "[integr
     REQUIRE(wait_until([&] { return r1.output().find("writing 0") != std::string::npos; }, 10s));
     std::this_thread::sleep_for(200ms);
     REQUIRE(r1.running());
-    const double r_0 = cpu_seconds(r1.pid());
+    const double r_0 = iofwd::process_cpu_seconds(r1.pid());
     std::this_thread::sleep_for(1s);
-    const double r_1 = cpu_seconds(r1.pid());
+    const double r_1 = iofwd::process_cpu_seconds(r1.pid());
     REQUIRE(r1.running());
     d.signal(SIGCONT);
     CHECK(r_1 - r_0 < 0.1);
@@ -167,17 +168,12 @@ TEST_CASE("the daemon's memory stays within its staging plus a constant while ra
     cluster c;
     // 16 MiB of staging; two ranks write 2 x 2 x 16 MiB = 64 MiB, 4x the staging.
     auto d = c.daemon({"--staging-size", "16M", "--chunk-size", "4M"});
-    auto baseline = [&] {
-        const auto status = read_file("/proc/" + std::to_string(d.pid()) + "/status");
-        const auto at = status.find("VmHWM:");
-        return at == std::string::npos ? 0ull : std::stoull(status.substr(at + 6)) * 1024;
-    };
-    const auto before = baseline();  // includes the pre-faulted staging memory
+    const auto before = iofwd::process_peak_rss(d.pid());  // includes the pre-faulted staging
     auto r0 = c.rank(0, 2, {"--size", std::to_string(16 << 20), "--versions", "2"});
     auto r1 = c.rank(1, 2, {"--size", std::to_string(16 << 20), "--versions", "2"});
     require_success(r0, "rank 0");
     require_success(r1, "rank 1");
-    const auto after = baseline();
+    const auto after = iofwd::process_peak_rss(d.pid());
     INFO("daemon peak RSS: " << before / 1048576 << " MiB at start, " << after / 1048576
                               << " MiB after 64 MiB written");
     CHECK(before >= (16ull << 20));

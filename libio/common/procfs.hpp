@@ -1,0 +1,14 @@
+#pragma once
+// What the kernel reports about a process, for tools that watch the daemon
+// (the benchmark, the tests).
+#include <cstdint>
+
+namespace iofwd {
+
+// User + system CPU seconds the process has used; 0 when it cannot be read.
+double process_cpu_seconds(int pid);
+
+// Peak resident memory (VmHWM) in bytes; 0 when it cannot be read.
+std::uint64_t process_peak_rss(int pid);
+
+}  // namespace iofwd
