@@ -287,9 +287,13 @@ std::error_code daemon::admit(session&, const proto::connect_msg& m, std::uint64
     }
     if (job_.empty() || (job_over() && sessions_.size() <= 1 && !manifests_pending_)) {
         // First rank of a job: find where its versions continue in the store.
+        // A job that only writes files through the shim keeps no versions
+        // there and claims nothing.
+        const bool files_only = m.flags & proto::connect_flag_files;
         std::uint64_t last = 0;
         std::vector<std::string> names;
-        if (auto ec = store_->list(m.job + "/", names); ec && ec != errc::not_found) {
+        if (files_only) {
+        } else if (auto ec = store_->list(m.job + "/", names); ec && ec != errc::not_found) {
             why = fmt::format("cannot list job {} in {}: {}", m.job, store_->describe(),
                               ec.message());
             return ec;
@@ -299,7 +303,8 @@ std::error_code daemon::admit(session&, const proto::connect_msg& m, std::uint64
                 last = std::max(last, *v);
         job_claim_.reset();
         std::unique_ptr<store::claim> claim;
-        if (auto ec = store_->claim_job(m.job, opts_.node, claim)) {
+        if (files_only) {
+        } else if (auto ec = store_->claim_job(m.job, opts_.node, claim)) {
             why = ec == errc::rank_in_use
                       ? fmt::format("job '{}' on node {} is being written by another daemon in {} "
                                     "right now: give concurrent jobs different names (IOFWD_JOB)",

@@ -19,6 +19,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "fd.hpp"
+#include "files.hpp"
 #include "flusher.hpp"
 #include "layout.hpp"
 #include "options.hpp"
@@ -52,6 +53,7 @@ public:
     staging& stage() noexcept { return staging_; }
     flusher& flush() noexcept { return *flusher_; }
     store::backend& store() noexcept { return *store_; }
+    file_table& files() noexcept { return files_; }
     // Progresses UCX soon: after posting an operation.
     void kick();
     // Pulls in flight: while there are any, the loop progresses UCX without
@@ -104,6 +106,7 @@ private:
     boost::asio::signal_set signals_;
     boost::asio::steady_timer idle_timer_;
     std::map<std::uint64_t, std::shared_ptr<session>> sessions_;
+    file_table files_;  // files the MPI shim writes through us
     std::uint64_t next_session_id_ = 1;
 
     std::string job_;

@@ -9,6 +9,7 @@
 #include "daemon.hpp"
 #include "errors.hpp"
 #include "format.hpp"
+#include "files.hpp"
 #include "layout.hpp"
 #include "log.hpp"
 #include "transfer.hpp"
@@ -91,6 +92,10 @@ void session::dispatch(proto::message& m)
     case proto::msg_type::bye: on_bye(); return;
     case proto::msg_type::query: on_query(std::get<proto::query_msg>(m)); return;
     case proto::msg_type::read_req: on_read_req(std::get<proto::read_req_msg>(m)); return;
+    case proto::msg_type::file_open: on_file_open(std::get<proto::file_open_msg>(m)); return;
+    case proto::msg_type::file_write: on_file_write(std::get<proto::file_write_msg>(m)); return;
+    case proto::msg_type::file_sync: on_file_sync(std::get<proto::file_sync_msg>(m)); return;
+    case proto::msg_type::file_drain: on_file_drain(std::get<proto::file_drain_msg>(m)); return;
     default:
         fail(errc::protocol_error,
              fmt::format("{} is a message the daemon sends, not one it accepts",
@@ -109,7 +114,8 @@ void session::on_connect(proto::connect_msg& m)
              fmt::format("job name '{}' is not usable (letters, digits, '.', '_', '-')", m.job));
         return;
     }
-    if (m.buffer_length == 0) {
+    const bool files_only = m.flags & proto::connect_flag_files;
+    if (m.buffer_length == 0 && !files_only) {
         fail(errc::invalid_argument, "the registered buffer is empty");
         return;
     }
@@ -143,9 +149,11 @@ void session::on_connect(proto::connect_msg& m)
              fmt::format("cannot reach {} over UCX: {}", who(), ucs_status_string(st)));
         return;
     }
-    if (auto ec = ucx::rkey::unpack(ep_, hello_.rkey, rkey_)) {
-        fail(ec, fmt::format("the remote key of {} does not unpack: {}", who(), ec.message()));
-        return;
+    if (!hello_.rkey.empty()) {
+        if (auto ec = ucx::rkey::unpack(ep_, hello_.rkey, rkey_)) {
+            fail(ec, fmt::format("the remote key of {} does not unpack: {}", who(), ec.message()));
+            return;
+        }
     }
     d_.kick();
 
@@ -173,7 +181,7 @@ void session::on_write_req(proto::write_req_msg& m)
         fail(errc::protocol_error, "WRITE_REQ after BYE");
         return;
     }
-    if (pulling_) {
+    if (pulling_ || file_write_waiting_) {
         fail(errc::protocol_error,
              fmt::format("WRITE_REQ {} while write {} is still being pulled", m.cookie,
                          pulling_cookie_));
@@ -256,10 +264,14 @@ void session::on_write_req(proto::write_req_msg& m)
         self->maybe_finish();
         self->d_.check_exit();
     };
-    pulling_ = std::make_shared<transfer>(d_, transfer::source{ep_, rkey_.get(),
-                                                               hello_.buffer_address},
-                                          rank, version, m.length, object, std::move(h),
-                                          std::move(m.data));
+    auto open = [&st = d_.store(), object](std::uint64_t size,
+                                           std::unique_ptr<store::object_writer>& out) {
+        return st.create(object, size, out);
+    };
+    pulling_ = std::make_shared<transfer>(
+        d_, transfer::source{ep_, rkey_.get(), hello_.buffer_address}, rank, version, m.length,
+        fmt::format("{} in {}", object, d_.store().describe()), std::move(open), std::move(h),
+        std::move(m.data));
     staged_[version] = pulling_;
     pulling_->start();
 }
@@ -329,6 +341,275 @@ void session::on_read_req(const proto::read_req_msg& m)
     send(end);
 }
 
+bool session::well_formed(const char* request, std::uint64_t cookie)
+{
+    if (!admitted_) {
+        fail(errc::protocol_error, fmt::format("{} before CONNECT", request));
+        return false;
+    }
+    if (cookie == 0) {
+        fail(errc::protocol_error, fmt::format("{} with cookie 0", request));
+        return false;
+    }
+    if (bye_) {
+        fail(errc::protocol_error, fmt::format("{} after BYE", request));
+        return false;
+    }
+    return true;
+}
+
+void session::on_file_open(const proto::file_open_msg& m)
+{
+    if (!well_formed("FILE_OPEN", m.cookie))
+        return;
+    if (const auto it = files_.find(m.file); it != files_.end()) {
+        fail(errc::protocol_error, fmt::format("FILE_OPEN of file {} ({}) while it is open as {}",
+                                               m.file, m.path, it->second.file->path()));
+        return;
+    }
+    std::shared_ptr<forwarded_file> f;
+    std::string why;
+    if (auto ec = d_.files().open(m.path, f, why)) {
+        log_warn("{}: {}", who(), why);
+        send(proto::error_msg::from(ec, why, m.cookie));
+        return;
+    }
+    files_[m.file] = file_handle{f, {}, {}};
+    log_info("{}: forwarding writes to {}", who(), m.path);
+    send(proto::file_done_msg{m.cookie});
+}
+
+void session::on_file_write(proto::file_write_msg& m)
+{
+    if (!well_formed("FILE_WRITE", m.cookie))
+        return;
+    if (pulling_ || file_write_waiting_) {
+        fail(errc::protocol_error,
+             fmt::format("FILE_WRITE {} while write {} is still being pulled", m.cookie,
+                         pulling_cookie_));
+        return;
+    }
+    const auto it = files_.find(m.file);
+    if (it == files_.end()) {
+        send(proto::error_msg::from(make_error_code(errc::invalid_argument),
+                                    fmt::format("FILE_WRITE to file {}, which is not open",
+                                                m.file),
+                                    m.cookie));
+        return;
+    }
+    if (d_.shutting_down()) {
+        send(proto::error_msg::from(make_error_code(errc::shutting_down),
+                                    "the daemon is shutting down and takes no new writes",
+                                    m.cookie));
+        return;
+    }
+    file_write_waiting_ = true;
+    pulling_cookie_ = m.cookie;
+    ++active_;
+    auto f = it->second.file;
+    const std::uint64_t offset = m.offset;
+    const std::uint64_t length = m.length;
+    // Behind any write in flight that overlaps it (the rank waits meanwhile).
+    f->submit(offset, length, [weak = weak_from_this(), f, m = std::move(m)]() mutable {
+        auto self = weak.lock();
+        if (!self || self->ended_) {
+            // The rank went away before this write began: it never handed it over.
+            f->finished(m.offset, m.length);
+            if (self) {
+                --self->active_;
+                self->file_write_waiting_ = false;
+                self->d_.check_exit();
+            }
+            return;
+        }
+        self->start_file_write(f, std::move(m));
+    });
+}
+
+void session::start_file_write(std::shared_ptr<forwarded_file> f, proto::file_write_msg m)
+{
+    const std::uint64_t cookie = m.cookie;
+    const std::uint64_t id = m.file;
+    const std::uint64_t offset = m.offset;
+    const std::uint64_t length = m.length;
+    const std::string what =
+        fmt::format("bytes [{}, {}) of {}", offset, offset + length, f->path());
+    transfer::source src{ep_, nullptr, m.address};
+    if (m.data.empty()) {
+        if (auto ec = ucx::rkey::unpack(ep_, m.rkey, file_rkey_)) {
+            --active_;
+            file_write_waiting_ = false;
+            f->finished(offset, length);
+            send(proto::error_msg::from(
+                ec, fmt::format("the remote key for {} does not unpack: {}", what, ec.message()),
+                cookie));
+            return;
+        }
+        src.rkey = file_rkey_.get();
+    }
+    std::weak_ptr<session> weak = shared_from_this();
+    transfer::handlers h;
+    h.pulled = [weak, cookie] {
+        if (auto self = weak.lock()) {
+            self->file_write_waiting_ = false;
+            self->pulling_.reset();
+            self->file_rkey_ = ucx::rkey{};
+            self->send(proto::write_done_msg{cookie, 0});
+        }
+    };
+    h.finished = [self = shared_from_this(), f, cookie, id, offset, length,
+                  what](std::error_code ec, const std::string& why, const store::manifest_entry&) {
+        --self->active_;
+        const bool was_pulling = self->file_write_waiting_ && self->pulling_cookie_ == cookie;
+        if (was_pulling) {
+            self->file_write_waiting_ = false;
+            self->pulling_.reset();
+            self->file_rkey_ = ucx::rkey{};
+        }
+        f->finished(offset, length);
+        if (ec) {
+            log_error("{}: {} lost: {}", self->who(), what, why);
+            if (was_pulling && self->socket_open_) {
+                // The MPI write is still waiting: it fails, nothing was taken.
+                self->send(proto::error_msg::from(ec, why, cookie));
+            } else if (ec != errc::peer_gone) {
+                // Reported at the file's next sync, or at the end of the session.
+                const auto h = self->files_.find(id);
+                if (h != self->files_.end() && h->second.file == f) {
+                    if (!h->second.error) {
+                        h->second.error = ec;
+                        h->second.why = why;
+                    }
+                } else if (!self->durable_error_) {
+                    self->durable_error_ = ec;
+                    self->durable_why_ = why;
+                }
+            }
+        }
+        self->maybe_finish();
+        self->d_.check_exit();
+    };
+    auto open = [f, offset](std::uint64_t, std::unique_ptr<store::object_writer>& out) {
+        out = f->writer(offset);
+        return std::error_code{};
+    };
+    pulling_ = std::make_shared<transfer>(d_, src, hello_.rank, 0, length, what, std::move(open),
+                                          std::move(h), std::move(m.data));
+    pulling_->start();
+}
+
+void session::settle_file(std::shared_ptr<forwarded_file> f, bool durable, bool release,
+                          std::function<void(std::error_code, std::string)> done)
+{
+    ++active_;
+    auto finish = [self = shared_from_this(), f, release,
+                   done = std::move(done)](std::error_code ec, std::string why) {
+        if (release)
+            self->d_.files().release(f);
+        --self->active_;
+        done(ec, std::move(why));
+        self->maybe_finish();
+        self->d_.check_exit();
+    };
+    f->when_idle([this, f, durable, finish = std::move(finish)]() mutable {
+        if (!durable) {
+            finish({}, {});
+            return;
+        }
+        d_.flush().submit([f] { return f->sync(); },
+                          [f, finish = std::move(finish)](std::error_code ec) mutable {
+                              finish(ec, ec ? fmt::format("fsync of {} failed: {}", f->path(),
+                                                          ec.message())
+                                            : std::string());
+                          });
+    });
+}
+
+void session::on_file_sync(const proto::file_sync_msg& m)
+{
+    if (!well_formed("FILE_SYNC", m.cookie))
+        return;
+    const auto it = files_.find(m.file);
+    if (it == files_.end()) {
+        send(proto::error_msg::from(make_error_code(errc::invalid_argument),
+                                    fmt::format("FILE_SYNC of file {}, which is not open", m.file),
+                                    m.cookie));
+        return;
+    }
+    const bool durable = m.flags & proto::file_sync_durable;
+    const bool close = m.flags & proto::file_sync_close;
+    auto f = it->second.file;
+    const std::uint64_t cookie = m.cookie;
+    if (close) {
+        // The rank does not wait for a close: what is still in flight is
+        // fsynced in the background, and its failures reported at BYE.
+        if (it->second.error && !durable_error_) {
+            durable_error_ = it->second.error;
+            durable_why_ = it->second.why;
+        }
+        files_.erase(it);
+        if (!durable)
+            send(proto::file_done_msg{cookie});
+        settle_file(f, true, true, [this, cookie, durable](std::error_code ec, std::string why) {
+            if (durable) {
+                send(ec ? proto::error_msg::from(ec, why, cookie)
+                        : proto::message(proto::file_done_msg{cookie}));
+            } else if (ec && !durable_error_) {
+                durable_error_ = ec;
+                durable_why_ = why;
+            }
+            if (ec)
+                log_error("{}: {}", who(), why);
+        });
+        return;
+    }
+    settle_file(f, durable, false, [this, cookie, id = m.file](std::error_code ec, std::string why) {
+        // A write that failed since the last sync is this sync's failure.
+        if (const auto h = files_.find(id); h != files_.end() && h->second.error) {
+            ec = std::exchange(h->second.error, {});
+            why = std::move(h->second.why);
+        }
+        send(ec ? proto::error_msg::from(ec, why, cookie)
+                : proto::message(proto::file_done_msg{cookie}));
+    });
+}
+
+void session::on_file_drain(const proto::file_drain_msg& m)
+{
+    if (!well_formed("FILE_DRAIN", m.cookie))
+        return;
+    auto f = d_.files().find(m.path);
+    if (!f) {
+        send(proto::file_done_msg{m.cookie});
+        return;
+    }
+    ++active_;
+    f->when_idle([self = shared_from_this(), cookie = m.cookie] {
+        --self->active_;
+        self->send(proto::file_done_msg{cookie});
+        self->maybe_finish();
+    });
+}
+
+void session::close_all_files()
+{
+    for (auto& [id, h] : files_) {
+        if (h.error && !durable_error_) {
+            durable_error_ = h.error;
+            durable_why_ = h.why;
+        }
+        settle_file(h.file, true, true, [this](std::error_code ec, std::string why) {
+            if (ec && !durable_error_) {
+                durable_error_ = ec;
+                durable_why_ = why;
+            }
+            if (ec)
+                log_error("{}: {}", who(), why);
+        });
+    }
+    files_.clear();
+}
+
 void session::answer_waits(std::uint64_t version)
 {
     auto [first, last] = waits_.equal_range(version);
@@ -351,6 +632,7 @@ void session::on_bye()
         return;
     }
     bye_ = true;
+    close_all_files();
     maybe_finish();
 }
 
@@ -517,6 +799,7 @@ void session::socket_closed(std::string why)
     // The version being pulled is discarded; versions already pulled are kept.
     if (pulling_)
         pulling_->source_gone();
+    close_all_files();
     if (ep_)
         close_endpoint(true);
     d_.session_ended(*this, false);

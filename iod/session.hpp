@@ -5,6 +5,7 @@
 // are still being flushed.
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,6 +24,7 @@
 namespace iofwd::iod {
 
 class daemon;
+class forwarded_file;
 class transfer;
 
 class session final : public std::enable_shared_from_this<session> {
@@ -54,6 +56,20 @@ private:
     void on_bye();
     void on_query(const proto::query_msg& m);
     void on_read_req(const proto::read_req_msg& m);
+    // The MPI shim's file writes (files.hpp).
+    void on_file_open(const proto::file_open_msg& m);
+    void on_file_write(proto::file_write_msg& m);
+    void start_file_write(std::shared_ptr<forwarded_file> f, proto::file_write_msg m);
+    void on_file_sync(const proto::file_sync_msg& m);
+    void on_file_drain(const proto::file_drain_msg& m);
+    // Once `f` has nothing in flight: fsync it if `durable`, let go of this
+    // session's handle if `release`, then done(first error, why).
+    void settle_file(std::shared_ptr<forwarded_file> f, bool durable, bool release,
+                     std::function<void(std::error_code, std::string)> done);
+    void close_all_files();
+    // A request that needs an admitted rank and a nonzero cookie; false (and
+    // the connection dropped) otherwise.
+    bool well_formed(const char* request, std::uint64_t cookie);
     void answer_waits(std::uint64_t version);
     void send(const proto::message& m);
     void write_next();
@@ -101,6 +117,17 @@ private:
     std::uint64_t next_version_ = 1;
     std::shared_ptr<transfer> pulling_;  // the version io_write waits for
     std::uint64_t pulling_cookie_ = 0;
+    bool file_write_waiting_ = false;    // a FILE_WRITE waits for its WRITE_DONE
+    ucx::rkey file_rkey_;                // the key of the file write being pulled
+
+    // Files this rank writes through the daemon, by its numbers for them, and
+    // the first failure of a write it no longer waited for.
+    struct file_handle {
+        std::shared_ptr<forwarded_file> file;
+        std::error_code error;
+        std::string why;
+    };
+    std::map<std::uint64_t, file_handle> files_;
     unsigned active_ = 0;                // transfers not yet committed or abandoned
     std::uint64_t versions_durable_ = 0;
     std::uint64_t bytes_durable_ = 0;

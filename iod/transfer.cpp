@@ -19,9 +19,9 @@ struct transfer::target {
 
     // Whichever chunk job runs first creates the object; the others wait for
     // it inside call_once. No job ever waits for one queued behind it.
-    std::error_code ensure(store::backend& st, const std::string& name, std::uint64_t size)
+    std::error_code ensure(const opener& open, std::uint64_t size)
     {
-        std::call_once(once, [&] { create_error = st.create(name, size, writer); });
+        std::call_once(once, [&] { create_error = open(size, writer); });
         return create_error;
     }
 };
@@ -36,10 +36,10 @@ struct transfer::pull_request {
 };
 
 transfer::transfer(daemon& d, source src, std::uint32_t rank, std::uint64_t version,
-                   std::uint64_t length, std::string object, handlers h,
+                   std::uint64_t length, std::string object, opener open, handlers h,
                    std::vector<std::byte> inline_data)
     : d_(d), src_(src), rank_(rank), version_(version), length_(length),
-      object_(std::move(object)), target_(std::make_shared<target>()), h_(std::move(h)),
+      object_(std::move(object)), open_(std::move(open)), target_(std::make_shared<target>()), h_(std::move(h)),
       inline_(std::move(inline_data))
 {
     const std::uint64_t chunks = (length_ + d_.stage().slot_size() - 1) / d_.stage().slot_size();
@@ -159,10 +159,10 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
     ++flushes_in_flight_;
     auto crc = std::make_shared<std::uint32_t>(0);
     d_.flush().submit(
-        [t = target_, st = &d_.store(), name = object_, size = length_, s, c, crc] {
+        [t = target_, open = &open_, size = length_, s, c, crc] {
             const std::span<const std::byte> bytes(s.data, c.size);
             *crc = crc32c(bytes);
-            if (auto ec = t->ensure(*st, name, size))
+            if (auto ec = t->ensure(*open, size))
                 return ec;
             return t->writer->write_staged(bytes, c.offset, s.size);
         },
@@ -177,8 +177,7 @@ void transfer::on_flushed(slot s, chunk c, std::uint32_t crc, std::error_code ec
     ++released_;
     d_.stage().release(s);
     if (ec && target_->create_error) {
-        fail(ec, fmt::format("cannot create {} in {}: {}", object_, d_.store().describe(),
-                             ec.message()));
+        fail(ec, fmt::format("cannot create {}: {}", object_, ec.message()));
     } else if (ec) {
         fail(ec, fmt::format("writing bytes [{}, {}) of {} failed: {}", c.offset,
                              c.offset + c.size, object_, ec.message()));

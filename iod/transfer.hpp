@@ -46,9 +46,15 @@ public:
             finished;
     };
 
-    // `inline_data`: a small write's bytes, already here (no pull).
+    // Opens what the chunks are written into, on a flusher thread (the first
+    // chunk's job): a store object, or a range of a forwarded file.
+    using opener =
+        std::function<std::error_code(std::uint64_t size, std::unique_ptr<store::object_writer>&)>;
+
+    // `object` names the destination in messages; `inline_data`: a small
+    // write's bytes, already here (no pull).
     transfer(daemon& d, source src, std::uint32_t rank, std::uint64_t version,
-             std::uint64_t length, std::string object, handlers h,
+             std::uint64_t length, std::string object, opener open, handlers h,
              std::vector<std::byte> inline_data = {});
 
     void start();
@@ -88,6 +94,7 @@ private:
     std::uint64_t version_;
     std::uint64_t length_;
     std::string object_;
+    opener open_;
     // The store object, created by the first chunk's flush job (not on
     // io_write's critical path).
     struct target;

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Install whatever iofwd needs from the Debian archive that this machine lacks.
+# (gfortran, libhdf5-mpich-dev and hdf5-tools serve the MPI shim's tests:
+# Fortran and parallel HDF5 programs run with and without it, compared by h5diff.)
 # Non-interactive and idempotent: running it twice installs nothing the second time.
 #
 #   scripts/setup.sh            build + test dependencies
@@ -10,7 +12,8 @@ pkgs=(g++ meson ninja-build pkg-config
       mpich libmpich-dev
       libucx-dev ucx-utils
       libboost-dev libfmt-dev catch2
-      gnuplot-nox)
+      gnuplot-nox
+      gfortran libhdf5-mpich-dev hdf5-tools)
 for arg in "$@"; do
   case "$arg" in
     --ceph) pkgs+=(ceph-mon ceph-mgr ceph-osd ceph-common librados-dev) ;;

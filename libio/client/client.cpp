@@ -75,7 +75,7 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
         return fail(errc::already_initialized,
                     fmt::format("io_init was already called ({}); call io_finalize first",
                                 context()));
-    if (!buffer || len == 0)
+    if ((!buffer || len == 0) && !files_only_)
         return fail(errc::invalid_argument, "the buffer is NULL or its length is 0");
     if (ranks == 0 || rank >= ranks)
         return fail(errc::invalid_argument,
@@ -129,15 +129,18 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
     if (blocking_)
         if (auto ec = worker_.event_fd(efd_))
             return undo(ec, fmt::format("UCX gives no event fd: {}", ec.message()));
-    if (auto ec = ucx::memory::map(context_, buffer_, length_, memory_))
-        return undo(ec, fmt::format("registering the {} buffer with UCX failed: {}",
-                                    human_bytes(length_), ec.message()));
+    if (!files_only_) {
+        if (auto ec = ucx::memory::map(context_, buffer_, length_, memory_))
+            return undo(ec, fmt::format("registering the {} buffer with UCX failed: {}",
+                                        human_bytes(length_), ec.message()));
+    }
 
     proto::connect_msg hello;
     hello.rank = rank_;
     hello.ranks = ranks_;
     hello.pid = static_cast<std::uint32_t>(getpid());
-    hello.flags = blocking_ ? proto::connect_flag_blocking : 0;
+    hello.flags = (blocking_ ? proto::connect_flag_blocking : 0) |
+                  (files_only_ ? proto::connect_flag_files : 0);
     hello.buffer_length = length_;
     hello.buffer_address = reinterpret_cast<std::uint64_t>(buffer_);
     hello.job = default_job_name();
@@ -153,8 +156,10 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
     job_ = hello.job;
     if (auto ec = worker_.address(hello.worker_address))
         return undo(ec, fmt::format("UCX worker address: {}", ec.message()));
-    if (auto ec = memory_.pack_rkey(hello.rkey))
-        return undo(ec, fmt::format("packing the remote key: {}", ec.message()));
+    if (!files_only_) {
+        if (auto ec = memory_.pack_rkey(hello.rkey))
+            return undo(ec, fmt::format("packing the remote key: {}", ec.message()));
+    }
     if (auto ec = send(hello))
         return undo(ec, why_);
     proto::message answer;
@@ -205,6 +210,75 @@ std::error_code client::write(std::uint64_t len, std::uint64_t& version)
         }
         return unexpected(m, fmt::format("WRITE_REQ {}", cookie));
     }
+}
+
+std::error_code client::init_files(std::uint32_t rank, std::uint32_t ranks, bool blocking)
+{
+    files_only_ = true;
+    return init(nullptr, 0, rank, ranks, nullptr, blocking);
+}
+
+std::error_code client::file_request(proto::message m, std::uint64_t cookie,
+                                     const std::string& what)
+{
+    if (!initialized_)
+        return fail(errc::not_initialized, "not connected to the daemon");
+    if (broken_)
+        return fail(broken_, fmt::format("the connection to the daemon is broken: {}", why_));
+    if (auto ec = send(m))
+        return ec;
+    proto::message answer;
+    if (auto ec = receive(answer, std::chrono::milliseconds(0)))
+        return ec;
+    if (auto* d = std::get_if<proto::file_done_msg>(&answer); d && d->cookie == cookie)
+        return {};
+    if (auto* d = std::get_if<proto::write_done_msg>(&answer); d && d->cookie == cookie)
+        return {};
+    return unexpected(answer, what);
+}
+
+std::error_code client::file_open(std::uint64_t file, const std::string& path)
+{
+    const std::uint64_t cookie = next_cookie_++;
+    return file_request(proto::file_open_msg{cookie, file, path}, cookie,
+                        fmt::format("FILE_OPEN of {}", path));
+}
+
+std::error_code client::file_write(std::uint64_t file, std::uint64_t offset, const void* data,
+                                   std::uint64_t len)
+{
+    const std::uint64_t cookie = next_cookie_++;
+    proto::file_write_msg req{cookie, file, offset, len, 0, {}, {}};
+    ucx::memory region;  // registered only while the daemon pulls
+    if (len <= eager_limit_) {
+        const auto* p = static_cast<const std::byte*>(data);
+        req.data.assign(p, p + len);
+    } else {
+        if (!initialized_)
+            return fail(errc::not_initialized, "not connected to the daemon");
+        // UCX registers memory it may read; the daemon only reads it.
+        if (auto ec = ucx::memory::map(context_, const_cast<void*>(data), len, region))
+            return fail(ec, fmt::format("registering {} at {} with UCX failed: {}",
+                                        human_bytes(len), data, ec.message()));
+        if (auto ec = region.pack_rkey(req.rkey))
+            return fail(ec, fmt::format("packing a remote key: {}", ec.message()));
+        req.address = reinterpret_cast<std::uint64_t>(data);
+    }
+    return file_request(std::move(req), cookie,
+                        fmt::format("FILE_WRITE of {} bytes at {}", len, offset));
+}
+
+std::error_code client::file_sync(std::uint64_t file, std::uint32_t flags)
+{
+    const std::uint64_t cookie = next_cookie_++;
+    return file_request(proto::file_sync_msg{cookie, file, flags}, cookie, "FILE_SYNC");
+}
+
+std::error_code client::file_drain(const std::string& path)
+{
+    const std::uint64_t cookie = next_cookie_++;
+    return file_request(proto::file_drain_msg{cookie, path}, cookie,
+                        fmt::format("FILE_DRAIN of {}", path));
 }
 
 std::error_code client::unexpected(const proto::message& m, const std::string& request)

@@ -41,6 +41,17 @@ public:
     std::error_code read(std::uint64_t version, std::span<std::byte> out, std::uint64_t& size);
     std::error_code latest(bool verify, std::uint64_t& version);
 
+    // For the MPI shim: a connection with no registered buffer, over which
+    // files are written (protocol.hpp: FILE_*). `file` is the caller's
+    // nonzero number for an open file; writes return once the daemon holds
+    // the bytes.
+    std::error_code init_files(std::uint32_t rank, std::uint32_t ranks, bool blocking);
+    std::error_code file_open(std::uint64_t file, const std::string& path);
+    std::error_code file_write(std::uint64_t file, std::uint64_t offset, const void* data,
+                               std::uint64_t len);
+    std::error_code file_sync(std::uint64_t file, std::uint32_t flags);
+    std::error_code file_drain(const std::string& path);
+
     bool initialized() const noexcept { return initialized_; }
     // The sentence for the last failure (without the call's name).
     const std::string& why() const noexcept { return why_; }
@@ -68,9 +79,12 @@ private:
     std::error_code read_staged(std::uint64_t version, std::span<std::byte> out, bool& served,
                                 std::uint64_t& size);
     void release();
+    // Sends a FILE_* request and waits for its FILE_DONE.
+    std::error_code file_request(proto::message m, std::uint64_t cookie, const std::string& what);
 
     bool initialized_ = false;
     bool blocking_ = true;
+    bool files_only_ = false;
     std::uint64_t eager_limit_ = 0;  // writes up to this size go inline (IOFWD_EAGER_LIMIT)
     void* buffer_ = nullptr;
     std::uint64_t length_ = 0;

@@ -121,8 +121,15 @@ std::error_code spawn_daemon(const runtime_paths& paths, char** daemon_args, int
     // halfway through a flush; it exits by itself once the ranks are gone.
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
                                         POSIX_SPAWN_SETSIGDEF);
+    // The rank's environment, without LD_PRELOAD: the MPI shim (or any tool
+    // preloaded into the ranks) has no business inside the daemon.
+    std::vector<char*> env;
+    for (char** e = environ; *e; ++e)
+        if (std::strncmp(*e, "LD_PRELOAD=", 11) != 0)
+            env.push_back(*e);
+    env.push_back(nullptr);
     pid_t pid = -1;
-    const int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), environ);
+    const int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), env.data());
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     if (rc != 0) {

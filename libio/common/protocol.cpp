@@ -187,6 +187,42 @@ void encode_body(writer& w, const error_msg& m)
     w.str(m.text.size() > max_text ? m.text.substr(0, max_text) : m.text);
 }
 
+void encode_body(writer& w, const file_open_msg& m)
+{
+    w.u64(m.cookie);
+    w.u64(m.file);
+    w.str(m.path);
+}
+
+void encode_body(writer& w, const file_write_msg& m)
+{
+    w.u64(m.cookie);
+    w.u64(m.file);
+    w.u64(m.offset);
+    w.u64(m.length);
+    w.u64(m.address);
+    w.bytes(m.rkey);
+    w.bytes(m.data);
+}
+
+void encode_body(writer& w, const file_sync_msg& m)
+{
+    w.u64(m.cookie);
+    w.u64(m.file);
+    w.u32(m.flags);
+}
+
+void encode_body(writer& w, const file_drain_msg& m)
+{
+    w.u64(m.cookie);
+    w.str(m.path);
+}
+
+void encode_body(writer& w, const file_done_msg& m)
+{
+    w.u64(m.cookie);
+}
+
 connect_msg decode_connect(reader& r)
 {
     connect_msg m;
@@ -208,7 +244,7 @@ connect_msg decode_connect(reader& r)
         r.fail(fmt::format("rank {} is not below ranks {}", m.rank, m.ranks));
     else if (r.ok() && m.worker_address.empty())
         r.fail("empty worker address");
-    else if (r.ok() && m.rkey.empty())
+    else if (r.ok() && m.rkey.empty() && !(m.flags & connect_flag_files))
         r.fail("empty remote key");
     return m;
 }
@@ -309,10 +345,83 @@ error_msg decode_error(reader& r)
     return m;
 }
 
+// A path the daemon will open for a rank: absolute, no NUL.
+void check_path(reader& r, const std::string& path)
+{
+    if (!r.ok())
+        return;
+    if (path.empty() || path[0] != '/')
+        r.fail(fmt::format("path '{}' is not absolute", path));
+    else if (path.find('\0') != std::string::npos)
+        r.fail("path contains a NUL byte");
+}
+
+file_open_msg decode_file_open(reader& r)
+{
+    file_open_msg m;
+    m.cookie = r.u64("cookie");
+    m.file = r.u64("file");
+    m.path = r.str("path", max_path);
+    if (r.ok() && m.file == 0)
+        r.fail("file number 0");
+    check_path(r, m.path);
+    return m;
+}
+
+file_write_msg decode_file_write(reader& r)
+{
+    file_write_msg m;
+    m.cookie = r.u64("cookie");
+    m.file = r.u64("file");
+    m.offset = r.u64("offset");
+    m.length = r.u64("length");
+    m.address = r.u64("address");
+    m.rkey = r.blob("rkey", max_blob);
+    m.data = r.blob("data", max_eager);
+    if (!r.ok())
+        return m;
+    if (m.length == 0)
+        r.fail("a write of 0 bytes");
+    else if (m.offset + m.length < m.offset)
+        r.fail(fmt::format("offset {} + length {} overflows", m.offset, m.length));
+    else if (!m.data.empty() && m.data.size() != m.length)
+        r.fail(fmt::format("inline data of {} bytes for a write of {}", m.data.size(), m.length));
+    else if (m.data.empty() && m.rkey.empty())
+        r.fail("neither inline data nor a remote key");
+    else if (!m.data.empty() && !m.rkey.empty())
+        r.fail("both inline data and a remote key");
+    return m;
+}
+
+file_sync_msg decode_file_sync(reader& r)
+{
+    file_sync_msg m;
+    m.cookie = r.u64("cookie");
+    m.file = r.u64("file");
+    m.flags = r.u32("flags");
+    if (r.ok() && (m.flags & ~(file_sync_durable | file_sync_close)))
+        r.fail(fmt::format("unknown sync flags 0x{:x}", m.flags));
+    return m;
+}
+
+file_drain_msg decode_file_drain(reader& r)
+{
+    file_drain_msg m;
+    m.cookie = r.u64("cookie");
+    m.path = r.str("path", max_path);
+    check_path(r, m.path);
+    return m;
+}
+
+file_done_msg decode_file_done(reader& r)
+{
+    return file_done_msg{r.u64("cookie")};
+}
+
 bool known_type(std::uint16_t t) noexcept
 {
     return t >= static_cast<std::uint16_t>(msg_type::connect) &&
-           t <= static_cast<std::uint16_t>(msg_type::read_data);
+           t <= static_cast<std::uint16_t>(msg_type::file_done);
 }
 
 }  // namespace
@@ -331,6 +440,11 @@ const char* to_string(msg_type t) noexcept
     case msg_type::version_state: return "VERSION_STATE";
     case msg_type::read_req: return "READ_REQ";
     case msg_type::read_data: return "READ_DATA";
+    case msg_type::file_open: return "FILE_OPEN";
+    case msg_type::file_write: return "FILE_WRITE";
+    case msg_type::file_sync: return "FILE_SYNC";
+    case msg_type::file_drain: return "FILE_DRAIN";
+    case msg_type::file_done: return "FILE_DONE";
     }
     return "UNKNOWN";
 }
@@ -354,6 +468,11 @@ std::uint64_t max_payload(msg_type t) noexcept
     case msg_type::version_state: return 32;
     case msg_type::read_req: return 16;
     case msg_type::read_data: return 20 + max_eager;
+    case msg_type::file_open: return 20 + max_path;
+    case msg_type::file_write: return 48 + max_blob + 4 + max_eager;
+    case msg_type::file_sync: return 20;
+    case msg_type::file_drain: return 12 + max_path;
+    case msg_type::file_done: return 8;
     }
     return 0;
 }
@@ -453,6 +572,11 @@ std::error_code decode_payload(const header& h, std::span<const std::byte> paylo
     case msg_type::version_state: m = decode_version_state(r); break;
     case msg_type::read_req: m = decode_read_req(r); break;
     case msg_type::read_data: m = decode_read_data(r); break;
+    case msg_type::file_open: m = decode_file_open(r); break;
+    case msg_type::file_write: m = decode_file_write(r); break;
+    case msg_type::file_sync: m = decode_file_sync(r); break;
+    case msg_type::file_drain: m = decode_file_drain(r); break;
+    case msg_type::file_done: m = decode_file_done(r); break;
     }
     r.expect_end();
     if (!r.ok()) {

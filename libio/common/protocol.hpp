@@ -21,6 +21,16 @@
 //                    (size, crc32c of what was sent), any other = not in memory
 //   C->S BYE         the rank is done
 //   C<-S FINISHED    everything the rank wrote is durable
+//   C->S FILE_OPEN   (shim) a file the rank will write through the daemon, by path;
+//                    the rank names it with its own number
+//   C->S FILE_WRITE  (shim) bytes [offset, offset+length) of an open file: pulled from
+//                    the rank's memory (address, packed rkey) or carried inline;
+//                    answered by WRITE_DONE once the daemon holds them
+//   C->S FILE_SYNC   (shim) wait for the file's writes: written (flag 0), durable
+//                    (fsync), and/or closed afterwards
+//   C->S FILE_DRAIN  (shim) wait until every rank's writes to a path on this node
+//                    are written (before the file is opened again)
+//   C<-S FILE_DONE   the answer to FILE_OPEN, FILE_SYNC and FILE_DRAIN
 //   both ERROR       a code and a sentence, about one WRITE_REQ (its cookie) or,
 //                    with cookie 0, about the connection, which the sender then closes
 //
@@ -53,6 +63,11 @@ enum class msg_type : std::uint16_t {
     version_state = 9,
     read_req = 10,
     read_data = 11,
+    file_open = 12,
+    file_write = 13,
+    file_sync = 14,
+    file_drain = 15,
+    file_done = 16,
 };
 
 const char* to_string(msg_type t) noexcept;
@@ -82,6 +97,9 @@ struct connect_msg {
     bool operator==(const connect_msg&) const = default;
 };
 inline constexpr std::uint32_t connect_flag_blocking = 1u << 0;
+// A process that writes files through the daemon (the MPI shim): no registered
+// buffer (length 0, no rkey); every FILE_WRITE brings its own.
+inline constexpr std::uint32_t connect_flag_files = 1u << 1;
 
 struct accept_msg {
     std::uint32_t daemon_pid = 0;
@@ -172,9 +190,51 @@ struct read_data_msg {
     bool operator==(const read_data_msg&) const = default;
 };
 
+inline constexpr std::size_t max_path = 4096;
+
+struct file_open_msg {
+    std::uint64_t cookie = 0;
+    std::uint64_t file = 0;  // the rank's number for it, nonzero
+    std::string path;        // absolute
+    bool operator==(const file_open_msg&) const = default;
+};
+
+struct file_write_msg {
+    std::uint64_t cookie = 0;
+    std::uint64_t file = 0;
+    std::uint64_t offset = 0;
+    std::uint64_t length = 0;
+    std::uint64_t address = 0;      // where the bytes are in the rank (pulled)
+    std::vector<std::byte> rkey;    // its packed remote key (pulled)
+    std::vector<std::byte> data;    // or exactly `length` bytes inline
+    bool operator==(const file_write_msg&) const = default;
+};
+
+inline constexpr std::uint32_t file_sync_durable = 1u << 0;  // fsync too
+inline constexpr std::uint32_t file_sync_close = 1u << 1;    // the rank closed it
+
+struct file_sync_msg {
+    std::uint64_t cookie = 0;
+    std::uint64_t file = 0;
+    std::uint32_t flags = 0;
+    bool operator==(const file_sync_msg&) const = default;
+};
+
+struct file_drain_msg {
+    std::uint64_t cookie = 0;
+    std::string path;
+    bool operator==(const file_drain_msg&) const = default;
+};
+
+struct file_done_msg {
+    std::uint64_t cookie = 0;
+    bool operator==(const file_done_msg&) const = default;
+};
+
 using message = std::variant<connect_msg, accept_msg, write_req_msg, write_done_msg, bye_msg,
                              finished_msg, error_msg, query_msg, version_state_msg, read_req_msg,
-                             read_data_msg>;
+                             read_data_msg, file_open_msg, file_write_msg, file_sync_msg,
+                             file_drain_msg, file_done_msg>;
 
 msg_type type_of(const message& m) noexcept;
 

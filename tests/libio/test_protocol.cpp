@@ -80,6 +80,20 @@ TEST_CASE("every message survives encode and decode unchanged", "[protocol]")
     finished_msg f{3, 9ull << 30};
     CHECK(std::get<finished_msg>(round_trip(f)) == f);
 
+    file_open_msg fo{10, 3, "/scratch/run/out.h5"};
+    CHECK(std::get<file_open_msg>(round_trip(fo)) == fo);
+    file_write_msg fw{11, 3, 7ull << 32, 5ull << 30, 0x7f0000001000ull,
+                      std::vector<std::byte>(40, std::byte{0x5a}), {}};
+    CHECK(std::get<file_write_msg>(round_trip(fw)) == fw);
+    file_write_msg fe{12, 3, 4096, 2, 0, {}, {std::byte{9}, std::byte{8}}};
+    CHECK(std::get<file_write_msg>(round_trip(fe)) == fe);
+    file_sync_msg fs{13, 3, file_sync_durable | file_sync_close};
+    CHECK(std::get<file_sync_msg>(round_trip(fs)) == fs);
+    file_drain_msg fd{14, "/scratch/run/out.h5"};
+    CHECK(std::get<file_drain_msg>(round_trip(fd)) == fd);
+    file_done_msg done{14};
+    CHECK(std::get<file_done_msg>(round_trip(done)) == done);
+
     auto e = error_msg::from(make_error_code(errc::too_large), "too big", 5);
     auto back = std::get<error_msg>(round_trip(e));
     CHECK(back == e);
@@ -138,7 +152,7 @@ TEST_CASE("another protocol version is rejected as a version mismatch", "[protoc
 
 TEST_CASE("an unknown message type is rejected", "[protocol]")
 {
-    for (unsigned t : {0u, 12u, 0xffffu}) {
+    for (unsigned t : {0u, 17u, 0xffffu}) {
         auto bytes = encode(bye_msg{});
         bytes[6] = std::byte{static_cast<unsigned char>(t & 0xff)};
         bytes[7] = std::byte{static_cast<unsigned char>(t >> 8)};
@@ -173,6 +187,11 @@ TEST_CASE("a payload shorter than its fields is rejected for every message type"
                                       write_req_msg{1, 2, {}},
                                       write_done_msg{1, 2},
                                       finished_msg{1, 2},
+                                      file_open_msg{1, 2, "/a"},
+                                      file_write_msg{1, 2, 3, 1, 0, {}, {std::byte{4}}},
+                                      file_sync_msg{1, 2, 1},
+                                      file_drain_msg{1, "/a"},
+                                      file_done_msg{1},
                                       error_msg::from(make_error_code(errc::corrupt), "x")};
     for (const auto& m : all) {
         const auto full = encode(m);
@@ -306,4 +325,36 @@ TEST_CASE("random bytes never crash the decoder", "[protocol]")
     }
     // Flips inside opaque blobs (address, key) still decode; the rest must not.
     CHECK(accepted < 20000);
+}
+
+TEST_CASE("file messages with relative paths, bad flags or no bytes are rejected", "[protocol]")
+{
+    std::string why;
+    CHECK(decode_all(encode(file_open_msg{1, 2, "out.h5"}), why) == errc::protocol_error);
+    CHECK(why.find("not absolute") != std::string::npos);
+    CHECK(decode_all(encode(file_open_msg{1, 0, "/a"}), why) == errc::protocol_error);
+    CHECK(why.find("file number 0") != std::string::npos);
+    CHECK(decode_all(encode(file_open_msg{1, 2, std::string("/a\0b", 4)}), why) ==
+          errc::protocol_error);
+    CHECK(why.find("NUL") != std::string::npos);
+    CHECK(decode_all(encode(file_drain_msg{1, ""}), why) == errc::protocol_error);
+    CHECK(decode_all(encode(file_sync_msg{1, 2, 4}), why) == errc::protocol_error);
+    CHECK(why.find("unknown sync flags") != std::string::npos);
+    CHECK(decode_all(encode(file_write_msg{1, 2, 0, 0, 0, {}, {}}), why) == errc::protocol_error);
+    CHECK(why.find("0 bytes") != std::string::npos);
+    CHECK(decode_all(encode(file_write_msg{1, 2, 0, 5, 0, {}, {}}), why) == errc::protocol_error);
+    CHECK(why.find("neither") != std::string::npos);
+    CHECK(decode_all(encode(file_write_msg{1, 2, 0, 3, 0, {}, {std::byte{1}}}), why) ==
+          errc::protocol_error);
+    CHECK(why.find("inline data of 1 bytes") != std::string::npos);
+    CHECK(decode_all(encode(file_write_msg{1, 2, ~0ull, 2, 0, {std::byte{1}}, {}}), why) ==
+          errc::protocol_error);
+    CHECK(why.find("overflows") != std::string::npos);
+    // A file-writing rank registers no buffer: CONNECT without a key is fine then.
+    auto c = sample_connect();
+    c.rkey.clear();
+    c.buffer_length = 0;
+    CHECK(decode_all(encode(c), why) == errc::protocol_error);
+    c.flags |= connect_flag_files;
+    CHECK_FALSE(decode_all(encode(c), why));
 }

@@ -1,0 +1,551 @@
+// MPI-IO through the daemon. A file whose path is under IOFWD_SHIM_PREFIXES
+// is opened by MPI-IO as usual (so every call the shim does not forward still
+// works on it) and also announced to the daemon. Contiguous writes at byte
+// offsets are forwarded: the daemon pulls them from the rank's memory and
+// writes them into the file while the rank goes on. Anything else on such a
+// file (reads, sizes, non-contiguous datatypes or views, shared pointers,
+// atomic mode) first waits until the rank's forwarded writes are in the file
+// and then goes to MPI-IO: the bytes are always those MPI-IO would write.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "protocol.hpp"
+#include "shim.hpp"
+
+namespace iofwd::shim {
+namespace {
+
+struct open_file {
+    std::uint64_t id = 0;          // our number for it on the daemon
+    std::string path;
+    bool forward = true;           // false once forwarding stopped (atomic mode)
+    bool dirty = false;            // forwarded writes MPI-IO may not see yet
+    // The file view, when it is a dense run of bytes: byte = disp + offset * etype.
+    bool dense_view = true;
+    MPI_Offset disp = 0;
+    MPI_Count etype_size = 1;
+};
+
+std::unordered_map<MPI_File, open_file>& files()
+{
+    static std::unordered_map<MPI_File, open_file> f;
+    return f;
+}
+
+std::uint64_t next_id = 1;
+
+// The open file record for `fh` when it is forwarded (under the state mutex).
+open_file* forwarded(MPI_File fh)
+{
+    auto& s = shared();
+    if (!s.attached)
+        return nullptr;
+    const auto it = files().find(fh);
+    return (it == files().end() || !it->second.forward) ? nullptr : &it->second;
+}
+
+// The bytes of `count` items of `type` when they lie contiguously in memory.
+bool contiguous(MPI_Datatype type, MPI_Count count, MPI_Count& bytes)
+{
+    MPI_Count size = 0, lb = 0, extent = 0, true_lb = 0, true_extent = 0;
+    if (PMPI_Type_size_x(type, &size) != MPI_SUCCESS ||
+        PMPI_Type_get_extent_x(type, &lb, &extent) != MPI_SUCCESS ||
+        PMPI_Type_get_true_extent_x(type, &true_lb, &true_extent) != MPI_SUCCESS)
+        return false;
+    if (count < 0 || (size != extent && count > 1) || true_lb != 0 || true_extent != size)
+        return false;
+    bytes = size * count;
+    return true;
+}
+
+// Makes the rank's forwarded writes to `f` visible to MPI-IO (in the file).
+int settle(MPI_File fh, open_file& f, const char* call)
+{
+    if (!f.dirty)
+        return MPI_SUCCESS;
+    auto& s = shared();
+    if (auto ec = s.conn.file_sync(f.id, 0)) {
+        const int cls = mpi_error_class(ec);
+        std::fprintf(stderr, "iofwd shim (rank %d): %s on %s: an earlier forwarded write "
+                             "failed: %s\n",
+                     s.world_rank, call, f.path.c_str(), s.conn.why().c_str());
+        return PMPI_File_call_errhandler(fh, cls), cls;
+    }
+    f.dirty = false;
+    return MPI_SUCCESS;
+}
+
+// Before a call the shim hands to MPI-IO on file `fh`: settle, count it, and
+// say once why a write was not forwarded.
+int before_passing(MPI_File fh, const char* call, const char* why_not_forwarded = nullptr)
+{
+    auto& s = shared();
+    std::lock_guard lock(s.mutex);
+    open_file* f = forwarded(fh);
+    if (!f)
+        return MPI_SUCCESS;
+    ++s.stats.passed;
+    if (why_not_forwarded)
+        warn_once(fmt::format("{}:{}", call, why_not_forwarded),
+                  fmt::format("{} on {}: {}; this call and others like it go to MPI-IO "
+                              "(same bytes, not forwarded)",
+                              call, f->path, why_not_forwarded));
+    return settle(fh, *f, call);
+}
+
+enum class where { explicit_offset, individual_pointer };
+
+// A write the shim forwards when it can; otherwise MPI-IO's `next` does it
+// (an independent call stands in for a collective one: the bytes are the same
+// and no other rank waits for this one inside MPI-IO).
+// `same`: MPI-IO's own call, for a file the shim does not forward.
+template <typename Count, typename Same, typename Next>
+int write_common(const char* call, where w, MPI_File fh, MPI_Offset offset, const void* buf,
+                 Count count, MPI_Datatype type, MPI_Status* status, Same&& same, Next&& next)
+{
+    auto& s = shared();
+    std::unique_lock lock(s.mutex);
+    open_file* f = forwarded(fh);
+    if (!f) {
+        lock.unlock();
+        return same();
+    }
+    MPI_Count bytes = 0;
+    const char* why_not = nullptr;
+    if (!contiguous(type, count, bytes))
+        why_not = "the memory datatype is not contiguous";
+    else if (!f->dense_view)
+        why_not = "the file view is not a contiguous run of bytes";
+    else if (bytes % f->etype_size != 0)
+        why_not = "the write is not a whole number of etypes";
+    if (why_not) {
+        lock.unlock();
+        if (int rc = before_passing(fh, call, why_not); rc != MPI_SUCCESS)
+            return rc;
+        return next();
+    }
+    if (w == where::individual_pointer && PMPI_File_get_position(fh, &offset) != MPI_SUCCESS) {
+        lock.unlock();
+        if (int rc = before_passing(fh, call, "the file pointer cannot be read"); rc != MPI_SUCCESS)
+            return rc;
+        return next();
+    }
+    const auto start = std::chrono::steady_clock::now();
+    const std::uint64_t at = static_cast<std::uint64_t>(f->disp + offset * f->etype_size);
+    if (bytes > 0) {
+        if (auto ec = s.conn.file_write(f->id, at, buf, static_cast<std::uint64_t>(bytes))) {
+            const int cls = mpi_error_class(ec);
+            std::fprintf(stderr, "iofwd shim (rank %d): %s of %lld bytes at %llu of %s: %s\n",
+                         s.world_rank, call, static_cast<long long>(bytes),
+                         static_cast<unsigned long long>(at), f->path.c_str(),
+                         s.conn.why().c_str());
+            return PMPI_File_call_errhandler(fh, cls), cls;
+        }
+        f->dirty = true;
+    }
+    if (w == where::individual_pointer)
+        PMPI_File_seek(fh, offset + bytes / f->etype_size, MPI_SEEK_SET);
+    s.stats.writes += 1;
+    s.stats.bytes += static_cast<std::uint64_t>(bytes);
+    s.stats.write_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (status != MPI_STATUS_IGNORE)
+        PMPI_Status_set_elements_x(status, type, count);
+    return MPI_SUCCESS;
+}
+
+// A request that is already complete, for a forwarded nonblocking write.
+struct done_request {
+    MPI_Datatype type;
+    MPI_Count count;
+};
+
+int done_query(void* extra, MPI_Status* status)
+{
+    auto* d = static_cast<done_request*>(extra);
+    PMPI_Status_set_elements_x(status, d->type, d->count);
+    PMPI_Status_set_cancelled(status, 0);
+    status->MPI_SOURCE = MPI_UNDEFINED;
+    status->MPI_TAG = MPI_UNDEFINED;
+    return MPI_SUCCESS;
+}
+
+int done_free(void* extra)
+{
+    delete static_cast<done_request*>(extra);
+    return MPI_SUCCESS;
+}
+
+int done_cancel(void*, int)
+{
+    return MPI_SUCCESS;
+}
+
+// Nonblocking writes: forwarded ones finish before the call returns (the
+// daemon holds the bytes), so the request is born complete.
+template <typename Count, typename Same, typename Next>
+int iwrite_common(const char* call, where w, MPI_File fh, MPI_Offset offset, const void* buf,
+                  Count count, MPI_Datatype type, MPI_Request* request, Same&& same, Next&& next)
+{
+    bool known = false;
+    bool forwardable = false;
+    {
+        auto& s = shared();
+        std::lock_guard lock(s.mutex);
+        MPI_Count bytes = 0;
+        open_file* f = forwarded(fh);
+        known = f != nullptr;
+        forwardable = f && contiguous(type, count, bytes) && f->dense_view &&
+                      bytes % f->etype_size == 0;
+    }
+    if (!known)
+        return same();
+    if (!forwardable) {
+        if (int rc = before_passing(fh, call, "the write cannot be forwarded as one contiguous "
+                                              "run of bytes");
+            rc != MPI_SUCCESS)
+            return rc;
+        return next();
+    }
+    const int rc =
+        write_common(call, w, fh, offset, buf, count, type, MPI_STATUS_IGNORE, same, next);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    auto* d = new done_request{type, static_cast<MPI_Count>(count)};
+    PMPI_Grequest_start(done_query, done_free, done_cancel, d, request);
+    PMPI_Grequest_complete(*request);
+    return MPI_SUCCESS;
+}
+
+// Absolute path of an MPI-IO file name (ROMIO's "ufs:" / "nfs:" prefixes
+// dropped); empty for names of other ROMIO drivers.
+bool absolute_path(const char* filename, std::string& out)
+{
+    std::string name = filename ? filename : "";
+    for (const char* p : {"ufs:", "nfs:"})
+        if (name.rfind(p, 0) == 0)
+            name = name.substr(std::strlen(p));
+    const auto colon = name.find(':');
+    if (colon != std::string::npos && name.find('/') > colon)
+        return false;  // another file system driver ("pvfs2:", "daos:")
+    if (name.empty())
+        return false;
+    if (name[0] != '/') {
+        char cwd[4096];
+        if (!::getcwd(cwd, sizeof cwd))
+            return false;
+        name = std::string(cwd) + "/" + name;
+    }
+    out = name;
+    return true;
+}
+
+}  // namespace
+
+bool matches(const config& cfg, const char* filename, std::string& out)
+{
+    std::string path;
+    if (!absolute_path(filename, path))
+        return false;
+    for (const auto& p : cfg.prefixes)
+        if (path.rfind(p, 0) == 0 && (path.size() == p.size() || path[p.size()] == '/' ||
+                                      p == "/")) {
+            out = path;
+            return true;
+        }
+    return false;
+}
+
+}  // namespace iofwd::shim
+
+using namespace iofwd::shim;
+
+extern "C" {
+
+int MPI_File_open(MPI_Comm comm, const char* filename, int amode, MPI_Info info, MPI_File* fh)
+{
+    auto& s = shared();
+    std::string path;
+    bool match = false;
+    {
+        std::lock_guard lock(s.mutex);
+        match = s.attached && matches(s.cfg, filename, path);
+        // Writes to this path that other handles on this node forwarded land
+        // first; the barrier extends that to every node of `comm`.
+        if (match) {
+            if (auto ec = s.conn.file_drain(path))
+                warn_once("drain:" + path, fmt::format("waiting for earlier writes to {}: {}",
+                                                       path, s.conn.why()));
+        }
+    }
+    if (match)
+        PMPI_Barrier(comm);
+    const int rc = IOFWD_NEXT(MPI_File_open)(comm, filename, amode, info, fh);
+    if (rc != MPI_SUCCESS || !match)
+        return rc;
+    const int unforwardable = MPI_MODE_RDONLY | MPI_MODE_APPEND | MPI_MODE_SEQUENTIAL |
+                              MPI_MODE_DELETE_ON_CLOSE;
+    if (amode & unforwardable) {
+        if (!(amode & MPI_MODE_RDONLY))
+            warn_once("amode:" + path, fmt::format("{} is opened in append, sequential or "
+                                                   "delete-on-close mode; it goes to MPI-IO",
+                                                   path));
+        return rc;
+    }
+    std::lock_guard lock(s.mutex);
+    open_file f;
+    f.id = next_id++;
+    f.path = path;
+    if (auto ec = s.conn.file_open(f.id, path)) {
+        warn_once("open:" + path, fmt::format("cannot forward {}: {}; it goes to MPI-IO",
+                                              path, s.conn.why()));
+        return rc;
+    }
+    ++s.stats.files;
+    files()[*fh] = f;
+    return rc;
+}
+
+int MPI_File_delete(const char* filename, MPI_Info info)
+{
+    auto& s = shared();
+    {
+        std::lock_guard lock(s.mutex);
+        std::string path;
+        if (s.attached && matches(s.cfg, filename, path))
+            if (auto ec = s.conn.file_drain(path))
+                warn_once("drain:" + path, fmt::format("waiting for earlier writes to {}: {}",
+                                                       path, s.conn.why()));
+    }
+    return IOFWD_NEXT(MPI_File_delete)(filename, info);
+}
+
+int MPI_File_close(MPI_File* fh)
+{
+    auto& s = shared();
+    {
+        std::lock_guard lock(s.mutex);
+        const auto it = files().find(*fh);
+        if (it != files().end()) {
+            // The daemon finishes and fsyncs this file's writes on its own;
+            // MPI_Finalize waits for them.
+            if (s.attached && it->second.forward)
+                if (auto ec = s.conn.file_sync(it->second.id, iofwd::proto::file_sync_close))
+                    warn_once("close:" + it->second.path,
+                              fmt::format("closing {} on the daemon: {}", it->second.path,
+                                          s.conn.why()));
+            files().erase(it);
+        }
+    }
+    return IOFWD_NEXT(MPI_File_close)(fh);
+}
+
+int MPI_File_sync(MPI_File fh)
+{
+    auto& s = shared();
+    {
+        std::lock_guard lock(s.mutex);
+        if (open_file* f = forwarded(fh)) {
+            if (auto ec = s.conn.file_sync(f->id, iofwd::proto::file_sync_durable)) {
+                const int cls = mpi_error_class(ec);
+                std::fprintf(stderr, "iofwd shim (rank %d): MPI_File_sync on %s: %s\n",
+                             s.world_rank, f->path.c_str(), s.conn.why().c_str());
+                return PMPI_File_call_errhandler(fh, cls), cls;
+            }
+            f->dirty = false;
+        }
+    }
+    return IOFWD_NEXT(MPI_File_sync)(fh);
+}
+
+int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype,
+                      const char* datarep, MPI_Info info)
+{
+    const int rc = IOFWD_NEXT(MPI_File_set_view)(fh, disp, etype, filetype, datarep, info);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    auto& s = shared();
+    std::lock_guard lock(s.mutex);
+    if (open_file* f = forwarded(fh)) {
+        // Dense: the filetype tiles the file with no gaps (its extent is its
+        // size), so offset k of the view is byte disp + k * etype size.
+        MPI_Count esize = 0, fbytes = 0;
+        f->dense_view = std::strcmp(datarep, "native") == 0 && contiguous(etype, 2, esize) &&
+                        contiguous(filetype, 2, fbytes) && esize > 0 && fbytes % esize == 0;
+        esize /= 2;
+        f->disp = disp;
+        f->etype_size = esize > 0 ? esize : 1;
+    }
+    return rc;
+}
+
+int MPI_File_set_atomicity(MPI_File fh, int flag)
+{
+    if (flag) {
+        auto& s = shared();
+        std::lock_guard lock(s.mutex);
+        if (open_file* f = forwarded(fh)) {
+            // Atomic mode promises other ranks see each write at once: only
+            // MPI-IO itself can keep that promise.
+            if (int rc = settle(fh, *f, "MPI_File_set_atomicity"); rc != MPI_SUCCESS)
+                return rc;
+            f->forward = false;
+            warn_once("atomic:" + f->path, fmt::format("{} is in atomic mode; it goes to "
+                                                       "MPI-IO from now on",
+                                                       f->path));
+        }
+    }
+    return IOFWD_NEXT(MPI_File_set_atomicity)(fh, flag);
+}
+
+// `name` is forwarded when it can be; otherwise MPI-IO's `independent` does
+// it: for a collective call the independent one, since the other ranks may
+// have forwarded their part and will not enter MPI-IO's collective.
+#define IOFWD_WRITE_AT(name, independent, Count)                                              \
+    int name(MPI_File fh, MPI_Offset offset, const void* buf, Count count, MPI_Datatype type, \
+             MPI_Status* status)                                                              \
+    {                                                                                         \
+        return write_common(                                                                  \
+            #name, where::explicit_offset, fh, offset, buf, count, type, status,              \
+            [&] { return IOFWD_NEXT(name)(fh, offset, buf, count, type, status); },           \
+            [&] { return IOFWD_NEXT(independent)(fh, offset, buf, count, type, status); });   \
+    }
+#define IOFWD_WRITE(name, independent, Count)                                                 \
+    int name(MPI_File fh, const void* buf, Count count, MPI_Datatype type, MPI_Status* status) \
+    {                                                                                         \
+        return write_common(                                                                  \
+            #name, where::individual_pointer, fh, 0, buf, count, type, status,                \
+            [&] { return IOFWD_NEXT(name)(fh, buf, count, type, status); },                   \
+            [&] { return IOFWD_NEXT(independent)(fh, buf, count, type, status); });           \
+    }
+#define IOFWD_IWRITE_AT(name, independent, Count)                                             \
+    int name(MPI_File fh, MPI_Offset offset, const void* buf, Count count, MPI_Datatype type, \
+             MPI_Request* request)                                                            \
+    {                                                                                         \
+        return iwrite_common(                                                                 \
+            #name, where::explicit_offset, fh, offset, buf, count, type, request,             \
+            [&] { return IOFWD_NEXT(name)(fh, offset, buf, count, type, request); },          \
+            [&] { return IOFWD_NEXT(independent)(fh, offset, buf, count, type, request); });  \
+    }
+#define IOFWD_IWRITE(name, independent, Count)                                                \
+    int name(MPI_File fh, const void* buf, Count count, MPI_Datatype type, MPI_Request* request) \
+    {                                                                                         \
+        return iwrite_common(                                                                 \
+            #name, where::individual_pointer, fh, 0, buf, count, type, request,               \
+            [&] { return IOFWD_NEXT(name)(fh, buf, count, type, request); },                  \
+            [&] { return IOFWD_NEXT(independent)(fh, buf, count, type, request); });          \
+    }
+
+// Collective writes are forwarded like independent ones: every rank's bytes
+// land at the same offsets, and no rank waits for another.
+IOFWD_WRITE_AT(MPI_File_write_at, MPI_File_write_at, int)
+IOFWD_WRITE_AT(MPI_File_write_at_all, MPI_File_write_at, int)
+IOFWD_WRITE_AT(MPI_File_write_at_c, MPI_File_write_at_c, MPI_Count)
+IOFWD_WRITE_AT(MPI_File_write_at_all_c, MPI_File_write_at_c, MPI_Count)
+IOFWD_WRITE(MPI_File_write, MPI_File_write, int)
+IOFWD_WRITE(MPI_File_write_all, MPI_File_write, int)
+IOFWD_WRITE(MPI_File_write_c, MPI_File_write_c, MPI_Count)
+IOFWD_WRITE(MPI_File_write_all_c, MPI_File_write_c, MPI_Count)
+IOFWD_IWRITE_AT(MPI_File_iwrite_at, MPI_File_iwrite_at, int)
+IOFWD_IWRITE_AT(MPI_File_iwrite_at_all, MPI_File_iwrite_at, int)
+IOFWD_IWRITE_AT(MPI_File_iwrite_at_c, MPI_File_iwrite_at_c, MPI_Count)
+IOFWD_IWRITE_AT(MPI_File_iwrite_at_all_c, MPI_File_iwrite_at_c, MPI_Count)
+IOFWD_IWRITE(MPI_File_iwrite, MPI_File_iwrite, int)
+IOFWD_IWRITE(MPI_File_iwrite_all, MPI_File_iwrite, int)
+IOFWD_IWRITE(MPI_File_iwrite_c, MPI_File_iwrite_c, MPI_Count)
+IOFWD_IWRITE(MPI_File_iwrite_all_c, MPI_File_iwrite_c, MPI_Count)
+
+// Calls MPI-IO serves on a forwarded file once the rank's forwarded writes
+// are in it: reads see every byte written before them, sizes count them.
+#define IOFWD_SETTLED(name, params, args)                                                     \
+    int name params                                                                           \
+    {                                                                                         \
+        if (int rc = before_passing(fh, #name); rc != MPI_SUCCESS)                            \
+            return rc;                                                                        \
+        return IOFWD_NEXT(name) args;                                                         \
+    }
+// The same for writes the shim does not forward (shared file pointer, split
+// collectives): said once, then to MPI-IO.
+#define IOFWD_PASSED_WRITE(name, params, args)                                                \
+    int name params                                                                           \
+    {                                                                                         \
+        if (int rc = before_passing(fh, #name, "this kind of write is not forwarded");        \
+            rc != MPI_SUCCESS)                                                                \
+            return rc;                                                                        \
+        return IOFWD_NEXT(name) args;                                                         \
+    }
+
+#define IOFWD_READ_AT(name, Count)                                                            \
+    IOFWD_SETTLED(name,                                                                       \
+                  (MPI_File fh, MPI_Offset offset, void* buf, Count count, MPI_Datatype type, \
+                   MPI_Status* status),                                                       \
+                  (fh, offset, buf, count, type, status))
+#define IOFWD_READ(name, Count)                                                               \
+    IOFWD_SETTLED(name, (MPI_File fh, void* buf, Count count, MPI_Datatype type,              \
+                         MPI_Status* status),                                                 \
+                  (fh, buf, count, type, status))
+#define IOFWD_IREAD_AT(name, Count)                                                           \
+    IOFWD_SETTLED(name,                                                                       \
+                  (MPI_File fh, MPI_Offset offset, void* buf, Count count, MPI_Datatype type, \
+                   MPI_Request* request),                                                     \
+                  (fh, offset, buf, count, type, request))
+#define IOFWD_IREAD(name, Count)                                                              \
+    IOFWD_SETTLED(name, (MPI_File fh, void* buf, Count count, MPI_Datatype type,              \
+                         MPI_Request* request),                                               \
+                  (fh, buf, count, type, request))
+
+IOFWD_READ_AT(MPI_File_read_at, int)
+IOFWD_READ_AT(MPI_File_read_at_all, int)
+IOFWD_READ_AT(MPI_File_read_at_c, MPI_Count)
+IOFWD_READ_AT(MPI_File_read_at_all_c, MPI_Count)
+IOFWD_READ(MPI_File_read, int)
+IOFWD_READ(MPI_File_read_all, int)
+IOFWD_READ(MPI_File_read_c, MPI_Count)
+IOFWD_READ(MPI_File_read_all_c, MPI_Count)
+IOFWD_READ(MPI_File_read_shared, int)
+IOFWD_READ(MPI_File_read_ordered, int)
+IOFWD_IREAD_AT(MPI_File_iread_at, int)
+IOFWD_IREAD_AT(MPI_File_iread_at_all, int)
+IOFWD_IREAD(MPI_File_iread, int)
+IOFWD_IREAD(MPI_File_iread_all, int)
+IOFWD_IREAD(MPI_File_iread_shared, int)
+IOFWD_SETTLED(MPI_File_read_at_all_begin,
+              (MPI_File fh, MPI_Offset offset, void* buf, int count, MPI_Datatype type),
+              (fh, offset, buf, count, type))
+IOFWD_SETTLED(MPI_File_read_all_begin, (MPI_File fh, void* buf, int count, MPI_Datatype type),
+              (fh, buf, count, type))
+IOFWD_SETTLED(MPI_File_read_ordered_begin,
+              (MPI_File fh, void* buf, int count, MPI_Datatype type), (fh, buf, count, type))
+IOFWD_SETTLED(MPI_File_get_size, (MPI_File fh, MPI_Offset* size), (fh, size))
+IOFWD_SETTLED(MPI_File_set_size, (MPI_File fh, MPI_Offset size), (fh, size))
+IOFWD_SETTLED(MPI_File_preallocate, (MPI_File fh, MPI_Offset size), (fh, size))
+
+IOFWD_PASSED_WRITE(MPI_File_write_shared,
+                   (MPI_File fh, const void* buf, int count, MPI_Datatype type,
+                    MPI_Status* status),
+                   (fh, buf, count, type, status))
+IOFWD_PASSED_WRITE(MPI_File_write_ordered,
+                   (MPI_File fh, const void* buf, int count, MPI_Datatype type,
+                    MPI_Status* status),
+                   (fh, buf, count, type, status))
+IOFWD_PASSED_WRITE(MPI_File_iwrite_shared,
+                   (MPI_File fh, const void* buf, int count, MPI_Datatype type,
+                    MPI_Request* request),
+                   (fh, buf, count, type, request))
+IOFWD_PASSED_WRITE(MPI_File_write_at_all_begin,
+                   (MPI_File fh, MPI_Offset offset, const void* buf, int count,
+                    MPI_Datatype type),
+                   (fh, offset, buf, count, type))
+IOFWD_PASSED_WRITE(MPI_File_write_all_begin,
+                   (MPI_File fh, const void* buf, int count, MPI_Datatype type),
+                   (fh, buf, count, type))
+IOFWD_PASSED_WRITE(MPI_File_write_ordered_begin,
+                   (MPI_File fh, const void* buf, int count, MPI_Datatype type),
+                   (fh, buf, count, type))
+
+}  // extern "C"
