@@ -25,10 +25,31 @@ struct open_file {
     std::string path;
     bool forward = true;           // false once forwarding stopped (atomic mode)
     bool dirty = false;            // forwarded writes MPI-IO may not see yet
-    // The file view, when it is a dense run of bytes: byte = disp + offset * etype.
-    bool dense_view = true;
+    // The file view, when the shim can map it: its filetype holds one
+    // contiguous run of `tile_size` bytes, `tile_lb` into each `tile_extent`
+    // bytes of the file, from `disp` on (the default view: one byte per byte).
+    bool usable_view = true;
     MPI_Offset disp = 0;
     MPI_Count etype_size = 1;
+    MPI_Count tile_size = 1;
+    MPI_Count tile_extent = 1;
+    MPI_Count tile_lb = 0;
+
+    // The file byte of view offset `offset` (in etypes) when `bytes` from
+    // there lie contiguously in the file.
+    bool file_range(MPI_Offset offset, MPI_Count bytes, MPI_Offset& at) const
+    {
+        if (!usable_view || bytes % etype_size != 0)
+            return false;
+        const MPI_Count b = offset * etype_size;
+        const MPI_Count tile = b / tile_size;
+        const MPI_Count within = b % tile_size;
+        const bool dense = tile_extent == tile_size && tile_lb == 0;
+        if (!dense && within + bytes > tile_size)
+            return false;  // it would cross into the next tile's gap
+        at = disp + tile * tile_extent + tile_lb + within;
+        return true;
+    }
 };
 
 std::unordered_map<MPI_File, open_file>& files()
@@ -116,27 +137,22 @@ int write_common(const char* call, where w, MPI_File fh, MPI_Offset offset, cons
         return same();
     }
     MPI_Count bytes = 0;
+    MPI_Offset file_at = 0;
     const char* why_not = nullptr;
-    if (!contiguous(type, count, bytes))
+    if (w == where::individual_pointer && PMPI_File_get_position(fh, &offset) != MPI_SUCCESS)
+        why_not = "the file pointer cannot be read";
+    else if (!contiguous(type, count, bytes))
         why_not = "the memory datatype is not contiguous";
-    else if (!f->dense_view)
-        why_not = "the file view is not a contiguous run of bytes";
-    else if (bytes % f->etype_size != 0)
-        why_not = "the write is not a whole number of etypes";
+    else if (!f->file_range(offset, bytes, file_at))
+        why_not = "the file view does not place the bytes contiguously";
     if (why_not) {
         lock.unlock();
         if (int rc = before_passing(fh, call, why_not); rc != MPI_SUCCESS)
             return rc;
         return next();
     }
-    if (w == where::individual_pointer && PMPI_File_get_position(fh, &offset) != MPI_SUCCESS) {
-        lock.unlock();
-        if (int rc = before_passing(fh, call, "the file pointer cannot be read"); rc != MPI_SUCCESS)
-            return rc;
-        return next();
-    }
     const auto start = std::chrono::steady_clock::now();
-    const std::uint64_t at = static_cast<std::uint64_t>(f->disp + offset * f->etype_size);
+    const auto at = static_cast<std::uint64_t>(file_at);
     if (bytes > 0) {
         if (auto ec = s.conn.file_write(f->id, at, buf, static_cast<std::uint64_t>(bytes))) {
             const int cls = mpi_error_class(ec);
@@ -198,10 +214,12 @@ int iwrite_common(const char* call, where w, MPI_File fh, MPI_Offset offset, con
         auto& s = shared();
         std::lock_guard lock(s.mutex);
         MPI_Count bytes = 0;
+        MPI_Offset at = offset;
         open_file* f = forwarded(fh);
         known = f != nullptr;
-        forwardable = f && contiguous(type, count, bytes) && f->dense_view &&
-                      bytes % f->etype_size == 0;
+        if (f && w == where::individual_pointer && PMPI_File_get_position(fh, &at) != MPI_SUCCESS)
+            f = nullptr;
+        forwardable = f && contiguous(type, count, bytes) && f->file_range(at, bytes, at);
     }
     if (!known)
         return same();
@@ -372,14 +390,23 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
     auto& s = shared();
     std::lock_guard lock(s.mutex);
     if (open_file* f = forwarded(fh)) {
-        // Dense: the filetype tiles the file with no gaps (its extent is its
-        // size), so offset k of the view is byte disp + k * etype size.
-        MPI_Count esize = 0, fbytes = 0;
-        f->dense_view = std::strcmp(datarep, "native") == 0 && contiguous(etype, 2, esize) &&
-                        contiguous(filetype, 2, fbytes) && esize > 0 && fbytes % esize == 0;
-        esize /= 2;
+        // The etype must be plain bytes in a row; the filetype one run of
+        // them (HDF5's collective writes of a block use such a filetype).
+        MPI_Count esize = 0, fsize = 0, flb = 0, fextent = 0, ftrue_lb = 0, ftrue_extent = 0;
+        const bool etype_ok = contiguous(etype, 2, esize) && esize > 0;
+        const bool filetype_ok =
+            PMPI_Type_size_x(filetype, &fsize) == MPI_SUCCESS &&
+            PMPI_Type_get_extent_x(filetype, &flb, &fextent) == MPI_SUCCESS &&
+            PMPI_Type_get_true_extent_x(filetype, &ftrue_lb, &ftrue_extent) == MPI_SUCCESS &&
+            fsize > 0 && ftrue_extent == fsize && flb == 0 && ftrue_lb >= 0 &&
+            ftrue_lb + fsize <= fextent;
+        f->usable_view = std::strcmp(datarep, "native") == 0 && etype_ok && filetype_ok &&
+                         fsize % (esize / 2) == 0;
         f->disp = disp;
-        f->etype_size = esize > 0 ? esize : 1;
+        f->etype_size = etype_ok ? esize / 2 : 1;
+        f->tile_size = fsize > 0 ? fsize : 1;
+        f->tile_extent = fextent > 0 ? fextent : 1;
+        f->tile_lb = ftrue_lb;
     }
     return rc;
 }
