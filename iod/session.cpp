@@ -270,7 +270,7 @@ void session::on_write_req(proto::write_req_msg& m)
     };
     pulling_ = std::make_shared<transfer>(
         d_, transfer::source{ep_, rkey_.get(), hello_.buffer_address}, rank, version, m.length,
-        fmt::format("{} in {}", object, d_.store().describe()), std::move(open), std::move(h),
+        object, std::move(open), std::move(h),
         std::move(m.data));
     staged_[version] = pulling_;
     pulling_->start();
@@ -433,7 +433,7 @@ void session::start_file_write(std::shared_ptr<forwarded_file> f, proto::file_wr
     const std::uint64_t offset = m.offset;
     const std::uint64_t length = m.length;
     const std::string what =
-        fmt::format("bytes [{}, {}) of {}", offset, offset + length, f->path());
+        fmt::format("the write of {} bytes at offset {} to {}", length, offset, f->path());
     transfer::source src{ep_, nullptr, m.address};
     if (m.data.empty()) {
         if (auto ec = ucx::rkey::unpack(ep_, m.rkey, file_rkey_)) {

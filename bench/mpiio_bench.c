@@ -1,0 +1,95 @@
+/* A plain MPI-IO checkpoint loop, with no iofwd in it: run once as is and once
+ * under the shim (bench/shim.sh) to see what the shim changes for an
+ * unmodified program.
+ *
+ *   mpiio_bench DIR [--sizes 1M,16M,...] [--reps N]
+ *
+ * For each size and repetition every rank writes its block of a new shared
+ * file with MPI_File_write_at_all, then calls MPI_File_sync and closes it.
+ * Reported per size (medians over repetitions of the slowest rank): the time
+ * blocked in the write call, and the time until the sync returned (durable).
+ * One line per size: "size BYTES write_ms X durable_ms Y". */
+#include <mpi.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int cmp_double(const void* a, const void* b)
+{
+    const double x = *(const double*)a, y = *(const double*)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double* v, int n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static long long parse_size(const char* s)
+{
+    char* end = NULL;
+    long long v = strtoll(s, &end, 10);
+    if (*end == 'K' || *end == 'k') v <<= 10;
+    else if (*end == 'M' || *end == 'm') v <<= 20;
+    else if (*end == 'G' || *end == 'g') v <<= 30;
+    return v;
+}
+
+int main(int argc, char** argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank = 0, ranks = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    const char* dir = argc > 1 ? argv[1] : ".";
+    char sizes[256] = "1M,16M,64M,256M";
+    int reps = 5;
+    for (int i = 2; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--sizes") == 0)
+            snprintf(sizes, sizeof sizes, "%s", argv[i + 1]);
+        else if (strcmp(argv[i], "--reps") == 0)
+            reps = atoi(argv[i + 1]);
+    }
+    if (reps < 1 || reps > 100)
+        reps = 5;
+    double* w = malloc(sizeof(double) * reps);
+    double* d = malloc(sizeof(double) * reps);
+    for (char* tok = strtok(sizes, ","); tok; tok = strtok(NULL, ",")) {
+        const long long size = parse_size(tok);
+        char* buf = malloc(size);
+        memset(buf, rank + 1, size);
+        for (int r = 0; r < reps; ++r) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/ckpt-%s-%d.bin", dir, tok, r);
+            MPI_File fh;
+            MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL,
+                          &fh);
+            MPI_Barrier(MPI_COMM_WORLD);
+            const double t0 = MPI_Wtime();
+            MPI_File_write_at_all(fh, rank * (MPI_Offset)size, buf, (int)size, MPI_BYTE,
+                                  MPI_STATUS_IGNORE);
+            const double t1 = MPI_Wtime();
+            MPI_File_sync(fh);
+            const double t2 = MPI_Wtime();
+            MPI_File_close(&fh);
+            double mine[2] = {t1 - t0, t2 - t0}, worst[2];
+            MPI_Reduce(mine, worst, 2, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+            w[r] = worst[0];
+            d[r] = worst[1];
+            if (rank == 0)
+                unlink(path);
+        }
+        if (rank == 0)
+            printf("size %lld write_ms %.3f durable_ms %.3f\n", size, median(w, reps) * 1e3,
+                   median(d, reps) * 1e3);
+        fflush(stdout);
+        free(buf);
+    }
+    free(w);
+    free(d);
+    MPI_Finalize();
+    return 0;
+}
