@@ -22,8 +22,16 @@ namespace iofwd::iod {
 
 class forwarded_file final {
 public:
-    forwarded_file(std::string path, unique_fd fd)
-        : path_(std::move(path)), fd_(std::make_shared<unique_fd>(std::move(fd)))
+    // The file opened for writing through the page cache, and with O_DIRECT
+    // (empty where the file system has none).
+    struct descriptors {
+        unique_fd buffered;
+        unique_fd direct;
+    };
+
+    forwarded_file(std::string path, unique_fd fd, unique_fd direct)
+        : path_(std::move(path)),
+          fds_(std::make_shared<descriptors>(descriptors{std::move(fd), std::move(direct)}))
     {
     }
 
@@ -56,7 +64,7 @@ private:
     void run_ready();
 
     std::string path_;
-    std::shared_ptr<unique_fd> fd_;  // shared with writers on flusher threads
+    std::shared_ptr<const descriptors> fds_;  // shared with writers on flusher threads
     std::vector<range> ranges_;      // in flight
     std::deque<waiting> deferred_;
     std::vector<std::function<void()>> idle_waiters_;
