@@ -92,8 +92,8 @@ int settle(MPI_File fh, open_file& f, const char* call)
     auto& s = shared();
     if (auto ec = s.conn.file_sync(f.id, 0)) {
         const int cls = mpi_error_class(ec);
-        std::fprintf(stderr, "iofwd shim (rank %d): %s on %s: an earlier forwarded write "
-                             "failed: %s\n",
+        std::fprintf(stderr, "iofwd shim (rank %d): %s on %s: the rank's forwarded writes did "
+                             "not land: %s\n",
                      s.world_rank, call, f.path.c_str(), s.conn.why().c_str());
         return PMPI_File_call_errhandler(fh, cls), cls;
     }

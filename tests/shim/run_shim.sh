@@ -2,7 +2,7 @@
 # The MPI shim under real mpiexec: unmodified programs run with and without it
 # and their files compared byte for byte.
 #   run_shim.sh SCENARIO MPIEXEC SHIM_LIB WRAPPER MPIIO_APP [HDF5_APP|TOOL_LIB]
-# SCENARIO: mpiio | hdf5 | stack | enospc
+# SCENARIO: mpiio | hdf5 | stack | enospc | fortran | daemon-killed
 set -euo pipefail
 scenario=$1 mpiexec=$2 shim=$3 wrapper=$4 app=$5 extra=${6:-}
 work=$(mktemp -d /tmp/iofwd-shim-XXXXXX)
@@ -76,6 +76,48 @@ enospc)
   grep -q "No space left on device" "$work/err" || fail "no ENOSPC in words"
   grep -q "$work/shim/data.bin" "$work/err" || fail "the failing file is not named"
   daemon_log | grep -q "No space left on device" || fail "the daemon log does not say ENOSPC"
+  ;;
+daemon-killed)
+  # The daemon dies while ranks wait for it (its writes made slow): every rank
+  # gets an error in words at once; nobody hangs.
+  set +e
+  IOFWD_FAULT=pwrite:DELAY run "$wrapper" --prefix "$work/shim" -n 2 "$app" "$work/shim" \
+    > "$work/out" 2> "$work/err" &
+  job=$!
+  for _ in $(seq 1 200); do
+    daemon_log | grep -q "forwarding writes" && break
+    sleep 0.1
+  done
+  pid=$(daemon_log | sed -n 's/.*iod\[\([0-9]*\)\] ready.*/\1/p' | head -1)
+  [ -n "$pid" ] || fail "no daemon started"
+  sleep 0.5
+  kill -9 "$pid"
+  start=$(date +%s)
+  wait "$job"
+  rc=$?
+  set -e
+  cat "$work/err" >&2
+  [ "$rc" -ne 0 ] || fail "the program succeeded although its daemon was killed"
+  [ $(( $(date +%s) - start )) -le 20 ] || fail "the ranks took more than 20 s to notice"
+  grep -q "closed the connection\|exited or was killed\|broken" "$work/err" ||
+    fail "no error in words about the daemon"
+  ;;
+fortran)
+  f90=${extra%%:*} f08=${extra#*:}
+  run "$mpiexec" -n 2 "$f90" "$work/plain/f.bin"
+  IOFWD_SHIM_VERBOSE=1 run "$wrapper" --prefix "$work/shim" -n 2 "$f90" "$work/shim/f.bin" \
+    2> "$work/err"
+  cat "$work/err" >&2
+  cmp "$work/plain/f.bin" "$work/shim/f.bin" || fail "the Fortran program's file differs"
+  [ "$(grep -c ' 1 files, 1 writes (1200000 bytes) forwarded' "$work/err")" -eq 2 ] ||
+    fail "the Fortran MPI-IO writes were not forwarded"
+  # use mpi_f08: MPI_Init reaches PMPI_Init directly; the shim's f08 wrapper attaches.
+  IOFWD_SHIM_VERBOSE=1 run "$wrapper" --prefix "$work/shim" -n 2 "$f08" 2> "$work/err08" |
+    tee "$work/out08"
+  cat "$work/err08" >&2
+  grep -q "fortran_f08: initialised" "$work/out08" || fail "the f08 program did not run"
+  [ "$(grep -c 'attached to iod' "$work/err08")" -eq 2 ] || fail "the f08 ranks did not attach"
+  [ "$(grep -c ' 0 files, 0 writes' "$work/err08")" -eq 2 ] || fail "the f08 ranks did not detach"
   ;;
 *) fail "unknown scenario $scenario" ;;
 esac
