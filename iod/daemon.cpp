@@ -124,6 +124,19 @@ std::error_code daemon::start(std::string& why)
         why = fmt::format("UCX worker creation failed: {}", ec.message());
         return ec;
     }
+    {
+        ucp_am_handler_param_t hp{};
+        hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                        UCP_AM_HANDLER_PARAM_FIELD_ARG;
+        hp.id = proto::am_push;
+        hp.cb = &daemon::on_push;
+        hp.arg = this;
+        if (ucs_status_t st = ucp_worker_set_am_recv_handler(worker_.get(), &hp); st != UCS_OK) {
+            why = fmt::format("cannot set the UCX active-message handler: {}",
+                              ucs_status_string(st));
+            return make_ucx_error(st);
+        }
+    }
     int fd = -1;
     if (auto ec = worker_.event_fd(fd)) {
         why = fmt::format("UCX gives no event fd: {}", ec.message());
@@ -276,6 +289,29 @@ bool daemon::job_over() const
         if (s != rank_state::ended)
             return false;
     return true;
+}
+
+ucs_status_t daemon::on_push(void* arg, const void* header, std::size_t header_length,
+                             void* data, std::size_t length, const ucp_am_recv_param_t* param)
+{
+    auto* self = static_cast<daemon*>(arg);
+    proto::push_header h;
+    if (!proto::decode_push_header(
+            {static_cast<const std::byte*>(header), header_length}, h)) {
+        log_warn("a pushed chunk with a {} byte header (not {}): refused", header_length,
+                 proto::push_header_size);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+        // Ranks push with rendezvous only; an eager chunk's bytes would
+        // vanish with this callback.
+        log_warn("a pushed chunk of {} bytes not sent by rendezvous: refused", length);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    const auto it = self->sessions_.find(h.session);
+    if (it == self->sessions_.end())
+        return UCS_ERR_CANCELED;
+    return it->second->pushed(h.cookie, h.offset, length, data);
 }
 
 std::error_code daemon::admit(session&, const proto::connect_msg& m, std::uint64_t& first_version,

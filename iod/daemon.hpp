@@ -88,6 +88,8 @@ private:
     void wait_events();
     void spin();
     void on_signal(int signo);
+    static ucs_status_t on_push(void* arg, const void* header, std::size_t header_length,
+                                void* data, std::size_t length, const ucp_am_recv_param_t* param);
     void arm_idle_timer();
     void stop();
     bool job_over() const;

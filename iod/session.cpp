@@ -166,6 +166,13 @@ void session::on_connect(proto::connect_msg& m)
     a.store = d_.store().describe() + "/" + hello_.job;
     a.store_uri = d_.store().location();
     a.transport = ucx::endpoint_transports(ep_);
+    a.session = id_;
+    if (hello_.flags & proto::connect_flag_push) {
+        if (auto ec = d_.worker().address(a.worker_address)) {
+            fail(ec, fmt::format("the daemon's UCX worker address: {}", ec.message()));
+            return;
+        }
+    }
     log_info("connect job {} {} buffer {} transport {} next version {}", hello_.job, who(),
              human_bytes(hello_.buffer_length), a.transport, next_version_);
     send(a);
@@ -191,8 +198,10 @@ void session::on_write_req(proto::write_req_msg& m)
         fail(errc::protocol_error, "WRITE_REQ with cookie 0");
         return;
     }
+    last_cookie_ = std::max(last_cookie_, m.cookie);
     auto refuse = [&](std::error_code ec, std::string why) {
         log_warn("{}: write refused: {}", who(), why);
+        release_early(m.cookie);
         send(proto::error_msg::from(ec, std::move(why), m.cookie));
     };
     if (m.length == 0 || m.length > hello_.buffer_length) {
@@ -268,12 +277,60 @@ void session::on_write_req(proto::write_req_msg& m)
                                            std::unique_ptr<store::object_writer>& out) {
         return st.create(object, size, out);
     };
+    const bool push = m.data.empty() && (hello_.flags & proto::connect_flag_push);
     pulling_ = std::make_shared<transfer>(
-        d_, transfer::source{ep_, rkey_.get(), hello_.buffer_address}, rank, version, m.length,
+        d_, transfer::source{ep_, rkey_.get(), hello_.buffer_address, push}, rank, version, m.length,
         object, std::move(open), std::move(h),
         std::move(m.data));
     staged_[version] = pulling_;
     pulling_->start();
+    if (push)
+        adopt_early(cookie);
+}
+
+ucs_status_t session::pushed(std::uint64_t cookie, std::uint64_t offset, std::uint64_t length,
+                             void* desc)
+{
+    if (!admitted_ || ended_ || !(hello_.flags & proto::connect_flag_push))
+        return UCS_ERR_CANCELED;
+    if (pulling_ && cookie == pulling_cookie_)
+        return pulling_->arrived(offset, length, desc);
+    if (cookie > last_cookie_ || (file_write_waiting_ && cookie == pulling_cookie_)) {
+        // Its announcement is still on the socket. Bounded: a rank has one
+        // write in flight, of at most this many chunks.
+        static constexpr std::size_t max_early = 1u << 16;
+        if (early_.size() >= max_early)
+            return UCS_ERR_EXCEEDS_LIMIT;
+        early_.push_back({cookie, offset, length, desc});
+        return UCS_INPROGRESS;
+    }
+    return UCS_ERR_CANCELED;  // a write that already ended
+}
+
+void session::adopt_early(std::uint64_t cookie)
+{
+    auto chunks = std::move(early_);
+    early_.clear();
+    for (auto& c : chunks) {
+        if (c.cookie != cookie) {
+            early_.push_back(c);
+            continue;
+        }
+        const ucs_status_t st =
+            pulling_ ? pulling_->arrived(c.offset, c.length, c.desc) : UCS_ERR_CANCELED;
+        if (st != UCS_INPROGRESS)
+            ucp_am_data_release(d_.worker().get(), c.desc);
+    }
+}
+
+void session::release_early(std::uint64_t cookie)
+{
+    std::erase_if(early_, [&](const early_chunk& c) {
+        if (c.cookie != cookie && cookie != 0)
+            return false;
+        ucp_am_data_release(d_.worker().get(), c.desc);
+        return true;
+    });
 }
 
 void session::on_query(const proto::query_msg& m)
@@ -383,6 +440,7 @@ void session::on_file_write(proto::file_write_msg& m)
 {
     if (!well_formed("FILE_WRITE", m.cookie))
         return;
+    last_cookie_ = std::max(last_cookie_, m.cookie);
     if (pulling_ || file_write_waiting_) {
         fail(errc::protocol_error,
              fmt::format("FILE_WRITE {} while write {} is still being pulled", m.cookie,
@@ -390,7 +448,15 @@ void session::on_file_write(proto::file_write_msg& m)
         return;
     }
     const auto it = files_.find(m.file);
+    const bool push = m.data.empty() && m.rkey.empty();
+    if (push && !(hello_.flags & proto::connect_flag_push)) {
+        fail(errc::protocol_error, fmt::format("FILE_WRITE {} with neither inline data nor a "
+                                               "remote key on a connection that does not push",
+                                               m.cookie));
+        return;
+    }
     if (it == files_.end()) {
+        release_early(m.cookie);
         send(proto::error_msg::from(make_error_code(errc::invalid_argument),
                                     fmt::format("FILE_WRITE to file {}, which is not open",
                                                 m.file),
@@ -398,6 +464,7 @@ void session::on_file_write(proto::file_write_msg& m)
         return;
     }
     if (d_.shutting_down()) {
+        release_early(m.cookie);
         send(proto::error_msg::from(make_error_code(errc::shutting_down),
                                     "the daemon is shutting down and takes no new writes",
                                     m.cookie));
@@ -414,6 +481,8 @@ void session::on_file_write(proto::file_write_msg& m)
         auto self = weak.lock();
         if (!self || self->ended_) {
             // The rank went away before this write began: it never handed it over.
+            if (self)
+                self->release_early(m.cookie);
             f->finished(m.offset, m.length);
             if (self) {
                 --self->active_;
@@ -434,8 +503,9 @@ void session::start_file_write(std::shared_ptr<forwarded_file> f, proto::file_wr
     const std::uint64_t length = m.length;
     const std::string what =
         fmt::format("the write of {} bytes at offset {} to {}", length, offset, f->path());
-    transfer::source src{ep_, nullptr, m.address};
-    if (m.data.empty()) {
+    const bool push = m.data.empty() && m.rkey.empty();
+    transfer::source src{ep_, nullptr, m.address, push};
+    if (m.data.empty() && !push) {
         if (auto ec = ucx::rkey::unpack(ep_, m.rkey, file_rkey_)) {
             --active_;
             file_write_waiting_ = false;
@@ -496,6 +566,8 @@ void session::start_file_write(std::shared_ptr<forwarded_file> f, proto::file_wr
     pulling_ = std::make_shared<transfer>(d_, src, hello_.rank, 0, length, what, std::move(open),
                                           std::move(h), std::move(m.data));
     pulling_->start();
+    if (push)
+        adopt_early(cookie);
 }
 
 void session::settle_file(std::shared_ptr<forwarded_file> f, bool durable, bool release,
@@ -799,6 +871,7 @@ void session::socket_closed(std::string why)
     // The version being pulled is discarded; versions already pulled are kept.
     if (pulling_)
         pulling_->source_gone();
+    release_early(0);
     close_all_files();
     if (ep_)
         close_endpoint(true);

@@ -46,6 +46,10 @@ public:
     bool done() const noexcept { return ended_ && active_ == 0; }
     // Called by the daemon when something it waits on for FINISHED changed.
     void maybe_finish();
+    // A chunk the rank pushed (proto::push_header); the status goes back to
+    // UCX (UCS_INPROGRESS: kept).
+    ucs_status_t pushed(std::uint64_t cookie, std::uint64_t offset, std::uint64_t length,
+                        void* desc);
 
 private:
     void read_header();
@@ -73,6 +77,10 @@ private:
     void answer_waits(std::uint64_t version);
     void send(const proto::message& m);
     void write_next();
+    // Pushed chunks that came before their WRITE_REQ/FILE_WRITE: handed to
+    // the transfer when it starts, released when the write is refused.
+    void adopt_early(std::uint64_t cookie);
+    void release_early(std::uint64_t cookie);
     // Ends the connection: with an ERROR first when `ec` is set.
     void fail(std::error_code ec, std::string why);
     void socket_closed(std::string why);
@@ -118,6 +126,12 @@ private:
     std::shared_ptr<transfer> pulling_;  // the version io_write waits for
     std::uint64_t pulling_cookie_ = 0;
     bool file_write_waiting_ = false;    // a FILE_WRITE waits for its WRITE_DONE
+    std::uint64_t last_cookie_ = 0;      // of the last write announced
+    struct early_chunk {
+        std::uint64_t cookie, offset, length;
+        void* desc;
+    };
+    std::vector<early_chunk> early_;
     ucx::rkey file_rkey_;                // the key of the file write being pulled
 
     // Files this rank writes through the daemon, by its numbers for them, and

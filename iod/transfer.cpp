@@ -46,6 +46,34 @@ transfer::transfer(daemon& d, source src, std::uint32_t rank, std::uint64_t vers
     crcs_.resize(chunks);
     sizes_.resize(chunks);
     held_.resize(chunks);
+    if (src_.push && inline_.empty())
+        announced_.resize(chunks);
+}
+
+ucs_status_t transfer::arrived(std::uint64_t offset, std::uint64_t length, void* desc)
+{
+    const std::uint64_t slot = d_.stage().slot_size();
+    const bool fits = src_.push && inline_.empty() && offset % slot == 0 && offset < length_ &&
+                      length == std::min(slot, length_ - offset);
+    if (!fits || announced_[offset / slot]) {
+        log_warn("rank {}: a pushed chunk [{}, {}) that is not one of write {}'s ({} bytes in "
+                 "chunks of {}): refused",
+                 rank_, offset, offset + length, version_, length_, slot);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if (error_)
+        return UCS_ERR_CANCELED;
+    announced_[offset / slot] = true;
+    pending_.push_back({chunk{static_cast<std::uint32_t>(offset / slot), offset, length}, desc});
+    request_slot();
+    return UCS_INPROGRESS;
+}
+
+void transfer::drop_pending()
+{
+    for (auto& p : pending_)
+        ucp_am_data_release(d_.worker().get(), p.desc);
+    pending_.clear();
 }
 
 bool transfer::fully_staged() const noexcept
@@ -73,7 +101,8 @@ void transfer::start()
 
 void transfer::request_slot()
 {
-    if (error_ || next_offset_ >= length_ || waiting_for_slot_)
+    const bool pushed = src_.push && inline_.empty();
+    if (error_ || waiting_for_slot_ || (pushed ? pending_.empty() : next_offset_ >= length_))
         return;
     waiting_for_slot_ = true;
     // One slot at a time per transfer: the next request queues behind other
@@ -87,6 +116,32 @@ void transfer::on_slot(slot s)
     if (error_) {
         d_.stage().release(s);
         check_done();
+        return;
+    }
+    if (src_.push && inline_.empty()) {
+        const pushed p = pending_.front();
+        pending_.pop_front();
+        auto* req = new pull_request{shared_from_this(), s, p.c};
+        ucp_request_param_t param{};
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                             UCP_OP_ATTR_FIELD_MEMH;
+        param.cb.recv_am = &transfer::recv_done;
+        param.user_data = req;
+        param.memh = d_.stage().memh();
+        ++pulls_in_flight_;
+        d_.pull_started();
+        ucs_status_ptr_t r = ucp_am_recv_data_nbx(d_.worker().get(), p.desc, s.data, p.c.size,
+                                                  &param);
+        ucs_status_t st = UCS_OK;
+        if (ucx::request_finished(r, st)) {
+            delete req;
+            d_.pull_finished();
+            on_pulled(s, p.c, st);
+        } else {
+            in_flight_.push_back(req);
+            d_.kick();
+        }
+        request_slot();
         return;
     }
     chunk c{next_index_++, next_offset_, std::min(s.size, length_ - next_offset_)};
@@ -138,6 +193,11 @@ void transfer::get_done(void* request, ucs_status_t status, void* user_data)
     const chunk c = req->c;
     delete req;
     self->on_pulled(s, c, status);
+}
+
+void transfer::recv_done(void* request, ucs_status_t status, std::size_t, void* user_data)
+{
+    get_done(request, status, user_data);
 }
 
 void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
@@ -225,6 +285,7 @@ void transfer::fail(std::error_code ec, std::string why)
         return;
     error_ = ec;
     why_ = std::move(why);
+    drop_pending();
 }
 
 void transfer::check_done()

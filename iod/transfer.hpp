@@ -9,6 +9,7 @@
 // last byte is pulled, the object is abandoned and nothing of it is visible.
 // Lives on the event-loop thread (the flusher only runs its jobs).
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <memory>
@@ -36,6 +37,9 @@ public:
         ucp_ep_h ep = nullptr;
         ucp_rkey_h rkey = nullptr;
         std::uint64_t address = 0;  // the rank's buffer
+        // The rank pushes the chunks (active-message rendezvous) instead of
+        // the daemon getting them; they come in through arrived().
+        bool push = false;
     };
     struct handlers {
         // Every byte is in staging memory: the rank may reuse its buffer.
@@ -58,6 +62,11 @@ public:
              std::vector<std::byte> inline_data = {});
 
     void start();
+    // A pushed chunk [offset, offset + length) announced by UCX (`desc`, an
+    // active-message rendezvous descriptor). UCS_INPROGRESS: taken, received
+    // into staging when a slot is free; an error: refused (the rank's send
+    // fails with it), e.g. a chunk that is not one of this write's.
+    ucs_status_t arrived(std::uint64_t offset, std::uint64_t length, void* desc);
     // The rank went away: pulls not yet done fail; what was fully pulled is
     // still flushed and committed.
     void source_gone();
@@ -87,6 +96,8 @@ private:
     void fail(std::error_code ec, std::string why);
     void check_done();
     static void get_done(void* request, ucs_status_t status, void* user_data);
+    static void recv_done(void* request, ucs_status_t status, std::size_t length, void* user_data);
+    void drop_pending();
 
     daemon& d_;
     source src_;
@@ -114,6 +125,12 @@ private:
     std::vector<slot> held_;                  // per chunk: its slot while staged
     std::uint32_t released_ = 0;
     std::vector<pull_request*> in_flight_;  // owned by UCX until their callback
+    struct pushed {
+        chunk c;
+        void* desc = nullptr;
+    };
+    std::deque<pushed> pending_;   // pushed chunks waiting for a slot
+    std::vector<bool> announced_;  // per chunk: already arrived
     std::unique_ptr<boost::asio::steady_timer> grace_;
     std::vector<std::uint32_t> crcs_;
     std::vector<std::uint64_t> sizes_;

@@ -60,6 +60,17 @@ std::error_code client::fail(std::error_code ec, std::string why)
 
 void client::release()
 {
+    if (daemon_ep_) {
+        ucp_request_param_t param{};
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+        ucs_status_ptr_t p = ucp_ep_close_nbx(std::exchange(daemon_ep_, nullptr), &param);
+        if (UCS_PTR_IS_PTR(p)) {
+            while (ucp_request_check_status(p) == UCS_INPROGRESS)
+                worker_.progress();
+            ucp_request_free(p);
+        }
+    }
     memory_ = ucx::memory{};
     worker_ = ucx::worker{};
     context_ = ucx::context{};
@@ -139,8 +150,12 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
     hello.rank = rank_;
     hello.ranks = ranks_;
     hello.pid = static_cast<std::uint32_t>(getpid());
+    // Push (active-message rendezvous, the daemon reads with cma) unless
+    // IOFWD_PULL=get asks for the daemon's emulated get of our memory.
+    const bool push = env_or("IOFWD_PULL", "push") != "get";
     hello.flags = (blocking_ ? proto::connect_flag_blocking : 0) |
-                  (files_only_ ? proto::connect_flag_files : 0);
+                  (files_only_ ? proto::connect_flag_files : 0) |
+                  (push ? proto::connect_flag_push : 0);
     hello.buffer_length = length_;
     hello.buffer_address = reinterpret_cast<std::uint64_t>(buffer_);
     hello.job = default_job_name();
@@ -174,6 +189,17 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
                                 proto::to_string(proto::type_of(answer))));
     accept_ = std::move(*a);
     next_version_ = accept_.next_version;
+    if (push && !accept_.worker_address.empty()) {
+        ucp_ep_params_t params{};
+        params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+        params.address = reinterpret_cast<const ucp_address_t*>(accept_.worker_address.data());
+        params.err_mode = UCP_ERR_HANDLING_MODE_NONE;  // see session.cpp: PEER rules out cma
+        if (ucs_status_t st = ucp_ep_create(worker_.get(), &params, &daemon_ep_); st != UCS_OK) {
+            daemon_ep_ = nullptr;
+            return undo(make_ucx_error(st), fmt::format("cannot reach the daemon over UCX: {}",
+                                                        ucs_status_string(st)));
+        }
+    }
     initialized_ = true;
     return {};
 }
@@ -189,7 +215,7 @@ std::error_code client::write(std::uint64_t len, std::uint64_t& version)
                     fmt::format("a write of {} bytes, but io_init registered {} bytes", len,
                                 length_));
     if (broken_)
-        return fail(broken_, fmt::format("the connection to the daemon is broken: {}", why_));
+        return broken_error();
     const std::uint64_t cookie = next_cookie_++;
     proto::write_req_msg req{cookie, len, {}};
     if (len <= eager_limit_) {
@@ -199,17 +225,114 @@ std::error_code client::write(std::uint64_t len, std::uint64_t& version)
     }
     if (auto ec = send(req))
         return ec;
-    for (;;) {
-        proto::message m;
-        if (auto ec = receive(m, std::chrono::milliseconds(0)))
+    push_state pushed;
+    if (req.data.empty() && daemon_ep_)
+        if (auto ec = push(cookie, buffer_, len, memory_.get(), pushed))
             return ec;
-        if (auto* d = std::get_if<proto::write_done_msg>(&m); d && d->cookie == cookie) {
-            version = d->version;
-            next_version_ = d->version + 1;
-            return {};
-        }
-        return unexpected(m, fmt::format("WRITE_REQ {}", cookie));
+    proto::message m;
+    std::error_code result = receive(m, std::chrono::milliseconds(0));
+    // The buffer is ours again only once UCX is done with every chunk.
+    if (auto ec = wait_pushed(pushed); ec && !result)
+        result = ec;
+    if (result)
+        return result;
+    if (auto* d = std::get_if<proto::write_done_msg>(&m); d && d->cookie == cookie) {
+        version = d->version;
+        next_version_ = d->version + 1;
+        return {};
     }
+    return unexpected(m, fmt::format("WRITE_REQ {}", cookie));
+}
+
+std::error_code client::push(std::uint64_t cookie, const void* data, std::uint64_t len,
+                             ucp_mem_h memh, push_state& out)
+{
+    const std::uint64_t chunk = accept_.chunk_bytes ? accept_.chunk_bytes : len;
+    out.headers.resize((len + chunk - 1) / chunk);
+    for (std::uint64_t off = 0, i = 0; off < len; off += chunk, ++i) {
+        proto::encode_push_header(proto::push_header{accept_.session, cookie, off},
+                                  *reinterpret_cast<std::byte(*)[proto::push_header_size]>(
+                                      out.headers[i].data()));
+        ucp_request_param_t param{};
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        param.flags = UCP_AM_SEND_FLAG_RNDV;
+        if (memh) {
+            param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+            param.memh = memh;
+        }
+        const auto* p = static_cast<const std::byte*>(data) + off;
+        ucs_status_ptr_t r = ucp_am_send_nbx(daemon_ep_, proto::am_push, out.headers[i].data(),
+                                             proto::push_header_size, p,
+                                             std::min(chunk, len - off), &param);
+        if (UCS_PTR_IS_ERR(r)) {
+            const ucs_status_t st = UCS_PTR_STATUS(r);
+            broken_ = make_ucx_error(st);
+            return fail(broken_, fmt::format("pushing bytes [{}, {}) to the daemon failed: {}",
+                                             off, std::min(len, off + chunk),
+                                             ucs_status_string(st)));
+        }
+        if (UCS_PTR_IS_PTR(r))
+            out.requests.push_back(r);
+    }
+    return {};
+}
+
+std::error_code client::wait_pushed(push_state& p)
+{
+    ucs_status_t first = UCS_OK;
+    bool cancelled = false;
+    auto last_activity = clock::now();
+    while (!p.requests.empty()) {
+        if (worker_.drain() > 0)
+            last_activity = clock::now();
+        std::erase_if(p.requests, [&](void* r) {
+            const ucs_status_t st = ucp_request_check_status(r);
+            if (st == UCS_INPROGRESS)
+                return false;
+            if (st != UCS_OK && first == UCS_OK)
+                first = st;
+            ucp_request_free(r);
+            return true;
+        });
+        if (p.requests.empty())
+            break;
+        // A daemon that died never reads the rest: give up on them.
+        char c;
+        const ssize_t n = ::recv(control_.get(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+        const bool gone = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+                                     errno != EINTR);
+        if (gone && !cancelled) {
+            for (void* r : p.requests)
+                ucp_request_cancel(worker_.get(), r);
+            cancelled = true;
+            broken_ = errc::daemon_gone;
+        }
+        if (!blocking_ || clock::now() - last_activity < std::chrono::milliseconds(2) || cancelled) {
+            sched_yield();
+            continue;
+        }
+        if (efd_ >= 0 && worker_.arm() == UCS_OK) {
+            pollfd fd{efd_, POLLIN, 0};
+            ::poll(&fd, 1, 10);  // also looks at the socket again every 10 ms
+        }
+    }
+    if (cancelled)
+        return fail(errc::daemon_gone,
+                    fmt::format("the daemon (pid {}) went away while it read our data; see {}",
+                                accept_.daemon_pid, paths_.log));
+    if (first != UCS_OK && !broken_)
+        return fail(make_ucx_error(first),
+                    fmt::format("the daemon did not take a pushed chunk: {}",
+                                ucs_status_string(first)));
+    return {};
+}
+
+std::error_code client::broken_error()
+{
+    static constexpr std::string_view lead = "the connection to the daemon is broken: ";
+    if (why_.starts_with(lead))
+        return broken_;
+    return fail(broken_, std::string(lead) + why_);
 }
 
 std::error_code client::init_files(std::uint32_t rank, std::uint32_t ranks, bool blocking)
@@ -224,7 +347,7 @@ std::error_code client::file_request(proto::message m, std::uint64_t cookie,
     if (!initialized_)
         return fail(errc::not_initialized, "not connected to the daemon");
     if (broken_)
-        return fail(broken_, fmt::format("the connection to the daemon is broken: {}", why_));
+        return broken_error();
     if (auto ec = send(m))
         return ec;
     proto::message answer;
@@ -253,6 +376,22 @@ std::error_code client::file_write(std::uint64_t file, std::uint64_t offset, con
     if (len <= eager_limit_) {
         const auto* p = static_cast<const std::byte*>(data);
         req.data.assign(p, p + len);
+    } else if (daemon_ep_) {
+        // Pushed: announced by this FILE_WRITE, the chunks follow over UCX.
+        if (auto ec = send(req))
+            return ec;
+        push_state pushed;
+        if (auto ec = push(cookie, data, len, nullptr, pushed))
+            return ec;
+        proto::message m;
+        std::error_code result = receive(m, std::chrono::milliseconds(0));
+        if (auto ec = wait_pushed(pushed); ec && !result)
+            result = ec;
+        if (result)
+            return result;
+        if (auto* d = std::get_if<proto::write_done_msg>(&m); d && d->cookie == cookie)
+            return {};
+        return unexpected(m, fmt::format("FILE_WRITE of {} bytes at {}", len, offset));
     } else {
         if (!initialized_)
             return fail(errc::not_initialized, "not connected to the daemon");
@@ -302,7 +441,7 @@ std::error_code client::query(std::uint64_t version, bool wait, proto::version_s
     if (!initialized_)
         return fail(errc::not_initialized, "call io_init first (or io_finalize was called)");
     if (broken_)
-        return fail(broken_, fmt::format("the connection to the daemon is broken: {}", why_));
+        return broken_error();
     const std::uint64_t cookie = next_cookie_++;
     if (auto ec = send(proto::query_msg{cookie, version, wait ? 1u : 0u}))
         return ec;

@@ -9,6 +9,7 @@
 // polling mode.
 #include <sys/types.h>
 
+#include <array>
 #include <chrono>
 #include <memory>
 #include <span>
@@ -66,6 +67,8 @@ private:
     std::error_code receive(proto::message& out, std::chrono::milliseconds timeout);
     bool try_parse(proto::message& out, std::error_code& ec);
     std::error_code fail(std::error_code ec, std::string why);
+    // The error for any request once the connection is broken (said once).
+    std::error_code broken_error();
     std::error_code daemon_error(const proto::error_msg& e);
     // An answer that is not the one `request` expects: the daemon's ERROR, or
     // a protocol error that leaves the connection unusable.
@@ -79,6 +82,19 @@ private:
     std::error_code read_staged(std::uint64_t version, std::span<std::byte> out, bool& served,
                                 std::uint64_t& size);
     void release();
+    // A pushed write: its chunks' headers (UCX reads them until each send
+    // completes) and send requests.
+    struct push_state {
+        std::vector<std::array<std::byte, proto::push_header_size>> headers;
+        std::vector<void*> requests;
+    };
+    // Posts [data, data + len) of write `cookie` as rendezvous active
+    // messages, one per daemon chunk; memh may be null (UCX registers).
+    std::error_code push(std::uint64_t cookie, const void* data, std::uint64_t len, ucp_mem_h memh,
+                         push_state& out);
+    // Waits until every send of `p` completed (the daemon read the bytes or
+    // refused them); cancels them if the daemon is gone.
+    std::error_code wait_pushed(push_state& p);
     // Sends a FILE_* request and waits for its FILE_DONE.
     std::error_code file_request(proto::message m, std::uint64_t cookie, const std::string& what);
 
@@ -100,6 +116,7 @@ private:
     ucx::worker worker_;
     int efd_ = -1;
     ucx::memory memory_;
+    ucp_ep_h daemon_ep_ = nullptr;  // to push writes to the daemon (connect_flag_push)
     proto::accept_msg accept_;
     std::uint64_t next_cookie_ = 1;
     std::uint64_t next_version_ = 0;

@@ -127,6 +127,8 @@ void encode_body(writer& w, const accept_msg& m)
     w.str(m.store);
     w.str(m.store_uri);
     w.str(m.transport);
+    w.u64(m.session);
+    w.bytes(m.worker_address);
 }
 
 void encode_body(writer& w, const write_req_msg& m)
@@ -260,6 +262,8 @@ accept_msg decode_accept(reader& r)
     m.store = r.str("store", max_text);
     m.store_uri = r.str("store_uri", max_text);
     m.transport = r.str("transport", max_text);
+    m.session = r.u64("session");
+    m.worker_address = r.blob("worker_address", max_blob);
     return m;
 }
 
@@ -386,8 +390,6 @@ file_write_msg decode_file_write(reader& r)
         r.fail(fmt::format("offset {} + length {} overflows", m.offset, m.length));
     else if (!m.data.empty() && m.data.size() != m.length)
         r.fail(fmt::format("inline data of {} bytes for a write of {}", m.data.size(), m.length));
-    else if (m.data.empty() && m.rkey.empty())
-        r.fail("neither inline data nor a remote key");
     else if (!m.data.empty() && !m.rkey.empty())
         r.fail("both inline data and a remote key");
     return m;
@@ -458,7 +460,7 @@ std::uint64_t max_payload(msg_type t) noexcept
 {
     switch (t) {
     case msg_type::connect: return 2 * 8 + 8 * 4 + max_name + 2 * max_blob;
-    case msg_type::accept: return 4 + 3 * 8 + 4 * 4 + max_name + 3 * max_text;
+    case msg_type::accept: return 4 + 4 * 8 + 5 * 4 + max_name + 3 * max_text + max_blob;
     case msg_type::write_req: return 20 + max_eager;
     case msg_type::write_done: return 16;
     case msg_type::bye: return 0;
@@ -475,6 +477,26 @@ std::uint64_t max_payload(msg_type t) noexcept
     case msg_type::file_done: return 8;
     }
     return 0;
+}
+
+void encode_push_header(const push_header& h, std::byte (&out)[push_header_size]) noexcept
+{
+    const std::uint64_t fields[3] = {h.session, h.cookie, h.offset};
+    for (int f = 0; f < 3; ++f)
+        for (int i = 0; i < 8; ++i)
+            out[f * 8 + i] = static_cast<std::byte>((fields[f] >> (8 * i)) & 0xff);
+}
+
+bool decode_push_header(std::span<const std::byte> in, push_header& out) noexcept
+{
+    if (in.size() != push_header_size)
+        return false;
+    std::uint64_t fields[3] = {0, 0, 0};
+    for (int f = 0; f < 3; ++f)
+        for (int i = 0; i < 8; ++i)
+            fields[f] |= static_cast<std::uint64_t>(in[f * 8 + i]) << (8 * i);
+    out = push_header{fields[0], fields[1], fields[2]};
+    return true;
 }
 
 std::error_code error_msg::code() const noexcept

@@ -48,7 +48,7 @@
 namespace iofwd::proto {
 
 inline constexpr std::uint32_t magic = 0x57464f49;  // "IOFW" in memory order
-inline constexpr std::uint16_t version = 1;
+inline constexpr std::uint16_t version = 2;
 inline constexpr std::size_t header_size = 16;
 
 enum class msg_type : std::uint16_t {
@@ -100,6 +100,10 @@ inline constexpr std::uint32_t connect_flag_blocking = 1u << 0;
 // A process that writes files through the daemon (the MPI shim): no registered
 // buffer (length 0, no rkey); every FILE_WRITE brings its own.
 inline constexpr std::uint32_t connect_flag_files = 1u << 1;
+// The rank pushes large writes as UCX active messages (rendezvous: the daemon
+// reads them with cma, the rank's CPU stays out of the copy) instead of
+// having the daemon get them (UCX 1.13 emulates that get with the rank's CPU).
+inline constexpr std::uint32_t connect_flag_push = 1u << 2;
 
 struct accept_msg {
     std::uint32_t daemon_pid = 0;
@@ -110,8 +114,24 @@ struct accept_msg {
     std::string store;      // where the data goes, for humans
     std::string store_uri;  // the same, for store::open (e.g. "dir:/scratch/ckpt")
     std::string transport;  // UCX transports of the daemon's endpoint to the rank
+    std::uint64_t session = 0;            // names this connection in pushed chunks
+    std::vector<std::byte> worker_address;  // the daemon's, for pushing
     bool operator==(const accept_msg&) const = default;
 };
+
+// A pushed chunk: a UCX active message (id am_push) whose header says whose
+// write it belongs to, and whose data are bytes [offset, offset + length) of
+// it. Pushed writes are announced by a WRITE_REQ or FILE_WRITE without inline
+// data; the chunks may arrive before the announcement.
+inline constexpr unsigned am_push = 1;
+struct push_header {
+    std::uint64_t session = 0;
+    std::uint64_t cookie = 0;
+    std::uint64_t offset = 0;
+};
+inline constexpr std::size_t push_header_size = 24;
+void encode_push_header(const push_header& h, std::byte (&out)[push_header_size]) noexcept;
+bool decode_push_header(std::span<const std::byte> in, push_header& out) noexcept;
 
 struct write_req_msg {
     std::uint64_t cookie = 0;
@@ -207,6 +227,7 @@ struct file_write_msg {
     std::uint64_t address = 0;      // where the bytes are in the rank (pulled)
     std::vector<std::byte> rkey;    // its packed remote key (pulled)
     std::vector<std::byte> data;    // or exactly `length` bytes inline
+                                    // (neither: pushed, on a pushing connection)
     bool operator==(const file_write_msg&) const = default;
 };
 

@@ -81,8 +81,8 @@ daemon-killed)
   # The daemon dies while ranks wait for it (its writes made slow): every rank
   # gets an error in words at once; nobody hangs.
   set +e
-  IOFWD_FAULT=pwrite:DELAY run "$wrapper" --prefix "$work/shim" -n 2 "$app" "$work/shim" \
-    > "$work/out" 2> "$work/err" &
+  IOFWD_FAULT=pwrite:DELAY MPIIO_APP_KEEP_GOING=1 run "$wrapper" --prefix "$work/shim" -n 2 \
+    "$app" "$work/shim" > "$work/out" 2> "$work/err" &
   job=$!
   for _ in $(seq 1 200); do
     daemon_log | grep -q "forwarding writes" && break
