@@ -206,8 +206,9 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
     if (st != UCS_OK) {
         d_.stage().release(s);
         fail(make_ucx_error(st),
-             fmt::format("pulling bytes [{}, {}) of rank {} version {} failed: {}", c.offset,
-                         c.offset + c.size, rank_, version_, ucs_status_string(st)));
+             fmt::format("pulling bytes [{}, {}) of rank {} version {} failed: {}; the partial "
+                         "version is discarded",
+                         c.offset, c.offset + c.size, rank_, version_, ucs_status_string(st)));
         check_done();
         return;
     }

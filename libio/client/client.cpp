@@ -58,19 +58,26 @@ std::error_code client::fail(std::error_code ec, std::string why)
     return ec;
 }
 
+void client::close_daemon_ep()
+{
+    if (!daemon_ep_)
+        return;
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    ucs_status_ptr_t p = ucp_ep_close_nbx(std::exchange(daemon_ep_, nullptr), &param);
+    if (UCS_PTR_IS_PTR(p)) {
+        const auto deadline = clock::now() + std::chrono::seconds(1);
+        while (ucp_request_check_status(p) == UCS_INPROGRESS && clock::now() < deadline)
+            worker_.progress();
+        if (ucp_request_check_status(p) != UCS_INPROGRESS)
+            ucp_request_free(p);
+    }
+}
+
 void client::release()
 {
-    if (daemon_ep_) {
-        ucp_request_param_t param{};
-        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-        ucs_status_ptr_t p = ucp_ep_close_nbx(std::exchange(daemon_ep_, nullptr), &param);
-        if (UCS_PTR_IS_PTR(p)) {
-            while (ucp_request_check_status(p) == UCS_INPROGRESS)
-                worker_.progress();
-            ucp_request_free(p);
-        }
-    }
+    close_daemon_ep();
     memory_ = ucx::memory{};
     worker_ = ucx::worker{};
     context_ = ucx::context{};
@@ -230,12 +237,9 @@ std::error_code client::write(std::uint64_t len, std::uint64_t& version)
         if (auto ec = push(cookie, buffer_, len, memory_.get(), pushed))
             return ec;
     proto::message m;
-    std::error_code result = receive(m, std::chrono::milliseconds(0));
     // The buffer is ours again only once UCX is done with every chunk.
-    if (auto ec = wait_pushed(pushed); ec && !result)
-        result = ec;
-    if (result)
-        return result;
+    if (auto ec = answer_and_pushed(m, pushed))
+        return ec;
     if (auto* d = std::get_if<proto::write_done_msg>(&m); d && d->cookie == cookie) {
         version = d->version;
         next_version_ = d->version + 1;
@@ -277,10 +281,23 @@ std::error_code client::push(std::uint64_t cookie, const void* data, std::uint64
     return {};
 }
 
+std::error_code client::answer_and_pushed(proto::message& answer, push_state& p)
+{
+    const std::error_code ec = receive(answer, std::chrono::milliseconds(0));
+    if (!ec)
+        return wait_pushed(p);
+    // The first failure is the one to report.
+    const std::string why = why_;
+    wait_pushed(p);
+    why_ = why;
+    return ec;
+}
+
 std::error_code client::wait_pushed(push_state& p)
 {
     ucs_status_t first = UCS_OK;
     bool cancelled = false;
+    auto gave_up = clock::now();
     auto last_activity = clock::now();
     while (!p.requests.empty()) {
         if (worker_.drain() > 0)
@@ -302,10 +319,17 @@ std::error_code client::wait_pushed(push_state& p)
         const bool gone = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
                                      errno != EINTR);
         if (gone && !cancelled) {
-            for (void* r : p.requests)
-                ucp_request_cancel(worker_.get(), r);
+            // Force-closing the endpoint completes its outstanding sends
+            // (cancelled); a send UCX still holds after a second is left to
+            // the worker's destruction.
             cancelled = true;
             broken_ = errc::daemon_gone;
+            close_daemon_ep();
+            gave_up = clock::now() + std::chrono::seconds(1);
+        }
+        if (cancelled && clock::now() > gave_up) {
+            p.requests.clear();
+            break;
         }
         if (!blocking_ || clock::now() - last_activity < std::chrono::milliseconds(2) || cancelled) {
             sched_yield();
@@ -384,11 +408,8 @@ std::error_code client::file_write(std::uint64_t file, std::uint64_t offset, con
         if (auto ec = push(cookie, data, len, nullptr, pushed))
             return ec;
         proto::message m;
-        std::error_code result = receive(m, std::chrono::milliseconds(0));
-        if (auto ec = wait_pushed(pushed); ec && !result)
-            result = ec;
-        if (result)
-            return result;
+        if (auto ec = answer_and_pushed(m, pushed))
+            return ec;
         if (auto* d = std::get_if<proto::write_done_msg>(&m); d && d->cookie == cookie)
             return {};
         return unexpected(m, fmt::format("FILE_WRITE of {} bytes at {}", len, offset));

@@ -82,6 +82,7 @@ private:
     std::error_code read_staged(std::uint64_t version, std::span<std::byte> out, bool& served,
                                 std::uint64_t& size);
     void release();
+    void close_daemon_ep();
     // A pushed write: its chunks' headers (UCX reads them until each send
     // completes) and send requests.
     struct push_state {
@@ -95,6 +96,8 @@ private:
     // Waits until every send of `p` completed (the daemon read the bytes or
     // refused them); cancels them if the daemon is gone.
     std::error_code wait_pushed(push_state& p);
+    // The daemon's answer to a pushed write, then the end of its sends.
+    std::error_code answer_and_pushed(proto::message& answer, push_state& p);
     // Sends a FILE_* request and waits for its FILE_DONE.
     std::error_code file_request(proto::message m, std::uint64_t cookie, const std::string& what);
 
