@@ -5,12 +5,14 @@
 //   u32 magic "IOFW" | u16 protocol version | u16 type | u64 payload length
 // all little-endian. Data lengths are 64-bit everywhere. The messages travel
 // on the control connection (a Unix stream socket); the checkpoint bytes
-// themselves never do: the daemon pulls them with UCX.
+// themselves never do (beyond small inline writes): they go over UCX.
 //
 //   C->S CONNECT     rank, ranks, buffer length and address, UCX worker address, packed rkey
 //   C<-S ACCEPT      the daemon's answer to CONNECT (or ERROR, which is a rejection)
-//   C->S WRITE_REQ   pull [0, length) of the registered buffer as a new version;
-//                    a small write (<= max_eager) carries its bytes inline instead
+//   C->S WRITE_REQ   [0, length) of the registered buffer as a new version: the
+//                    rank pushes it as active messages (connect_flag_push,
+//                    push_header) or the daemon gets it; a small write
+//                    (<= max_eager) carries its bytes inline instead
 //   C<-S WRITE_DONE  the bytes are in daemon memory; the buffer may be reused
 //   C->S QUERY       the state of one of the rank's versions; with `wait`, answered
 //                    only once it is durable (or failed)

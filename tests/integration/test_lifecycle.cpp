@@ -139,14 +139,18 @@ TEST_CASE("two nodes commit a version together; if one dies first it is complete
     const std::map<std::string, std::string> b{{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeB"},
                                                {"IOFWD_SESSION", "sb"}};
     // Like an MPI job's barrier after io_init: both nodes' daemons have chosen
-    // the first version (1.5 s pause) before anyone writes.
-    auto ra = c.rank(0, 1, {"--size", "70000", "--versions", "2", "--pause-ms", "1500"}, a);
+    // the first version before anyone writes.
+    const std::string go = c.runtime_dir() + "/go";
+    auto ra = c.rank(0, 1, {"--size", "70000", "--versions", "2", "--go-file", go}, a);
     auto rb = c.rank(0, 1, {"--size", "70000", "--versions", "2", "--stall-at", "1",
-                            "--pause-ms", "1500"}, b);
+                            "--go-file", go}, b);
     REQUIRE(wait_until([&] {
         return count(read_file(c.runtime_dir() + "/sa.log"), "connect job") == 1 &&
                count(read_file(c.runtime_dir() + "/sb.log"), "connect job") == 1;
     }, 30s));
+    std::FILE* f = std::fopen(go.c_str(), "w");
+    REQUIRE(f);
+    std::fclose(f);
     REQUIRE(wait_until([&] { return has_line(rb, "stalled"); }, 60s));
     // Node A finishes both versions; node B dies (after version 1 is
     // committed everywhere) before writing version 2.

@@ -7,6 +7,8 @@
 // --probe V: io_latest, io_latest_verified, io_read(V), each printed as
 //   latest <errno> <version> / verified <errno> <version> / read <errno> <size>
 // --latest-only: io_latest before any io_init, then exit.
+// --go-file PATH: after io_init, waits (at most 60 s) until PATH exists before
+//   the first write: a barrier the test opens, like an MPI job's after io_init.
 //   init <errno>
 //   write <k> <errno> <version> <milliseconds>
 //   finalize <errno> <milliseconds>
@@ -48,6 +50,7 @@ int main(int argc, char** argv)
     bool restart = false;
     long long probe = -1;
     bool latest_only = false;
+    std::string go_file;
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
         auto next = [&] { return i + 1 < argc ? argv[++i] : (std::exit(2), argv[0]); };
@@ -62,6 +65,7 @@ int main(int argc, char** argv)
         else if (a == "--restart") restart = true;
         else if (a == "--probe") probe = std::atoll(next());
         else if (a == "--latest-only") latest_only = true;
+        else if (a == "--go-file") go_file = next();
         else {
             std::fprintf(stderr, "rank_client: unknown option %s\n", argv[i]);
             return 2;
@@ -117,6 +121,10 @@ int main(int argc, char** argv)
         std::printf("read %d %llu\n", rc, static_cast<unsigned long long>(got));
         if (rc)
             std::printf("error %s\n", io_last_error());
+    }
+    if (!go_file.empty()) {
+        for (int waited = 0; waited < 6000 && ::access(go_file.c_str(), F_OK) != 0; ++waited)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     for (unsigned k = 0; k < versions; ++k) {
         if (static_cast<long>(k) == stall_at) {
