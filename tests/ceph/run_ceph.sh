@@ -8,7 +8,11 @@
 set -euo pipefail
 mpiexec=$1 checkpoint=$2 verify=$3 rank_client=$4 src=$5
 work=$(mktemp -d /tmp/iofwd-ceph-XXXXXX)
-cleanup() { bash "$src/scripts/ceph-stop.sh" "$work/cluster"; rm -rf "$work"; }
+# No daemon of this test outlives it, whatever the test did to its ranks.
+cleanup() {
+  pkill -9 -f -- "--runtime-dir $work/rt" 2>/dev/null || true
+  bash "$src/scripts/ceph-stop.sh" "$work/cluster"; rm -rf "$work"
+}
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
@@ -76,7 +80,8 @@ grep -qx "keepjob/v00000004/COMPLETE" "$work/keep" || fail "retention removed ve
 rados -c "$conf" -p iofwd ls | grep -q "^keepjob/v0000000[12]/" && fail "pieces of removed versions left"
 
 # 4. A second concurrent job under the same name is refused in words.
-IOFWD_STORE=rados:iofwd IOFWD_SESSION=claim1 IOFWD_JOB=claimjob timeout 120 "$rank_client" \
+# (No `timeout` in front: $! must be the rank itself, which the kill below ends.)
+IOFWD_STORE=rados:iofwd IOFWD_SESSION=claim1 IOFWD_JOB=claimjob "$rank_client" \
   --rank 0 --ranks 1 --size 4096 --versions 1 --stall-at 0 > "$work/claim1.out" 2>&1 &
 holder=$!
 for _ in $(seq 1 100); do grep -q "^stalled" "$work/claim1.out" 2>/dev/null && break; sleep 0.1; done
