@@ -157,9 +157,20 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
     hello.rank = rank_;
     hello.ranks = ranks_;
     hello.pid = static_cast<std::uint32_t>(getpid());
-    // Push (active-message rendezvous, the daemon reads with cma) unless
-    // IOFWD_PULL=get asks for the daemon's emulated get of our memory.
-    const bool push = env_or("IOFWD_PULL", "push") != "get";
+    // How the daemon takes large writes (IOFWD_PULL): `push`, active-message
+    // rendezvous that the daemon reads with cma, the rank's CPU out of the
+    // copy; `get`, the daemon's get, which UCX 1.13 emulates by copying on the
+    // rank's CPU too: faster while every process has a core of its own (1
+    // writer, 64 MiB: 9 ms against 16), slower once the node's cores are
+    // all taken (2 ranks and the daemon on 2 cores, 256 MiB: 131 ms against
+    // 108; much worse under heavier load). `auto` (default): push when the
+    // node's ranks and the daemon outnumber its cores.
+    const std::string pull = env_or("IOFWD_PULL", "auto");
+    if (pull != "auto" && pull != "push" && pull != "get")
+        return undo(errc::invalid_argument,
+                    fmt::format("IOFWD_PULL='{}' is none of auto, push, get", pull));
+    const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+    const bool push = pull == "push" || (pull == "auto" && ranks_ + 1 > cores);
     hello.flags = (blocking_ ? proto::connect_flag_blocking : 0) |
                   (files_only_ ? proto::connect_flag_files : 0) |
                   (push ? proto::connect_flag_push : 0);

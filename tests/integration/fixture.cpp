@@ -96,4 +96,10 @@ std::size_t count(const std::string& hay, const std::string& needle)
     return n;
 }
 
+bool has_line(const process& p, const std::string& prefix)
+{
+    const auto out = p.output();
+    return out.rfind(prefix, 0) == 0 || out.find("\n" + prefix) != std::string::npos;
+}
+
 }  // namespace test

@@ -37,5 +37,7 @@ struct cluster {
 std::vector<pid_t> daemon_pids(const std::string& log);
 // Occurrences of `needle` in `hay`.
 std::size_t count(const std::string& hay, const std::string& needle);
+// A line of p's output starts with `prefix`.
+bool has_line(const process& p, const std::string& prefix);
 
 }  // namespace test

@@ -20,12 +20,6 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-bool has_line(const process& p, const std::string& prefix)
-{
-    const auto out = p.output();
-    return out.rfind(prefix, 0) == 0 || out.find("\n" + prefix) != std::string::npos;
-}
-
 // Uncommitted temporaries (".<name>.tmp-...") under the store.
 std::size_t temporaries(const std::string& root)
 {

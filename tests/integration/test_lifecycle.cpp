@@ -19,12 +19,6 @@ using namespace test;
 
 namespace {
 
-bool has_line(const process& p, const std::string& line)
-{
-    const auto out = p.output();
-    return out.rfind(line, 0) == 0 || out.find("\n" + line) != std::string::npos;
-}
-
 void require_exit(process& p, int code)
 {
     const auto st = p.wait(120s);

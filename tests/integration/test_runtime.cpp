@@ -74,6 +74,33 @@ TEST_CASE("a buffer far larger than the staging memory streams through it in chu
     CHECK(c.log().find("staging 4 MiB (4 slots of 1 MiB)") != std::string::npos);
 }
 
+TEST_CASE("both ways to the daemon, pushed and got, store the same bytes",
+          "[integration][pull-modes]")
+{
+    for (const char* mode : {"push", "get"}) {
+        INFO("IOFWD_PULL=" << mode);
+        cluster c;
+        // Chunks of 1 MiB through 3 slots: pushed chunks wait for slots too.
+        const std::map<std::string, std::string> env{{"IOFWD_PULL", mode},
+                                                     {"IOFWD_STAGING_SIZE", "3M"},
+                                                     {"IOFWD_CHUNK_SIZE", "1M"}};
+        auto r0 = c.rank(0, 2, {"--size", std::to_string((9 << 20) + 5), "--versions", "2"}, env);
+        auto r1 = c.rank(1, 2, {"--size", std::to_string(70000), "--versions", "2"}, env);
+        require_success(r0, "rank 0");
+        require_success(r1, "rank 1");
+        std::string out;
+        CHECK(c.verify(2, 2, out) == 0);
+        INFO(out);
+        CHECK(out.find("2 complete versions, 0 incomplete, 4 objects") != std::string::npos);
+    }
+    // Anything else is refused at io_init, in words.
+    cluster c;
+    auto bad = c.rank(0, 1, {"--size", "4096", "--versions", "1"}, {{"IOFWD_PULL", "fast"}});
+    REQUIRE(bad.wait(30s).has_value());
+    CHECK(has_line(bad, "init 22"));
+    CHECK(bad.output().find("none of auto, push, get") != std::string::npos);
+}
+
 TEST_CASE("a buffer over 4 GiB is written whole (64-bit lengths)", "[integration][over4g]")
 {
     cluster c;
