@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <stop_token>
 #include <cstdlib>
@@ -183,6 +184,7 @@ public:
         std::vector<request> reqs;
         for (std::uint64_t done = 0; done < data.size();) {
             const std::uint64_t at = offset + done;
+            mark_written(at / piece_size);
             const std::uint64_t in_piece = at % piece_size;
             const std::uint64_t n =
                 std::min({max_write, piece_size - in_piece, data.size() - done});
@@ -215,6 +217,8 @@ public:
     {
         // Every piece must exist, even one never written (a zero-length object).
         for (std::uint64_t n = 0; n < pieces(); ++n) {
+            if (was_written(n))
+                continue;  // no round trip to ask what we know
             const auto p = piece_name(name_, id_, n);
             std::uint64_t sz = 0;
             time_t mt = 0;
@@ -224,16 +228,22 @@ public:
                     return rados_error(rc);
             }
         }
-        if (const int irc = index_add(io_, cache_, name_); irc < 0)
-            return rados_error(irc);
+        // The listing's index entry and the head go to different objects: in
+        // parallel (each a round trip to an OSD). A head without its index
+        // entry is not listed, so a failure of either fails the commit.
+        auto indexed = std::async(std::launch::async,
+                                  [this] { return index_add(io_, cache_, name_); });
         const auto text = format_head({size_, id_, pieces()});
         std::string old_text;
         head old;
         const bool had_old = read_head(old_text) && parse_head(old_text, old) && old.id != id_;
         const int rc = with_retries(
             [&] { return rados_write_full(io_, name_.c_str(), text.data(), text.size()); });
+        const int irc = indexed.get();
         if (rc < 0)
             return rados_error(rc);
+        if (irc < 0)
+            return rados_error(irc);
         committed_ = true;
         if (had_old)  // the object replaced: its pieces go
             for (std::uint64_t n = 0; n < old.pieces; ++n)
@@ -243,6 +253,17 @@ public:
 
 private:
     std::uint64_t pieces() const { return size_ == 0 ? 1 : (size_ + piece_size - 1) / piece_size; }
+    // write_at runs on several flusher threads at once.
+    void mark_written(std::uint64_t piece)
+    {
+        std::lock_guard lock(written_mutex_);
+        written_.insert(piece);
+    }
+    bool was_written(std::uint64_t piece)
+    {
+        std::lock_guard lock(written_mutex_);
+        return written_.count(piece) != 0;
+    }
     bool read_head(std::string& out)
     {
         char buf[512];
@@ -258,6 +279,8 @@ private:
     std::string name_;
     std::uint64_t size_;
     std::string id_;
+    std::mutex written_mutex_;
+    std::set<std::uint64_t> written_;
     bool committed_ = false;
 };
 
