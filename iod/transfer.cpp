@@ -119,28 +119,13 @@ void transfer::on_slot(slot s)
         return;
     }
     if (src_.push && inline_.empty()) {
+        // The next pushed chunk, read from the rank by UCX (cma) into the slot.
         const pushed p = pending_.front();
         pending_.pop_front();
-        auto* req = new pull_request{shared_from_this(), s, p.c};
-        ucp_request_param_t param{};
-        param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                             UCP_OP_ATTR_FIELD_MEMH;
-        param.cb.recv_am = &transfer::recv_done;
-        param.user_data = req;
-        param.memh = d_.stage().memh();
-        ++pulls_in_flight_;
-        d_.pull_started();
-        ucs_status_ptr_t r = ucp_am_recv_data_nbx(d_.worker().get(), p.desc, s.data, p.c.size,
-                                                  &param);
-        ucs_status_t st = UCS_OK;
-        if (ucx::request_finished(r, st)) {
-            delete req;
-            d_.pull_finished();
-            on_pulled(s, p.c, st);
-        } else {
-            in_flight_.push_back(req);
-            d_.kick();
-        }
+        pull_into(s, p.c, [&](ucp_request_param_t& param) {
+            param.cb.recv_am = &transfer::recv_done;
+            return ucp_am_recv_data_nbx(d_.worker().get(), p.desc, s.data, p.c.size, &param);
+        });
         request_slot();
         return;
     }
@@ -153,20 +138,26 @@ void transfer::on_slot(slot s)
         request_slot();
         return;
     }
+    pull_into(s, c, [&](ucp_request_param_t& param) {
+        param.cb.send = &transfer::get_done;
+        return ucp_get_nbx(src_.ep, s.data, c.size, src_.address + c.offset, src_.rkey, &param);
+    });
+    request_slot();
+}
 
+template <typename Post>
+void transfer::pull_into(slot s, chunk c, Post&& post)
+{
     auto* req = new pull_request{shared_from_this(), s, c};
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                          UCP_OP_ATTR_FIELD_MEMH;
-    param.cb.send = &transfer::get_done;
     param.user_data = req;
     param.memh = d_.stage().memh();
     ++pulls_in_flight_;
     d_.pull_started();
-    ucs_status_ptr_t p = ucp_get_nbx(src_.ep, s.data, c.size, src_.address + c.offset, src_.rkey,
-                                     &param);
     ucs_status_t st = UCS_OK;
-    if (ucx::request_finished(p, st)) {
+    if (ucx::request_finished(post(param), st)) {
         delete req;
         d_.pull_finished();
         on_pulled(s, c, st);
@@ -174,7 +165,6 @@ void transfer::on_slot(slot s)
         in_flight_.push_back(req);
         d_.kick();
     }
-    request_slot();
 }
 
 void transfer::get_done(void* request, ucs_status_t status, void* user_data)

@@ -91,6 +91,10 @@ private:
 
     void request_slot();
     void on_slot(slot s);
+    // Posts one UCX operation filling slot `s` with chunk `c` (post fills in
+    // the callback and returns UCX's status pointer) and tracks it.
+    template <typename Post>
+    void pull_into(slot s, chunk c, Post&& post);
     void on_pulled(slot s, chunk c, ucs_status_t st);
     void on_flushed(slot s, chunk c, std::uint32_t crc, std::error_code ec);
     void fail(std::error_code ec, std::string why);
