@@ -314,6 +314,30 @@ ucs_status_t daemon::on_push(void* arg, const void* header, std::size_t header_l
     return it->second->pushed(h.cookie, h.offset, length, data);
 }
 
+std::error_code daemon::claim_store(const std::string& job, std::uint64_t& last,
+                                    std::unique_ptr<store::claim>& claim, std::string& why)
+{
+    std::vector<std::string> names;
+    if (auto ec = store_->list(job + "/", names); ec && ec != errc::not_found) {
+        why = fmt::format("cannot list job {} in {}: {}", job, store_->describe(), ec.message());
+        return ec;
+    }
+    for (const auto& n : names)
+        if (auto v = store::parse_version_dir(n))
+            last = std::max(last, *v);
+    if (auto ec = store_->claim_job(job, opts_.node, claim)) {
+        why = ec == errc::rank_in_use
+                  ? fmt::format("job '{}' on node {} is being written by another daemon in {} "
+                                "right now: give concurrent jobs different names (IOFWD_JOB)",
+                                job, opts_.node, store_->describe())
+                  : fmt::format("cannot claim job '{}' in {}: {}", job, store_->describe(),
+                                ec.message());
+        job_.clear();
+        return ec;
+    }
+    return {};
+}
+
 std::error_code daemon::admit(session&, const proto::connect_msg& m, std::uint64_t& first_version,
                               std::string& why)
 {
@@ -322,34 +346,15 @@ std::error_code daemon::admit(session&, const proto::connect_msg& m, std::uint64
         return errc::shutting_down;
     }
     if (job_.empty() || (job_over() && sessions_.size() <= 1 && !manifests_pending_)) {
-        // First rank of a job: find where its versions continue in the store.
-        // A job that only writes files through the shim keeps no versions
-        // there and claims nothing.
-        const bool files_only = m.flags & proto::connect_flag_files;
+        // First rank of a job: find where its versions continue in the store,
+        // and claim the job there. A job that only writes files through the
+        // shim keeps no versions in the store and claims nothing.
         std::uint64_t last = 0;
-        std::vector<std::string> names;
-        if (files_only) {
-        } else if (auto ec = store_->list(m.job + "/", names); ec && ec != errc::not_found) {
-            why = fmt::format("cannot list job {} in {}: {}", m.job, store_->describe(),
-                              ec.message());
-            return ec;
-        }
-        for (const auto& n : names)
-            if (auto v = store::parse_version_dir(n))
-                last = std::max(last, *v);
         job_claim_.reset();
         std::unique_ptr<store::claim> claim;
-        if (files_only) {
-        } else if (auto ec = store_->claim_job(m.job, opts_.node, claim)) {
-            why = ec == errc::rank_in_use
-                      ? fmt::format("job '{}' on node {} is being written by another daemon in {} "
-                                    "right now: give concurrent jobs different names (IOFWD_JOB)",
-                                    m.job, opts_.node, store_->describe())
-                      : fmt::format("cannot claim job '{}' in {}: {}", m.job, store_->describe(),
-                                    ec.message());
-            job_.clear();
-            return ec;
-        }
+        if (!(m.flags & proto::connect_flag_files))
+            if (auto ec = claim_store(m.job, last, claim, why))
+                return ec;
         job_claim_ = std::move(claim);
         job_ = m.job;
         ranks_ = m.ranks;

@@ -82,6 +82,10 @@ private:
     };
 
     std::error_code take_lock(std::string& why);
+    // The newest version of `job` in the store (0: none) and the job's claim
+    // for this node.
+    std::error_code claim_store(const std::string& job, std::uint64_t& last,
+                                std::unique_ptr<store::claim>& claim, std::string& why);
     std::error_code listen(std::string& why);
     void accept_next();
     void pump();
