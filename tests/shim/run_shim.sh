@@ -36,16 +36,16 @@ mpiio)
   ;;
 hdf5)
   hdf5_app=$extra
-  run "$mpiexec" -n 2 "$hdf5_app" "$work/plain/out.h5"
-  # The raw form, no wrapper: LD_PRELOAD and the prefix by hand.
-  run "$mpiexec" -n 2 -genv LD_PRELOAD "$shim" -genv IOFWD_SHIM_PREFIXES "$work/shim" \
+  run "$mpiexec" -n 4 "$hdf5_app" "$work/plain/out.h5"
+  # The raw form, no wrapper: LD_PRELOAD and the prefix by hand; 4 ranks on 2 cores.
+  run "$mpiexec" -n 4 -genv LD_PRELOAD "$shim" -genv IOFWD_SHIM_PREFIXES "$work/shim" \
     -genv IOFWD_SHIM_VERBOSE 1 "$hdf5_app" "$work/shim/out.h5" 2> "$work/err" | tee "$work/out"
   cat "$work/err" >&2
   grep -q "0 values read back wrong" "$work/out" || fail "read back under the shim failed"
   cmp "$work/plain/out.h5" "$work/shim/out.h5" || fail "out.h5 differs with the shim"
   h5diff "$work/plain/out.h5" "$work/shim/out.h5" || fail "h5diff finds differences"
   # Every rank forwarded something, and nothing went to MPI-IO unforwarded.
-  [ "$(grep -Ec ' 1 files, [1-9][0-9]* writes' "$work/err")" -eq 2 ] || fail "HDF5 writes not forwarded"
+  [ "$(grep -Ec ' 1 files, [1-9][0-9]* writes' "$work/err")" -eq 4 ] || fail "HDF5 writes not forwarded"
   if grep -q "go to MPI-IO" "$work/err"; then fail "some HDF5 writes were not forwarded"; fi
   ;;
 stack)
