@@ -7,7 +7,8 @@
  * offsets, individual pointer, collective, nonblocking, large-count, a dense
  * etype view) and through ones it hands to MPI-IO (a strided memory datatype,
  * a strided file view, the shared pointer), rewrites a range, reads ranges
- * back before any sync (they must hold what was written), checks the size,
+ * back before any sync with read_at, read, read_all and read_at_all (they
+ * must hold what was written), checks the size, grows it with set_size,
  * syncs and closes. With OUTSIDE_DIR it writes OUTSIDE_DIR/other.bin too.
  * Exit status 0 only when every call succeeded and every read and size check
  * held. A failing call aborts the job, or with MPIIO_APP_KEEP_GOING set is
@@ -93,6 +94,7 @@ int main(int argc, char** argv)
     /* Explicit offsets, independent and collective. */
     CHECK(MPI_File_write_at(fh, at, big, BIG, MPI_BYTE, &st));
     at += BIG;
+    const MPI_Offset small_at = at;
     CHECK(MPI_File_write_at_all(fh, at, small, SMALL, MPI_BYTE, &st));
     int count = -1;
     MPI_Get_count(&st, MPI_BYTE, &count);
@@ -145,6 +147,29 @@ int main(int argc, char** argv)
     fill(big, BIG, 1000 + rank);
     expect_read(fh, at - SMALL / 2 - SMALL - BIG, big, BIG, "the nonblocking write");
 
+    /* The individual-pointer and collective reads see them as well. */
+    unsigned char* got = malloc(SMALL);
+    CHECK(MPI_File_seek(fh, small_at, MPI_SEEK_SET));
+    CHECK(MPI_File_read(fh, got, SMALL, MPI_BYTE, &st));
+    if (memcmp(got, small, SMALL) != 0) {
+        fprintf(stderr, "rank %d: MPI_File_read after seek: different bytes\n", rank);
+        ++failures;
+    }
+    memset(got, 0, SMALL);
+    CHECK(MPI_File_seek(fh, small_at, MPI_SEEK_SET));
+    CHECK(MPI_File_read_all(fh, got, SMALL, MPI_BYTE, &st));
+    if (memcmp(got, small, SMALL) != 0) {
+        fprintf(stderr, "rank %d: MPI_File_read_all: different bytes\n", rank);
+        ++failures;
+    }
+    memset(got, 0, SMALL);
+    CHECK(MPI_File_read_at_all(fh, small_at, got, SMALL, MPI_BYTE, &st));
+    if (memcmp(got, small, SMALL) != 0) {
+        fprintf(stderr, "rank %d: MPI_File_read_at_all: different bytes\n", rank);
+        ++failures;
+    }
+    free(got);
+
     /* A dense view of ints after the region so far: offsets count ints. */
     const MPI_Offset view_at = at + (4 - at % 4) % 4;
     CHECK(MPI_File_set_view(fh, view_at, MPI_INT, MPI_INT, "native", MPI_INFO_NULL));
@@ -174,6 +199,14 @@ int main(int argc, char** argv)
     if (size != ranks * region + 64 * ranks) {
         fprintf(stderr, "rank %d: file size %lld, expected %lld\n", rank, (long long)size,
                 (long long)(ranks * region + 64 * ranks));
+        ++failures;
+    }
+    /* Growing the file (collective): the new size is seen by everyone. */
+    CHECK(MPI_File_set_size(fh, size + 4096));
+    CHECK(MPI_File_get_size(fh, &size));
+    if (size != ranks * region + 64 * ranks + 4096) {
+        fprintf(stderr, "rank %d: after set_size the file has %lld bytes\n", rank,
+                (long long)size);
         ++failures;
     }
     CHECK(MPI_File_close(&fh));
