@@ -16,7 +16,7 @@ pkgs=(g++ meson ninja-build pkg-config
       gfortran libhdf5-mpich-dev hdf5-tools)
 for arg in "$@"; do
   case "$arg" in
-    --ceph) pkgs+=(ceph-mon ceph-mgr ceph-osd ceph-common librados-dev) ;;
+    --ceph) pkgs+=(ceph-mon ceph-mgr ceph-osd ceph-common librados-dev libradospp-dev) ;;
     -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option '$arg' (try --help)" >&2; exit 2 ;;
   esac

@@ -1,6 +1,9 @@
 #include "rados.hpp"
 
 #include <rados/librados.h>
+#if IOFWD_RADOS_CXX
+#include <rados/librados.hpp>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -194,16 +197,40 @@ public:
             done += n;
         }
         int first_error = 0;
+#if IOFWD_RADOS_CXX
+        // The C++ API takes the staging memory as it is; the C API's
+        // rados_aio_write would first copy every byte into a buffer of its own.
+        librados::IoCtx ctx;
+        librados::IoCtx::from_rados_ioctx_t(io_, ctx);
+        std::vector<librados::AioCompletion*> done(reqs.size(), nullptr);
+        for (std::size_t i = 0; i < reqs.size(); ++i) {
+            auto& r = reqs[i];
+            done[i] = librados::Rados::aio_create_completion();
+            const auto bl =
+                librados::bufferlist::static_from_mem(const_cast<char*>(r.buf), r.len);
+            const int rc = ctx.aio_write(r.object, done[i], bl, r.len, r.off);
+            if (rc < 0 && !first_error)
+                first_error = rc;
+        }
+#else
         for (auto& r : reqs) {
             rados_aio_create_completion2(nullptr, nullptr, &r.c);
             const int rc = rados_aio_write(io_, r.object.c_str(), r.c, r.buf, r.len, r.off);
             if (rc < 0 && !first_error)
                 first_error = rc;
         }
-        for (auto& r : reqs) {
+#endif
+        for (std::size_t i = 0; i < reqs.size(); ++i) {
+            auto& r = reqs[i];
+#if IOFWD_RADOS_CXX
+            done[i]->wait_for_complete();
+            int rc = done[i]->get_return_value();
+            done[i]->release();
+#else
             rados_aio_wait_for_complete(r.c);
             int rc = rados_aio_get_return_value(r.c);
             rados_aio_release(r.c);
+#endif
             if (rc < 0)  // one more try, synchronously with backoff, before giving up
                 rc = with_retries(
                     [&] { return rados_write(io_, r.object.c_str(), r.buf, r.len, r.off); });
