@@ -119,28 +119,55 @@ private:
 
 int index_add(rados_ioctx_t io, index_cache& cache, const std::string& name)
 {
-    // "a/b/c": "c" into .index/a/b/, then "b" into .index/a/ and "a" into
-    // .index/ unless already done.
+    // "a/b/c": "c" into .index/a/b/, and "b" into .index/a/ and "a" into
+    // .index/ unless already done: different objects, so all at once.
+    struct entry {
+        std::string dir, key;
+        rados_write_op_t op = nullptr;
+        rados_completion_t done = nullptr;
+    };
+    std::vector<entry> entries;
     std::string path = name;
     for (;;) {
         const auto slash = path.rfind('/');
         const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
-        const std::string key = slash == std::string::npos ? path : path.substr(slash + 1);
-        rados_write_op_t op = rados_create_write_op();
-        const char* keys[] = {key.c_str()};
-        const char* vals[] = {""};
-        const size_t lens[] = {0};
-        rados_write_op_omap_set(op, keys, vals, lens, 1);
-        const int rc = with_retries(
-            [&] { return rados_write_op_operate(op, io, index_of(dir).c_str(), nullptr, 0); });
-        rados_release_write_op(op);
-        if (rc < 0)
-            return rc;
+        entries.push_back({dir, slash == std::string::npos ? path : path.substr(slash + 1)});
         if (slash == std::string::npos || cache.known(dir))
-            return 0;
-        cache.add(dir);
+            break;
         path = path.substr(0, slash);
     }
+    for (auto& e : entries) {
+        e.op = rados_create_write_op();
+        const char* keys[] = {e.key.c_str()};
+        const char* vals[] = {""};
+        const size_t lens[] = {0};
+        rados_write_op_omap_set(e.op, keys, vals, lens, 1);
+        rados_aio_create_completion2(nullptr, nullptr, &e.done);
+        if (rados_aio_write_op_operate(e.op, io, e.done, index_of(e.dir).c_str(), nullptr, 0) < 0) {
+            rados_aio_release(e.done);
+            e.done = nullptr;
+        }
+    }
+    int first_error = 0;
+    for (auto& e : entries) {
+        int rc = -EIO;
+        if (e.done) {
+            rados_aio_wait_for_complete(e.done);
+            rc = rados_aio_get_return_value(e.done);
+            rados_aio_release(e.done);
+        }
+        if (rc < 0)  // once more, synchronously with backoff
+            rc = with_retries(
+                [&] { return rados_write_op_operate(e.op, io, index_of(e.dir).c_str(), nullptr, 0); });
+        rados_release_write_op(e.op);
+        if (rc < 0 && !first_error)
+            first_error = rc;
+    }
+    if (first_error)
+        return first_error;
+    for (std::size_t i = 0; i + 1 < entries.size(); ++i)
+        cache.add(entries[i].dir);
+    return 0;
 }
 
 int index_remove(rados_ioctx_t io, const std::string& name)
@@ -261,11 +288,21 @@ public:
         auto indexed = std::async(std::launch::async,
                                   [this] { return index_add(io_, cache_, name_); });
         const auto text = format_head({size_, id_, pieces()});
+        // Usually the name is new: create the head exclusively, one round
+        // trip. If it exists, this replaces an object: note the old pieces.
+        rados_write_op_t create = rados_create_write_op();
+        rados_write_op_create(create, LIBRADOS_CREATE_EXCLUSIVE, nullptr);
+        rados_write_op_write_full(create, text.data(), text.size());
+        int rc = rados_write_op_operate(create, io_, name_.c_str(), nullptr, 0);
+        rados_release_write_op(create);
         std::string old_text;
         head old;
-        const bool had_old = read_head(old_text) && parse_head(old_text, old) && old.id != id_;
-        const int rc = with_retries(
-            [&] { return rados_write_full(io_, name_.c_str(), text.data(), text.size()); });
+        bool had_old = false;
+        if (rc < 0) {
+            had_old = read_head(old_text) && parse_head(old_text, old) && old.id != id_;
+            rc = with_retries(
+                [&] { return rados_write_full(io_, name_.c_str(), text.data(), text.size()); });
+        }
         const int irc = indexed.get();
         if (rc < 0)
             return rados_error(rc);
