@@ -8,8 +8,10 @@ ranks=${1:-2}
 shift || true
 bash scripts/setup.sh
 bash scripts/build.sh
+# Every repetition writes a version; keep only the newest two, and start empty.
+rm -rf bench-out/store
 mkdir -p bench-out/store
-export IOFWD_RUNTIME_DIR=${IOFWD_RUNTIME_DIR:-$PWD/bench-out/rt}
+export IOFWD_RUNTIME_DIR=${IOFWD_RUNTIME_DIR:-$PWD/bench-out/rt} IOFWD_KEEP=${IOFWD_KEEP:-2}
 timeout --kill-after=10 1800 mpiexec -n "$ranks" build/bench/bench --store bench-out/store \
   --csv bench-out/bench.csv "$@"
 gnuplot -e "csv='bench-out/bench.csv'; out='bench-out/bench.png'" bench/plot.gp
