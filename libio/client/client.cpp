@@ -31,20 +31,21 @@ using clock = std::chrono::steady_clock;
 // table entry per 2 MiB instead of per 4 KiB: 64-256 MiB read 6.8-7.6 ->
 // 13.4-16.4 GB/s on this machine. Best effort: refused (old kernel, pinned
 // pages, no memory) it changes nothing. IOFWD_HUGEPAGES=0 turns it off.
-void use_huge_pages(void* buffer, std::uint64_t len)
+// True when the buffer is now backed by huge pages.
+bool use_huge_pages(void* buffer, std::uint64_t len)
 {
     if (env_or("IOFWD_HUGEPAGES", "1") == "0")
-        return;
+        return false;
     constexpr std::uintptr_t huge = 2u << 20;
     const auto begin = (reinterpret_cast<std::uintptr_t>(buffer) + huge - 1) & ~(huge - 1);
     const auto end = (reinterpret_cast<std::uintptr_t>(buffer) + len) & ~(huge - 1);
     if (end <= begin)
-        return;
+        return false;
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25
 #endif
     ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_COLLAPSE);
+    return ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_COLLAPSE) == 0;
 }
 
 std::chrono::milliseconds env_seconds(const char* name, double fallback)
@@ -170,8 +171,9 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
     if (blocking_)
         if (auto ec = worker_.event_fd(efd_))
             return undo(ec, fmt::format("UCX gives no event fd: {}", ec.message()));
+    bool huge = false;
     if (!files_only_) {
-        use_huge_pages(buffer_, length_);
+        huge = use_huge_pages(buffer_, length_);
         if (auto ec = ucx::memory::map(context_, buffer_, length_, memory_))
             return undo(ec, fmt::format("registering the {} buffer with UCX failed: {}",
                                         human_bytes(length_), ec.message()));
@@ -184,17 +186,19 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
     // How the daemon takes large writes (IOFWD_PULL): `push`, active-message
     // rendezvous that the daemon reads with cma, the rank's CPU out of the
     // copy; `get`, the daemon's get, which UCX 1.13 emulates by copying on the
-    // rank's CPU too: faster while every process has a core of its own (1
-    // writer, 64 MiB: 9 ms against 16), slower once the node's cores are
-    // all taken (2 ranks and the daemon on 2 cores, 256 MiB: 131 ms against
-    // 108; much worse under heavier load). `auto` (default): push when the
-    // node's ranks and the daemon outnumber its cores.
+    // rank's CPU too. Get was faster while every process had a core of its
+    // own and the buffer 4 KiB pages (1 writer, 64 MiB: 9 ms against 16);
+    // push is faster once the cores are all taken (2 ranks and the daemon on
+    // 2 cores, 256 MiB: 108 ms against 131) and, with the buffer on huge
+    // pages, always (1 writer, 256 MiB: 25 ms against 36). `auto` (default):
+    // push, unless the buffer has 4 KiB pages and the node's ranks and the
+    // daemon fit in its cores.
     const std::string pull = env_or("IOFWD_PULL", "auto");
     if (pull != "auto" && pull != "push" && pull != "get")
         return undo(errc::invalid_argument,
                     fmt::format("IOFWD_PULL='{}' is none of auto, push, get", pull));
     const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
-    const bool push = pull == "push" || (pull == "auto" && ranks_ + 1 > cores);
+    const bool push = pull == "push" || (pull == "auto" && (huge || files_only_ || ranks_ + 1 > cores));
     hello.flags = (blocking_ ? proto::connect_flag_blocking : 0) |
                   (files_only_ ? proto::connect_flag_files : 0) |
                   (push ? proto::connect_flag_push : 0);
