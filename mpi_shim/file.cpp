@@ -124,10 +124,13 @@ enum class where { explicit_offset, individual_pointer };
 // A write the shim forwards when it can; otherwise MPI-IO's `next` does it
 // (an independent call stands in for a collective one: the bytes are the same
 // and no other rank waits for this one inside MPI-IO).
-// `same`: MPI-IO's own call, for a file the shim does not forward.
-template <typename Count, typename Same, typename Next>
+// `same`: MPI-IO's own call, for a file the shim does not forward; `next`:
+// MPI-IO's call for a write on a forwarded file that cannot be forwarded;
+// `finish`: what the call must still do once the daemon holds the bytes
+// (fill in the status, or complete the request).
+template <typename Count, typename Same, typename Next, typename Finish>
 int write_common(const char* call, where w, MPI_File fh, MPI_Offset offset, const void* buf,
-                 Count count, MPI_Datatype type, MPI_Status* status, Same&& same, Next&& next)
+                 Count count, MPI_Datatype type, Same&& same, Next&& next, Finish&& finish)
 {
     auto& s = shared();
     std::unique_lock lock(s.mutex);
@@ -170,8 +173,7 @@ int write_common(const char* call, where w, MPI_File fh, MPI_Offset offset, cons
     s.stats.bytes += static_cast<std::uint64_t>(bytes);
     s.stats.write_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (status != MPI_STATUS_IGNORE)
-        PMPI_Status_set_elements_x(status, type, count);
+    finish();
     return MPI_SUCCESS;
 }
 
@@ -202,42 +204,20 @@ int done_cancel(void*, int)
     return MPI_SUCCESS;
 }
 
+// The status of a forwarded blocking write.
+void set_status(MPI_Status* status, MPI_Datatype type, MPI_Count count)
+{
+    if (status != MPI_STATUS_IGNORE)
+        PMPI_Status_set_elements_x(status, type, count);
+}
+
 // Nonblocking writes: forwarded ones finish before the call returns (the
 // daemon holds the bytes), so the request is born complete.
-template <typename Count, typename Same, typename Next>
-int iwrite_common(const char* call, where w, MPI_File fh, MPI_Offset offset, const void* buf,
-                  Count count, MPI_Datatype type, MPI_Request* request, Same&& same, Next&& next)
+void complete_request(MPI_Request* request, MPI_Datatype type, MPI_Count count)
 {
-    bool known = false;
-    bool forwardable = false;
-    {
-        auto& s = shared();
-        std::lock_guard lock(s.mutex);
-        MPI_Count bytes = 0;
-        MPI_Offset at = offset;
-        open_file* f = forwarded(fh);
-        known = f != nullptr;
-        if (f && w == where::individual_pointer && PMPI_File_get_position(fh, &at) != MPI_SUCCESS)
-            f = nullptr;
-        forwardable = f && contiguous(type, count, bytes) && f->file_range(at, bytes, at);
-    }
-    if (!known)
-        return same();
-    if (!forwardable) {
-        if (int rc = before_passing(fh, call, "the write cannot be forwarded as one contiguous "
-                                              "run of bytes");
-            rc != MPI_SUCCESS)
-            return rc;
-        return next();
-    }
-    const int rc =
-        write_common(call, w, fh, offset, buf, count, type, MPI_STATUS_IGNORE, same, next);
-    if (rc != MPI_SUCCESS)
-        return rc;
-    auto* d = new done_request{type, static_cast<MPI_Count>(count)};
+    auto* d = new done_request{type, count};
     PMPI_Grequest_start(done_query, done_free, done_cancel, d, request);
     PMPI_Grequest_complete(*request);
-    return MPI_SUCCESS;
 }
 
 // Absolute path of an MPI-IO file name (ROMIO's "ufs:" / "nfs:" prefixes
@@ -279,6 +259,18 @@ bool matches(const config& cfg, const char* filename, std::string& out)
     return false;
 }
 
+bool drain_if_forwarded(const char* filename, std::string& path)
+{
+    auto& s = shared();
+    std::lock_guard lock(s.mutex);
+    if (!s.attached || !matches(s.cfg, filename, path))
+        return false;
+    if (auto ec = s.conn.file_drain(path))
+        warn_once("drain:" + path,
+                  fmt::format("waiting for earlier writes to {}: {}", path, s.conn.why()));
+    return true;
+}
+
 }  // namespace iofwd::shim
 
 using namespace iofwd::shim;
@@ -289,18 +281,9 @@ int MPI_File_open(MPI_Comm comm, const char* filename, int amode, MPI_Info info,
 {
     auto& s = shared();
     std::string path;
-    bool match = false;
-    {
-        std::lock_guard lock(s.mutex);
-        match = s.attached && matches(s.cfg, filename, path);
-        // Writes to this path that other handles on this node forwarded land
-        // first; the barrier extends that to every node of `comm`.
-        if (match) {
-            if (auto ec = s.conn.file_drain(path))
-                warn_once("drain:" + path, fmt::format("waiting for earlier writes to {}: {}",
-                                                       path, s.conn.why()));
-        }
-    }
+    // Writes to this path that other handles on this node forwarded land
+    // first; the barrier extends that to every node of `comm`.
+    const bool match = drain_if_forwarded(filename, path);
     if (match)
         PMPI_Barrier(comm);
     const int rc = IOFWD_NEXT(MPI_File_open)(comm, filename, amode, info, fh);
@@ -331,15 +314,8 @@ int MPI_File_open(MPI_Comm comm, const char* filename, int amode, MPI_Info info,
 
 int MPI_File_delete(const char* filename, MPI_Info info)
 {
-    auto& s = shared();
-    {
-        std::lock_guard lock(s.mutex);
-        std::string path;
-        if (s.attached && matches(s.cfg, filename, path))
-            if (auto ec = s.conn.file_drain(path))
-                warn_once("drain:" + path, fmt::format("waiting for earlier writes to {}: {}",
-                                                       path, s.conn.why()));
-    }
+    std::string path;
+    drain_if_forwarded(filename, path);
     return IOFWD_NEXT(MPI_File_delete)(filename, info);
 }
 
@@ -438,34 +414,38 @@ int MPI_File_set_atomicity(MPI_File fh, int flag)
              MPI_Status* status)                                                              \
     {                                                                                         \
         return write_common(                                                                  \
-            #name, where::explicit_offset, fh, offset, buf, count, type, status,              \
+            #name, where::explicit_offset, fh, offset, buf, count, type,                      \
             [&] { return IOFWD_NEXT(name)(fh, offset, buf, count, type, status); },           \
-            [&] { return IOFWD_NEXT(independent)(fh, offset, buf, count, type, status); });   \
+            [&] { return IOFWD_NEXT(independent)(fh, offset, buf, count, type, status); },    \
+            [&] { set_status(status, type, count); });                                        \
     }
 #define IOFWD_WRITE(name, independent, Count)                                                 \
     int name(MPI_File fh, const void* buf, Count count, MPI_Datatype type, MPI_Status* status) \
     {                                                                                         \
         return write_common(                                                                  \
-            #name, where::individual_pointer, fh, 0, buf, count, type, status,                \
+            #name, where::individual_pointer, fh, 0, buf, count, type,                        \
             [&] { return IOFWD_NEXT(name)(fh, buf, count, type, status); },                   \
-            [&] { return IOFWD_NEXT(independent)(fh, buf, count, type, status); });           \
+            [&] { return IOFWD_NEXT(independent)(fh, buf, count, type, status); },            \
+            [&] { set_status(status, type, count); });                                        \
     }
 #define IOFWD_IWRITE_AT(name, independent, Count)                                             \
     int name(MPI_File fh, MPI_Offset offset, const void* buf, Count count, MPI_Datatype type, \
              MPI_Request* request)                                                            \
     {                                                                                         \
-        return iwrite_common(                                                                 \
-            #name, where::explicit_offset, fh, offset, buf, count, type, request,             \
+        return write_common(                                                                  \
+            #name, where::explicit_offset, fh, offset, buf, count, type,                      \
             [&] { return IOFWD_NEXT(name)(fh, offset, buf, count, type, request); },          \
-            [&] { return IOFWD_NEXT(independent)(fh, offset, buf, count, type, request); });  \
+            [&] { return IOFWD_NEXT(independent)(fh, offset, buf, count, type, request); },   \
+            [&] { complete_request(request, type, count); });                                 \
     }
 #define IOFWD_IWRITE(name, independent, Count)                                                \
     int name(MPI_File fh, const void* buf, Count count, MPI_Datatype type, MPI_Request* request) \
     {                                                                                         \
-        return iwrite_common(                                                                 \
-            #name, where::individual_pointer, fh, 0, buf, count, type, request,               \
+        return write_common(                                                                  \
+            #name, where::individual_pointer, fh, 0, buf, count, type,                        \
             [&] { return IOFWD_NEXT(name)(fh, buf, count, type, request); },                  \
-            [&] { return IOFWD_NEXT(independent)(fh, buf, count, type, request); });          \
+            [&] { return IOFWD_NEXT(independent)(fh, buf, count, type, request); },           \
+            [&] { complete_request(request, type, count); });                                 \
     }
 
 // Collective writes are forwarded like independent ones: every rank's bytes

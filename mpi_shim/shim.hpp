@@ -82,6 +82,11 @@ int detach();
 // `out` is the absolute path.
 bool matches(const config& cfg, const char* filename, std::string& out);
 
+// For a file name under the prefixes: waits until every write to it that
+// this node's daemon holds has landed, and returns true with the absolute
+// path in `path`.
+bool drain_if_forwarded(const char* filename, std::string& path);
+
 // An MPI error class for an error the daemon or the connection reported.
 int mpi_error_class(std::error_code ec);
 
