@@ -269,15 +269,10 @@ std::error_code client::write(std::uint64_t len, std::uint64_t& version)
         const auto* p = static_cast<const std::byte*>(buffer_);
         req.data.assign(p, p + len);
     }
-    if (auto ec = send(req))
-        return ec;
-    push_state pushed;
-    if (req.data.empty() && daemon_ep_)
-        if (auto ec = push(cookie, buffer_, len, memory_.get(), pushed))
-            return ec;
+    const push_source src{buffer_, len, memory_.get()};
+    const bool pushed = req.data.empty() && daemon_ep_;
     proto::message m;
-    // The buffer is ours again only once UCX is done with every chunk.
-    if (auto ec = answer_and_pushed(m, pushed))
+    if (auto ec = exchange(std::move(req), cookie, pushed ? &src : nullptr, m))
         return ec;
     if (auto* d = std::get_if<proto::write_done_msg>(&m); d && d->cookie == cookie) {
         version = d->version;
@@ -320,14 +315,22 @@ std::error_code client::push(std::uint64_t cookie, const void* data, std::uint64
     return {};
 }
 
-std::error_code client::answer_and_pushed(proto::message& answer, push_state& p)
+std::error_code client::exchange(proto::message request, std::uint64_t cookie,
+                                 const push_source* src, proto::message& answer)
 {
+    if (auto ec = send(request))
+        return ec;
+    push_state pushed;
+    if (src)
+        if (auto ec = push(cookie, src->data, src->len, src->memh, pushed))
+            return ec;
+    // The bytes are the caller's again only once UCX is done with every chunk.
     const std::error_code ec = receive(answer, std::chrono::milliseconds(0));
     if (!ec)
-        return wait_pushed(p);
+        return wait_pushed(pushed);
     // The first failure is the one to report.
     const std::string why = why_;
-    wait_pushed(p);
+    wait_pushed(pushed);
     why_ = why;
     return ec;
 }
@@ -405,16 +408,14 @@ std::error_code client::init_files(std::uint32_t rank, std::uint32_t ranks, bool
 }
 
 std::error_code client::file_request(proto::message m, std::uint64_t cookie,
-                                     const std::string& what)
+                                     const std::string& what, const push_source* src)
 {
     if (!initialized_)
         return fail(errc::not_initialized, "not connected to the daemon");
     if (broken_)
         return broken_error();
-    if (auto ec = send(m))
-        return ec;
     proto::message answer;
-    if (auto ec = receive(answer, std::chrono::milliseconds(0)))
+    if (auto ec = exchange(std::move(m), cookie, src, answer))
         return ec;
     if (auto* d = std::get_if<proto::file_done_msg>(&answer); d && d->cookie == cookie)
         return {};
@@ -436,23 +437,12 @@ std::error_code client::file_write(std::uint64_t file, std::uint64_t offset, con
     const std::uint64_t cookie = next_cookie_++;
     proto::file_write_msg req{cookie, file, offset, len, 0, {}, {}};
     ucx::memory region;  // registered only while the daemon pulls
+    const push_source src{data, len, nullptr};  // UCX registers what it pushes
+    const bool pushed = len > eager_limit_ && daemon_ep_;
     if (len <= eager_limit_) {
         const auto* p = static_cast<const std::byte*>(data);
         req.data.assign(p, p + len);
-    } else if (daemon_ep_) {
-        // Pushed: announced by this FILE_WRITE, the chunks follow over UCX.
-        if (auto ec = send(req))
-            return ec;
-        push_state pushed;
-        if (auto ec = push(cookie, data, len, nullptr, pushed))
-            return ec;
-        proto::message m;
-        if (auto ec = answer_and_pushed(m, pushed))
-            return ec;
-        if (auto* d = std::get_if<proto::write_done_msg>(&m); d && d->cookie == cookie)
-            return {};
-        return unexpected(m, fmt::format("FILE_WRITE of {} bytes at {}", len, offset));
-    } else {
+    } else if (!pushed) {
         if (!initialized_)
             return fail(errc::not_initialized, "not connected to the daemon");
         // UCX registers memory it may read; the daemon only reads it.
@@ -463,8 +453,10 @@ std::error_code client::file_write(std::uint64_t file, std::uint64_t offset, con
             return fail(ec, fmt::format("packing a remote key: {}", ec.message()));
         req.address = reinterpret_cast<std::uint64_t>(data);
     }
+    // Pushed: announced by this FILE_WRITE, the chunks follow over UCX.
     return file_request(std::move(req), cookie,
-                        fmt::format("FILE_WRITE of {} bytes at {}", len, offset));
+                        fmt::format("FILE_WRITE of {} bytes at {}", len, offset),
+                        pushed ? &src : nullptr);
 }
 
 std::error_code client::file_sync(std::uint64_t file, std::uint32_t flags)

@@ -96,10 +96,20 @@ private:
     // Waits until every send of `p` completed (the daemon read the bytes or
     // refused them); cancels them if the daemon is gone.
     std::error_code wait_pushed(push_state& p);
-    // The daemon's answer to a pushed write, then the end of its sends.
-    std::error_code answer_and_pushed(proto::message& answer, push_state& p);
-    // Sends a FILE_* request and waits for its FILE_DONE.
-    std::error_code file_request(proto::message m, std::uint64_t cookie, const std::string& what);
+    // Bytes a write request announces and the rank then pushes.
+    struct push_source {
+        const void* data;
+        std::uint64_t len;
+        ucp_mem_h memh;  // null: UCX registers them itself
+    };
+    // Sends `request`, pushes `src` (when given) as its chunks, and returns
+    // the daemon's answer once UCX is done with every chunk.
+    std::error_code exchange(proto::message request, std::uint64_t cookie,
+                             const push_source* src, proto::message& answer);
+    // Sends a FILE_* request (pushing `src`, when given) and waits for its
+    // FILE_DONE or WRITE_DONE.
+    std::error_code file_request(proto::message m, std::uint64_t cookie, const std::string& what,
+                                 const push_source* src = nullptr);
 
     bool initialized_ = false;
     bool blocking_ = true;
