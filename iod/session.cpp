@@ -250,10 +250,9 @@ void session::on_write_req(proto::write_req_msg& m)
             if (was_pulling && self->socket_open_) {
                 // io_write is still waiting: it fails, nothing was taken.
                 self->send(proto::error_msg::from(ec, why, cookie));
-            } else if (!self->durable_error_ && ec != errc::peer_gone) {
+            } else if (ec != errc::peer_gone) {
                 // io_write had returned; io_finalize must not claim durability.
-                self->durable_error_ = ec;
-                self->durable_why_ = why;
+                self->remember_failure(ec, why);
             }
             if (!was_pulling)
                 self->d_.version_failed(ec);
@@ -550,9 +549,8 @@ void session::start_file_write(std::shared_ptr<forwarded_file> f, proto::file_wr
                         h->second.error = ec;
                         h->second.why = why;
                     }
-                } else if (!self->durable_error_) {
-                    self->durable_error_ = ec;
-                    self->durable_why_ = why;
+                } else {
+                    self->remember_failure(ec, why);
                 }
             }
         }
@@ -613,26 +611,13 @@ void session::on_file_sync(const proto::file_sync_msg& m)
     auto f = it->second.file;
     const std::uint64_t cookie = m.cookie;
     if (close) {
-        // The rank does not wait for a close: what is still in flight is
-        // fsynced in the background, and its failures reported at BYE.
-        if (it->second.error && !durable_error_) {
-            durable_error_ = it->second.error;
-            durable_why_ = it->second.why;
-        }
+        // Unless the rank asked for durability too, it does not wait for a
+        // close: the answer goes now.
+        auto h = std::move(it->second);
         files_.erase(it);
         if (!durable)
             send(proto::file_done_msg{cookie});
-        settle_file(f, true, true, [this, cookie, durable](std::error_code ec, std::string why) {
-            if (durable) {
-                send(ec ? proto::error_msg::from(ec, why, cookie)
-                        : proto::message(proto::file_done_msg{cookie}));
-            } else if (ec && !durable_error_) {
-                durable_error_ = ec;
-                durable_why_ = why;
-            }
-            if (ec)
-                log_error("{}: {}", who(), why);
-        });
+        close_file(std::move(h), durable ? cookie : 0);
         return;
     }
     settle_file(f, durable, false, [this, cookie, id = m.file](std::error_code ec, std::string why) {
@@ -663,23 +648,33 @@ void session::on_file_drain(const proto::file_drain_msg& m)
     });
 }
 
+void session::close_file(file_handle h, std::uint64_t cookie)
+{
+    remember_failure(h.error, h.why);
+    settle_file(h.file, true, true, [this, cookie](std::error_code ec, std::string why) {
+        if (ec)
+            log_error("{}: {}", who(), why);
+        if (cookie)
+            send(ec ? proto::error_msg::from(ec, why, cookie)
+                    : proto::message(proto::file_done_msg{cookie}));
+        else
+            remember_failure(ec, why);
+    });
+}
+
 void session::close_all_files()
 {
-    for (auto& [id, h] : files_) {
-        if (h.error && !durable_error_) {
-            durable_error_ = h.error;
-            durable_why_ = h.why;
-        }
-        settle_file(h.file, true, true, [this](std::error_code ec, std::string why) {
-            if (ec && !durable_error_) {
-                durable_error_ = ec;
-                durable_why_ = why;
-            }
-            if (ec)
-                log_error("{}: {}", who(), why);
-        });
-    }
+    for (auto& [id, h] : files_)
+        close_file(std::move(h), 0);
     files_.clear();
+}
+
+void session::remember_failure(std::error_code ec, const std::string& why)
+{
+    if (ec && !durable_error_) {
+        durable_error_ = ec;
+        durable_why_ = why;
+    }
 }
 
 void session::answer_waits(std::uint64_t version)
@@ -779,10 +774,8 @@ void session::finish_closing()
     if (ended_ || !finishing_)
         return;
     ended_ = true;
-    if (!durable_error_ && d_.manifest_error()) {
-        durable_error_ = d_.manifest_error();
-        durable_why_ = "a version manifest could not be written (see the daemon log)";
-    }
+    remember_failure(d_.manifest_error(),
+                     "a version manifest could not be written (see the daemon log)");
     if (socket_open_) {
         if (durable_error_) {
             send(proto::error_msg::from(durable_error_,

@@ -70,7 +70,14 @@ private:
     // session's handle if `release`, then done(first error, why).
     void settle_file(std::shared_ptr<forwarded_file> f, bool durable, bool release,
                      std::function<void(std::error_code, std::string)> done);
+    struct file_handle;
+    // The rank closed the file (or went away): its writes finish and are
+    // fsynced in the background, then the handle is released. A failure is
+    // answered to `cookie`, or with cookie 0 kept for BYE.
+    void close_file(file_handle h, std::uint64_t cookie);
     void close_all_files();
+    // Keeps the first failure the rank hears of at BYE (FINISHED or ERROR).
+    void remember_failure(std::error_code ec, const std::string& why);
     // A request that needs an admitted rank and a nonzero cookie; false (and
     // the connection dropped) otherwise.
     bool well_formed(const char* request, std::uint64_t cookie);
