@@ -47,6 +47,15 @@ static void fill(unsigned char* p, size_t n, unsigned seed)
     }
 }
 
+static void expect_same(const unsigned char* got, const unsigned char* want, int n,
+                        const char* what)
+{
+    if (memcmp(got, want, n) != 0) {
+        fprintf(stderr, "rank %d: %s: different bytes\n", rank, what);
+        ++failures;
+    }
+}
+
 static void expect_read(MPI_File fh, MPI_Offset at, const unsigned char* want, int n,
                         const char* what)
 {
@@ -151,23 +160,14 @@ int main(int argc, char** argv)
     unsigned char* got = malloc(SMALL);
     CHECK(MPI_File_seek(fh, small_at, MPI_SEEK_SET));
     CHECK(MPI_File_read(fh, got, SMALL, MPI_BYTE, &st));
-    if (memcmp(got, small, SMALL) != 0) {
-        fprintf(stderr, "rank %d: MPI_File_read after seek: different bytes\n", rank);
-        ++failures;
-    }
+    expect_same(got, small, SMALL, "MPI_File_read after seek");
     memset(got, 0, SMALL);
     CHECK(MPI_File_seek(fh, small_at, MPI_SEEK_SET));
     CHECK(MPI_File_read_all(fh, got, SMALL, MPI_BYTE, &st));
-    if (memcmp(got, small, SMALL) != 0) {
-        fprintf(stderr, "rank %d: MPI_File_read_all: different bytes\n", rank);
-        ++failures;
-    }
+    expect_same(got, small, SMALL, "MPI_File_read_all");
     memset(got, 0, SMALL);
     CHECK(MPI_File_read_at_all(fh, small_at, got, SMALL, MPI_BYTE, &st));
-    if (memcmp(got, small, SMALL) != 0) {
-        fprintf(stderr, "rank %d: MPI_File_read_at_all: different bytes\n", rank);
-        ++failures;
-    }
+    expect_same(got, small, SMALL, "MPI_File_read_at_all");
     free(got);
 
     /* A dense view of ints after the region so far: offsets count ints. */
