@@ -268,6 +268,37 @@ void daemon::pull_finished()
         --pulls_active_;
 }
 
+void daemon::acquire_slot(staging::waiter w)
+{
+    staging_.acquire(std::move(w));
+    if (staging_.short_of_slots())
+        release_flushes(nullptr);
+}
+
+void daemon::flush_staged(const void* owner, bool hold, flusher::work w, flusher::done d)
+{
+    if (hold && !staging_.short_of_slots()) {
+        held_flushes_.push_back({owner, std::move(w), std::move(d)});
+        return;
+    }
+    release_flushes(owner);  // the owner's earlier chunks first
+    flusher_->submit(std::move(w), std::move(d));
+}
+
+// nullptr: every owner's.
+void daemon::release_flushes(const void* owner)
+{
+    std::vector<held_flush> go;
+    std::erase_if(held_flushes_, [&](held_flush& h) {
+        if (owner && h.owner != owner)
+            return false;
+        go.push_back(std::move(h));
+        return true;
+    });
+    for (auto& h : go)
+        flusher_->submit(std::move(h.work), std::move(h.done));
+}
+
 void daemon::spin()
 {
     if (stopped_ || pulls_active_ == 0) {

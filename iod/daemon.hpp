@@ -61,6 +61,17 @@ public:
     // wakeup per fragment costs more than the copy).
     void pull_started();
     void pull_finished();
+    // Staging slots for pulls: like stage().acquire, and a pull that has to
+    // wait for a slot lets every held-back flush go (see flush_staged).
+    void acquire_slot(staging::waiter w);
+    // Starts the store write of staged bytes of `owner` (a transfer), or, with
+    // `hold` and while staging has free slots, keeps it until
+    // release_flushes(owner). On a node with few cores a flush (crc32c, store
+    // write) running beside the pull of the same write's later chunks slows the
+    // pull the rank is blocked in by a third or more; postponing it by the
+    // pull's few milliseconds costs the time to durable little.
+    void flush_staged(const void* owner, bool hold, flusher::work w, flusher::done d);
+    void release_flushes(const void* owner);
 
     std::error_code admit(session& s, const proto::connect_msg& m, std::uint64_t& first_version,
                           std::string& why);
@@ -128,6 +139,12 @@ private:
 
     bool kick_pending_ = false;
     unsigned pulls_active_ = 0;
+    struct held_flush {
+        const void* owner;
+        flusher::work work;
+        flusher::done done;
+    };
+    std::vector<held_flush> held_flushes_;
     bool spinning_ = false;
     bool shutting_down_ = false;
     bool stopped_ = false;

@@ -35,6 +35,8 @@ public:
     // Calls `w` with a free slot, now or later (in the order of the calls).
     void acquire(waiter w);
     void release(const slot& s);
+    // Some acquire is waiting for a slot to be released.
+    bool short_of_slots() const noexcept { return !waiters_.empty(); }
 
     ucp_mem_h memh() const noexcept { return mem_.get(); }
     std::uint64_t slot_size() const noexcept { return slot_size_; }

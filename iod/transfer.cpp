@@ -107,7 +107,7 @@ void transfer::request_slot()
     waiting_for_slot_ = true;
     // One slot at a time per transfer: the next request queues behind other
     // ranks' requests, so concurrent writers share the staging memory fairly.
-    d_.stage().acquire([self = shared_from_this()](slot s) { self->on_slot(s); });
+    d_.acquire_slot([self = shared_from_this()](slot s) { self->on_slot(s); });
 }
 
 void transfer::on_slot(slot s)
@@ -209,7 +209,8 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
 
     ++flushes_in_flight_;
     auto crc = std::make_shared<std::uint32_t>(0);
-    d_.flush().submit(
+    d_.flush_staged(
+        this, !all_pulled() && !error_,
         [t = target_, open = &open_, size = length_, s, c, crc] {
             const std::span<const std::byte> bytes(s.data, c.size);
             *crc = crc32c(bytes);
@@ -277,6 +278,7 @@ void transfer::fail(std::error_code ec, std::string why)
     error_ = ec;
     why_ = std::move(why);
     drop_pending();
+    d_.release_flushes(this);
 }
 
 void transfer::check_done()
