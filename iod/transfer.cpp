@@ -212,11 +212,9 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
     d_.flush_staged(
         this, !all_pulled() && !error_,
         [t = target_, open = &open_, size = length_, s, c, crc] {
-            const std::span<const std::byte> bytes(s.data, c.size);
-            *crc = crc32c(bytes);
             if (auto ec = t->ensure(*open, size))
                 return ec;
-            return t->writer->write_staged(bytes, c.offset, s.size);
+            return t->writer->write_checksummed({s.data, c.size}, c.offset, s.size, *crc);
         },
         [self = shared_from_this(), s, c, crc](std::error_code ec) {
             self->on_flushed(s, c, *crc, ec);

@@ -17,6 +17,8 @@
 #include <system_error>
 #include <vector>
 
+#include "crc32c.hpp"
+
 namespace iofwd::store {
 
 class object_writer {
@@ -31,6 +33,17 @@ public:
     {
         (void)capacity;
         return write_at(data, offset);
+    }
+    // write_staged that also gives the CRC-32C of `data` (as crc32c() does).
+    // A backend whose transport checksums the bytes anyway computes it where
+    // the transport finds it again, so that the bytes are read once (rados:
+    // the messenger reuses a bufferlist's cached crc).
+    virtual std::error_code write_checksummed(std::span<const std::byte> data,
+                                              std::uint64_t offset, std::uint64_t capacity,
+                                              std::uint32_t& crc)
+    {
+        crc = crc32c(data);
+        return write_staged(data, offset, capacity);
     }
     virtual std::error_code commit() = 0;
 };

@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "crc32c.hpp"
 #include "errors.hpp"
 #include "rendezvous.hpp"
 
@@ -202,6 +203,22 @@ public:
 
     std::error_code write_at(std::span<const std::byte> data, std::uint64_t offset) override
     {
+        return write(data, offset, nullptr);
+    }
+
+#if IOFWD_RADOS_CXX
+    std::error_code write_checksummed(std::span<const std::byte> data, std::uint64_t offset,
+                                      std::uint64_t, std::uint32_t& crc) override
+    {
+        return write(data, offset, &crc);
+    }
+#endif
+
+private:
+    // With `crc`, also its CRC-32C (C++ API only).
+    std::error_code write(std::span<const std::byte> data, std::uint64_t offset,
+                          std::uint32_t* crc)
+    {
         // Split at piece boundaries and into bounded requests, all in flight
         // at once, then wait for every one.
         struct request {
@@ -235,6 +252,13 @@ public:
             done[i] = librados::Rados::aio_create_completion();
             const auto bl =
                 librados::bufferlist::static_from_mem(const_cast<char*>(r.buf), r.len);
+            if (crc) {
+                // Cached in the buffer: the messenger's data crc (msgr2 crc
+                // mode, seed -1) finds it there instead of reading the bytes
+                // again. Ours is the same register, inverted.
+                const std::uint32_t piece = ~bl.crc32c(~0u);
+                *crc = i == 0 ? piece : crc32c_combine(*crc, piece, r.len);
+            }
             const int rc = ctx.aio_write(r.object, done[i], bl, r.len, r.off);
             if (rc < 0 && !first_error)
                 first_error = rc;
@@ -267,6 +291,7 @@ public:
         return first_error ? rados_error(first_error) : std::error_code{};
     }
 
+public:
     std::error_code commit() override
     {
         // Every piece must exist, even one never written (a zero-length object).
