@@ -2,8 +2,9 @@
 # iofwd flushing to Ceph next to `rados bench` with the same object size and
 # concurrency, in one run, on a throwaway cluster.
 #   bench/ceph.sh [RANKS] [bench options...]
-# Prints rados bench's write bandwidth, then the benchmark's table (its
-# "durable GB/s agg" column is the figure to compare).
+# Prints rados bench's write bandwidth before and after the benchmark, the
+# benchmark's table, and iofwd's flush throughput (its "durable" column) as a
+# share of the mean of the two rados bench runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ranks=${1:-2}

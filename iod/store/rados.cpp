@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
-#include <future>
 #include <mutex>
 #include <stop_token>
 #include <cstdlib>
@@ -118,26 +117,35 @@ private:
     std::set<std::string> dirs_;
 };
 
-int index_add(rados_ioctx_t io, index_cache& cache, const std::string& name)
-{
-    // "a/b/c": "c" into .index/a/b/, and "b" into .index/a/ and "a" into
-    // .index/ unless already done: different objects, so all at once.
+// The omap writes that list `name`, posted (all at once: different objects)
+// by index_add_start and waited for by index_add_finish, so that the caller
+// can do other round trips meanwhile.
+struct index_update {
     struct entry {
         std::string dir, key;
         rados_write_op_t op = nullptr;
         rados_completion_t done = nullptr;
     };
+    rados_ioctx_t io;
+    index_cache& cache;
     std::vector<entry> entries;
+};
+
+// "a/b/c": "c" into .index/a/b/, and "b" into .index/a/ and "a" into
+// .index/ unless already done.
+index_update index_add_start(rados_ioctx_t io, index_cache& cache, const std::string& name)
+{
+    index_update u{io, cache, {}};
     std::string path = name;
     for (;;) {
         const auto slash = path.rfind('/');
         const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
-        entries.push_back({dir, slash == std::string::npos ? path : path.substr(slash + 1)});
+        u.entries.push_back({dir, slash == std::string::npos ? path : path.substr(slash + 1)});
         if (slash == std::string::npos || cache.known(dir))
             break;
         path = path.substr(0, slash);
     }
-    for (auto& e : entries) {
+    for (auto& e : u.entries) {
         e.op = rados_create_write_op();
         const char* keys[] = {e.key.c_str()};
         const char* vals[] = {""};
@@ -149,8 +157,13 @@ int index_add(rados_ioctx_t io, index_cache& cache, const std::string& name)
             e.done = nullptr;
         }
     }
+    return u;
+}
+
+int index_add_finish(index_update& u)
+{
     int first_error = 0;
-    for (auto& e : entries) {
+    for (auto& e : u.entries) {
         int rc = -EIO;
         if (e.done) {
             rados_aio_wait_for_complete(e.done);
@@ -158,16 +171,17 @@ int index_add(rados_ioctx_t io, index_cache& cache, const std::string& name)
             rados_aio_release(e.done);
         }
         if (rc < 0)  // once more, synchronously with backoff
-            rc = with_retries(
-                [&] { return rados_write_op_operate(e.op, io, index_of(e.dir).c_str(), nullptr, 0); });
+            rc = with_retries([&] {
+                return rados_write_op_operate(e.op, u.io, index_of(e.dir).c_str(), nullptr, 0);
+            });
         rados_release_write_op(e.op);
         if (rc < 0 && !first_error)
             first_error = rc;
     }
     if (first_error)
         return first_error;
-    for (std::size_t i = 0; i + 1 < entries.size(); ++i)
-        cache.add(entries[i].dir);
+    for (std::size_t i = 0; i + 1 < u.entries.size(); ++i)
+        u.cache.add(u.entries[i].dir);
     return 0;
 }
 
@@ -310,8 +324,7 @@ public:
         // The listing's index entry and the head go to different objects: in
         // parallel (each a round trip to an OSD). A head without its index
         // entry is not listed, so a failure of either fails the commit.
-        auto indexed = std::async(std::launch::async,
-                                  [this] { return index_add(io_, cache_, name_); });
+        auto indexed = index_add_start(io_, cache_, name_);
         const auto text = format_head({size_, id_, pieces()});
         // Usually the name is new: create the head exclusively, one round
         // trip. If it exists, this replaces an object: note the old pieces.
@@ -328,7 +341,7 @@ public:
             rc = with_retries(
                 [&] { return rados_write_full(io_, name_.c_str(), text.data(), text.size()); });
         }
-        const int irc = indexed.get();
+        const int irc = index_add_finish(indexed);
         if (rc < 0)
             return rados_error(rc);
         if (irc < 0)
