@@ -3,6 +3,8 @@
 // next to the alternatives and the hardware limits, all in one run:
 //   limit   process_vm_readv of the same size between two ranks (what cma does)
 //   ucx     a plain UCX get of another rank's registered user memory
+//   ucx rtt a plain UCX round trip: a message of the size (up to 64 KiB) to
+//           another rank and a short answer back, both ranks polling
 //   posix   every rank: write + fsync of its buffer into its own file
 //   mpiio   MPI_File_write_at_all + MPI_File_sync into one shared file
 // Medians over --reps repetitions; the per-repetition figure is the slowest
@@ -97,12 +99,54 @@ struct ucx_pair {
     iofwd::ucx::rkey rkey;
     std::uint64_t remote = 0;
     bool ok = false;
+    // Round trip: rank 0's handler notes each message and the endpoint to
+    // answer on; rank 1 counts the answers.
+    static constexpr unsigned am_ping = 7, am_pong = 8;
+    unsigned arrived = 0;
+    ucp_ep_h reply_ep = nullptr;
+
+    static ucs_status_t on_am(void* arg, const void*, size_t, void*, size_t,
+                              const ucp_am_recv_param_t* param)
+    {
+        auto* self = static_cast<ucx_pair*>(arg);
+        ++self->arrived;
+        if (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
+            self->reply_ep = param->reply_ep;
+        return UCS_OK;  // eager data only: nothing is kept
+    }
+
+    bool handle(unsigned id)
+    {
+        ucp_am_handler_param_t h{};
+        h.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                       UCP_AM_HANDLER_PARAM_FIELD_ARG;
+        h.id = id;
+        h.cb = &ucx_pair::on_am;
+        h.arg = this;
+        return ucp_worker_set_am_recv_handler(worker.get(), &h) == UCS_OK;
+    }
+
+    void send_and_wait(ucp_ep_h to, unsigned id, const void* data, std::size_t len, bool reply)
+    {
+        ucp_request_param_t param{};
+        if (reply) {
+            param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+            param.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER;
+        }
+        ucs_status_ptr_t req = ucp_am_send_nbx(to, id, nullptr, 0, data, len, &param);
+        if (UCS_PTR_IS_PTR(req)) {
+            while (ucp_request_check_status(req) == UCS_INPROGRESS)
+                worker.progress();
+            ucp_request_free(req);
+        }
+    }
 
     void setup(int rank, std::byte* buf, std::uint64_t len)
     {
         using namespace iofwd;
         ok = !ucx::context::create(UCP_FEATURE_RMA | UCP_FEATURE_AM, "bench", ctx) &&
-             !ucx::worker::create(ctx, worker) && !ucx::memory::map(ctx, buf, len, mem);
+             !ucx::worker::create(ctx, worker) && !ucx::memory::map(ctx, buf, len, mem) &&
+             handle(am_ping) && handle(am_pong);
         std::vector<std::byte> addr, key;
         if (ok && rank == 0)
             ok = !worker.address(addr) && !mem.pack_rkey(key);
@@ -164,6 +208,35 @@ struct ucx_pair {
         }
         return t;
     }
+
+    // Rank 1: the mean round trip of a `len`-byte message to rank 0 and a
+    // 8-byte answer (200 after 20 unmeasured); rank 0 answers each at once.
+    double rtt(int rank, const std::byte* data, std::uint64_t len)
+    {
+        const int warm = 20, iters = 200;
+        double t = 0;
+        const std::uint64_t answer = 1;
+        if (rank == 1) {
+            arrived = 0;
+            double t0 = MPI_Wtime();
+            for (int i = 0; i < warm + iters; ++i) {
+                if (i == warm)
+                    t0 = MPI_Wtime();
+                send_and_wait(ep, am_ping, data, len, true);
+                while (arrived <= static_cast<unsigned>(i))
+                    worker.progress();
+            }
+            t = (MPI_Wtime() - t0) / iters;
+        } else if (rank == 0) {
+            arrived = 0;
+            for (unsigned i = 0; i < warm + iters; ++i) {
+                while (arrived <= i)
+                    worker.progress();
+                send_and_wait(reply_ep, am_pong, &answer, sizeof answer, false);
+            }
+        }
+        return t;
+    }
 };
 
 std::vector<std::uint64_t> parse_sizes(const std::string& list)
@@ -183,6 +256,7 @@ std::vector<std::uint64_t> parse_sizes(const std::string& list)
 struct row {
     std::uint64_t size = 0;
     double write_s = 0, durable_s = 0, limit_s = 0, ucx_s = 0, posix_s = 0, mpiio_s = 0;
+    double rtt_s = 0;  // 0: not measured (above 64 KiB)
     double daemon_cpu_per_gib = 0;
     std::uint64_t daemon_rss = 0;
 };
@@ -266,7 +340,7 @@ int main(int argc, char** argv)
     for (const auto size : o.sizes) {
         row r;
         r.size = size;
-        std::vector<double> w, d, lim, ux, px, mi;
+        std::vector<double> w, d, lim, ux, rt, px, mi;
         const double cpu0 = rank == 0 ? iofwd::process_cpu_seconds(daemon) : 0;
         for (int k = 0; k < o.reps; ++k) {
             // iofwd: blocked in io_write, then until durable.
@@ -309,6 +383,10 @@ int main(int argc, char** argv)
                 barrier();
                 if (pair.ok)
                     ux.push_back(slowest(pair.get(rank, peer, size)));
+                if (pair.ok && size <= (64u << 10)) {
+                    barrier();
+                    rt.push_back(slowest(pair.rtt(rank, buf, size)));
+                }
             }
 
             // posix: write + fsync, one file per rank.
@@ -358,6 +436,7 @@ int main(int argc, char** argv)
         r.durable_s = median(d);
         r.limit_s = median(lim);
         r.ucx_s = median(ux);
+        r.rtt_s = median(rt);
         r.posix_s = median(px);
         r.mpiio_s = median(mi);
         if (rank == 0) {
@@ -372,28 +451,30 @@ int main(int argc, char** argv)
         auto gbs = [](std::uint64_t bytes, double s) { return s > 0 ? bytes / s / 1e9 : 0.0; };
         fmt::print("iofwd benchmark: {} ranks ({} writing through iofwd), {} repetitions (medians; "
                    "slowest rank each), transport {}\n", ranks, writers, o.reps, io_provider_name());
-        fmt::print("{:>9} | {:>10} {:>9} | {:>10} {:>9} | {:>9} {:>9} | {:>9} {:>9} | {:>8} {:>9}\n",
+        fmt::print("{:>9} | {:>10} {:>9} | {:>10} {:>9} | {:>9} {:>9} {:>9} | {:>9} {:>9} | {:>8} {:>9}\n",
                    "size", "io_write", "GB/s/rk", "durable", "GB/s agg", "limit", "ucx get",
-                   "posix", "mpiio", "cpu s/GiB", "daemon rss");
+                   "ucx rtt", "posix", "mpiio", "cpu s/GiB", "daemon rss");
         std::ofstream csv(o.csv);
         csv << "size,writers,io_write_s,durable_s,limit_s,ucx_get_s,posix_s,mpiio_s,"
-               "daemon_cpu_s_per_gib,daemon_peak_rss,ranks\n";
+               "daemon_cpu_s_per_gib,daemon_peak_rss,ranks,ucx_rtt_s\n";
         for (const auto& r : rows) {
             const std::uint64_t agg = r.size * static_cast<std::uint64_t>(ranks);
             const std::uint64_t agg_io = r.size * static_cast<std::uint64_t>(writers);
-            fmt::print("{:>9} | {:>8.3f}ms {:>9.2f} | {:>8.3f}ms {:>9.2f} | {:>7.2f}GB {:>7.2f}GB | "
-                       "{:>7.2f}GB {:>7.2f}GB | {:>8.3f} {:>10}\n",
+            const std::string rtt = r.rtt_s > 0 ? fmt::format("{:.1f}us", r.rtt_s * 1e6) : "-";
+            fmt::print("{:>9} | {:>8.3f}ms {:>9.2f} | {:>8.3f}ms {:>9.2f} | {:>7.2f}GB {:>7.2f}GB "
+                       "{:>9} | {:>7.2f}GB {:>7.2f}GB | {:>8.3f} {:>10}\n",
                        iofwd::human_bytes(r.size), r.write_s * 1e3, gbs(r.size, r.write_s),
                        r.durable_s * 1e3, gbs(agg_io, r.durable_s), gbs(r.size, r.limit_s),
-                       gbs(r.size, r.ucx_s), gbs(agg, r.posix_s), gbs(agg, r.mpiio_s),
+                       gbs(r.size, r.ucx_s), rtt, gbs(agg, r.posix_s), gbs(agg, r.mpiio_s),
                        r.daemon_cpu_per_gib, iofwd::human_bytes(r.daemon_rss));
-            csv << fmt::format("{},{},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.4f},{},{}\n",
+            csv << fmt::format("{},{},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.4f},{},{},{:.9f}\n",
                                r.size, writers, r.write_s, r.durable_s, r.limit_s, r.ucx_s, r.posix_s,
-                               r.mpiio_s, r.daemon_cpu_per_gib, r.daemon_rss, ranks);
+                               r.mpiio_s, r.daemon_cpu_per_gib, r.daemon_rss, ranks, r.rtt_s);
         }
         fmt::print("(io_write GB/s/rk: one rank's bytes over its blocked time; durable: the writers'"
                    " bytes, posix and mpiio: all ranks' bytes, over the time until durable;\n limit:"
-                   " process_vm_readv of one rank's buffer; ucx get: a plain UCX get of it)\n");
+                   " process_vm_readv of one rank's buffer; ucx get: a plain UCX get of it;\n ucx rtt: a plain"
+                   " UCX message of the size and an answer, both ranks polling, up to 64 KiB)\n");
         fmt::print("csv: {}\n", o.csv);
     }
     rc = io_finalize();
