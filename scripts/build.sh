@@ -1,8 +1,23 @@
 #!/usr/bin/env bash
 # Configures (once) and builds iofwd into ./build with at most 2 jobs.
+# Optional parts (the Ceph RADOS backend) are found at configure time: when
+# the libraries they need were installed or removed since (scripts/setup.sh
+# --ceph after a plain setup), the build is configured again, so that it
+# does not go on without them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+optional=""
+for h in /usr/include/rados/librados.h /usr/include/rados/librados.hpp; do
+  [ -e "$h" ] && optional+="$h "
+done
+stamp=build/.iofwd-optional
 if [ ! -f build/build.ninja ]; then
   meson setup build --buildtype=debugoptimized
+elif [ "$(cat "$stamp" 2>/dev/null)" != "$optional" ]; then
+  echo "build.sh: optional libraries changed (now: ${optional:-none}); configuring again"
+  # --wipe: meson 1.0 keeps a header check's old answer across --reconfigure
+  # and --clearcache.
+  meson setup --wipe build --buildtype=debugoptimized
 fi
+echo "$optional" > "$stamp"
 ninja -C build -j2
