@@ -89,6 +89,12 @@ double slowest(double mine)
     return out;
 }
 
+// Sizes up to `small_max` are timed as the mean of `small_iters` back-to-back
+// operations after `small_warm` unmeasured ones: one is a few microseconds,
+// below what a single timing shows reliably.
+constexpr std::uint64_t small_max = 64u << 10;
+constexpr int small_warm = 20, small_iters = 200;
+
 // A plain UCX get of rank 0's registered buffer by rank 1, rank 0 progressing
 // its worker meanwhile (UCX 1.13 emulates the get over active messages).
 struct ucx_pair {
@@ -133,12 +139,17 @@ struct ucx_pair {
             param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
             param.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER;
         }
-        ucs_status_ptr_t req = ucp_am_send_nbx(to, id, nullptr, 0, data, len, &param);
-        if (UCS_PTR_IS_PTR(req)) {
-            while (ucp_request_check_status(req) == UCS_INPROGRESS)
-                worker.progress();
-            ucp_request_free(req);
-        }
+        wait(ucp_am_send_nbx(to, id, nullptr, 0, data, len, &param));
+    }
+
+    // Progresses until a posted operation is done.
+    void wait(ucs_status_ptr_t req)
+    {
+        if (!UCS_PTR_IS_PTR(req))
+            return;
+        while (ucp_request_check_status(req) == UCS_INPROGRESS)
+            worker.progress();
+        ucp_request_free(req);
     }
 
     void setup(int rank, std::byte* buf, std::uint64_t len)
@@ -172,8 +183,7 @@ struct ucx_pair {
     }
 
     // Rank 1: time to get `len` bytes; rank 0: progress until rank 1 is done.
-    // Small sizes: the mean of 200 gets after 20 unmeasured ones (one get is
-    // a few microseconds, below what a single timing shows reliably).
+    // Small sizes: the mean of `small_iters` gets.
     double get(int rank, std::byte* local, std::uint64_t len)
     {
         double t = 0;
@@ -181,18 +191,13 @@ struct ucx_pair {
             ucp_request_param_t param{};
             param.op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
             param.memh = mem.get();
-            const int warm = len <= (64u << 10) ? 20 : 0;
-            const int iters = len <= (64u << 10) ? 200 : 1;
+            const int warm = len <= small_max ? small_warm : 0;
+            const int iters = len <= small_max ? small_iters : 1;
             double t0 = MPI_Wtime();
             for (int i = 0; i < warm + iters; ++i) {
                 if (i == warm)
                     t0 = MPI_Wtime();
-                ucs_status_ptr_t req = ucp_get_nbx(ep, local, len, remote, rkey.get(), &param);
-                if (UCS_PTR_IS_PTR(req)) {
-                    while (ucp_request_check_status(req) == UCS_INPROGRESS)
-                        worker.progress();
-                    ucp_request_free(req);
-                }
+                wait(ucp_get_nbx(ep, local, len, remote, rkey.get(), &param));
             }
             t = (MPI_Wtime() - t0) / iters;
             int done = 1;
@@ -209,11 +214,11 @@ struct ucx_pair {
         return t;
     }
 
-    // Rank 1: the mean round trip of a `len`-byte message to rank 0 and a
-    // 8-byte answer (200 after 20 unmeasured); rank 0 answers each at once.
+    // Rank 1: the mean round trip of a `len`-byte message (up to small_max)
+    // to rank 0 and an 8-byte answer; rank 0 answers each at once.
     double rtt(int rank, const std::byte* data, std::uint64_t len)
     {
-        const int warm = 20, iters = 200;
+        constexpr int warm = small_warm, iters = small_iters;
         double t = 0;
         const std::uint64_t answer = 1;
         if (rank == 1) {
@@ -383,7 +388,7 @@ int main(int argc, char** argv)
                 barrier();
                 if (pair.ok)
                     ux.push_back(slowest(pair.get(rank, peer, size)));
-                if (pair.ok && size <= (64u << 10)) {
+                if (pair.ok && size <= small_max) {
                     barrier();
                     rt.push_back(slowest(pair.rtt(rank, buf, size)));
                 }

@@ -11,13 +11,14 @@ for h in /usr/include/rados/librados.h /usr/include/rados/librados.hpp; do
   [ -e "$h" ] && optional+="$h "
 done
 stamp=build/.iofwd-optional
+setup=(meson setup build --buildtype=debugoptimized)
 if [ ! -f build/build.ninja ]; then
-  meson setup build --buildtype=debugoptimized
+  "${setup[@]}"
 elif [ "$(cat "$stamp" 2>/dev/null)" != "$optional" ]; then
   echo "build.sh: optional libraries changed (now: ${optional:-none}); configuring again"
   # --wipe: meson 1.0 keeps a header check's old answer across --reconfigure
   # and --clearcache.
-  meson setup --wipe build --buildtype=debugoptimized
+  "${setup[@]}" --wipe
 fi
 echo "$optional" > "$stamp"
 ninja -C build -j2
