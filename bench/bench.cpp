@@ -142,14 +142,22 @@ struct ucx_pair {
         wait(ucp_am_send_nbx(to, id, nullptr, 0, data, len, &param));
     }
 
-    // Progresses until a posted operation is done.
+    // Progresses until a posted operation is done. A failed baseline
+    // transfer ends the run: its peer would otherwise wait for a message
+    // that never comes.
     void wait(ucs_status_ptr_t req)
     {
-        if (!UCS_PTR_IS_PTR(req))
-            return;
-        while (ucp_request_check_status(req) == UCS_INPROGRESS)
-            worker.progress();
-        ucp_request_free(req);
+        ucs_status_t st = UCS_PTR_STATUS(req);
+        if (UCS_PTR_IS_PTR(req)) {
+            while ((st = ucp_request_check_status(req)) == UCS_INPROGRESS)
+                worker.progress();
+            ucp_request_free(req);
+        }
+        if (st != UCS_OK) {
+            std::fprintf(stderr, "bench: UCX baseline transfer failed: %s\n",
+                         ucs_status_string(st));
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
     }
 
     void setup(int rank, std::byte* buf, std::uint64_t len)
