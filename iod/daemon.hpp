@@ -79,7 +79,9 @@ public:
                       std::uint32_t rank, const store::manifest_entry& entry);
     // A version io_write had already returned for could not be made durable.
     void version_failed(std::error_code ec);
-    bool manifests_pending() const noexcept { return manifests_pending_ > 0; }
+    // Catalog work a rank's FINISHED waits for: not a retention still waiting
+    // for the store to be free of data (the daemon's exit does wait for it).
+    bool manifests_pending() const noexcept { return manifests_pending_ > (prune_job_ ? 1u : 0u); }
     std::error_code manifest_error() const noexcept { return manifest_error_; }
     bool shutting_down() const noexcept { return shutting_down_; }
     void session_ended(session& s, bool clean);
@@ -108,6 +110,12 @@ private:
     void arm_idle_timer();
     void stop();
     bool job_over() const;
+    // Retention of `job` after a version completed, on the retention thread
+    // once no data is being pulled or flushed.
+    void prune(const std::string& job);
+    void start_prune();
+    // A catalog or retention job finished: sessions waiting for it may finish.
+    void catalog_done();
 
     boost::asio::io_context& loop_;
     options opts_;
@@ -119,6 +127,12 @@ private:
     std::optional<boost::asio::posix::stream_descriptor> efd_;
     staging staging_;
     std::unique_ptr<flusher> flusher_;
+    // Manifests and COMPLETE records, one version at a time, and retention on
+    // a thread of its own: their small serial store round trips never hold a
+    // thread the next version's data needs, and a version's commit never
+    // waits behind the removal of an old one.
+    std::unique_ptr<flusher> catalog_;
+    std::unique_ptr<flusher> retention_;
     std::optional<boost::asio::local::stream_protocol::acceptor> acceptor_;
     boost::asio::signal_set signals_;
     boost::asio::steady_timer idle_timer_;
@@ -133,7 +147,9 @@ private:
     std::vector<rank_state> ranks_state_;
     std::uint64_t first_version_ = 1;
     std::map<std::uint64_t, pending_version> versions_;
-    unsigned manifests_pending_ = 0;
+    unsigned manifests_pending_ = 0;  // catalog and retention jobs not done
+    std::optional<std::string> prune_job_;  // retention wanted, not started yet
+    bool pruning_ = false;
     std::error_code manifest_error_;
     std::uint64_t lost_versions_ = 0;
 

@@ -4,7 +4,8 @@
 
 namespace iofwd::iod {
 
-flusher::flusher(boost::asio::io_context& loop, unsigned threads) : loop_(loop)
+flusher::flusher(boost::asio::io_context& loop, unsigned threads, std::function<void()> on_idle)
+    : loop_(loop), on_idle_(std::move(on_idle))
 {
     if (threads == 0)
         threads = 1;
@@ -25,6 +26,7 @@ flusher::~flusher()
 
 void flusher::submit(work w, done d)
 {
+    ++outstanding_;
     {
         std::lock_guard lock(mutex_);
         jobs_.emplace_back(std::move(w), std::move(d));
@@ -45,7 +47,11 @@ void flusher::run()
             jobs_.pop_front();
         }
         const std::error_code ec = job.first();
-        boost::asio::post(loop_, [d = std::move(job.second), ec] { d(ec); });
+        boost::asio::post(loop_, [this, d = std::move(job.second), ec] {
+            d(ec);
+            if (--outstanding_ == 0 && on_idle_)
+                on_idle_();
+        });
     }
 }
 

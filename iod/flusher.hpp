@@ -17,7 +17,9 @@ namespace iofwd::iod {
 
 class flusher final {
 public:
-    flusher(boost::asio::io_context& loop, unsigned threads);
+    // `on_idle` runs on the loop each time the last submitted job's handler
+    // has run.
+    flusher(boost::asio::io_context& loop, unsigned threads, std::function<void()> on_idle = {});
     flusher(const flusher&) = delete;
     flusher& operator=(const flusher&) = delete;
     // Finishes the queued jobs, then joins the threads.
@@ -25,12 +27,16 @@ public:
 
     using work = std::function<std::error_code()>;
     using done = std::function<void(std::error_code)>;
+    // Both from the event loop's thread only.
     void submit(work w, done d);
+    bool busy() const noexcept { return outstanding_ > 0; }
 
 private:
     void run();
 
     boost::asio::io_context& loop_;
+    std::function<void()> on_idle_;
+    unsigned outstanding_ = 0;  // submitted, handler not run yet (loop thread)
     std::mutex mutex_;
     std::condition_variable cv_;
     std::deque<std::pair<work, done>> jobs_;
