@@ -258,6 +258,7 @@ void daemon::kick()
 
 void daemon::pull_started()
 {
+    retention_pause_.store(true, std::memory_order_relaxed);
     if (++pulls_active_ == 1 && !spinning_) {
         spinning_ = true;
         asio::post(loop_, [this] { spin(); });
@@ -495,6 +496,7 @@ void daemon::start_prune()
     if (!prune_job_ || pruning_ || data_busy)
         return;
     pruning_ = true;
+    retention_pause_.store(false, std::memory_order_relaxed);
     const std::string job = *prune_job_;
     prune_job_.reset();
     struct outcome {
@@ -505,8 +507,12 @@ void daemon::start_prune()
     store::backend* st = store_.get();
     const unsigned keep = opts_.keep;
     retention_->submit(
-        [st, job, keep, result]() -> std::error_code {
-            result->ec = store::prune(*st, job, keep, result->removed);
+        [this, st, job, keep, result]() -> std::error_code {
+            // A new write pauses it after the version being removed; it goes
+            // on when the data is in the store.
+            result->ec = store::prune(*st, job, keep, result->removed, [this] {
+                return retention_pause_.load(std::memory_order_relaxed);
+            });
             return {};
         },
         [this, job, result](std::error_code) {
@@ -514,7 +520,12 @@ void daemon::start_prune()
             // Versions already removed are reported even when a later one failed.
             for (auto v : result->removed)
                 log_info("retention (keep {}): removed version {} of job {}", opts_.keep, v, job);
-            if (result->ec)
+            if (result->ec == std::errc::operation_canceled) {
+                if (!prune_job_) {  // paused: wanted again once the data is in
+                    ++manifests_pending_;
+                    prune_job_ = job;
+                }
+            } else if (result->ec)
                 log_error("retention (keep {}) of job {} stopped: {}; older versions stay in the "
                           "store",
                           opts_.keep, job, result->ec.message());

@@ -3,6 +3,7 @@
 // UCX from its event fd (asleep when idle, never spinning), and keeps the
 // job's bookkeeping: which ranks are connected, which versions of the node
 // are complete (their manifest written), and when to exit.
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -150,6 +151,7 @@ private:
     unsigned manifests_pending_ = 0;  // catalog and retention jobs not done
     std::optional<std::string> prune_job_;  // retention wanted, not started yet
     bool pruning_ = false;
+    std::atomic<bool> retention_pause_{false};  // a pull started since retention did
     std::error_code manifest_error_;
     std::uint64_t lost_versions_ = 0;
 

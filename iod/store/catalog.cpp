@@ -236,7 +236,7 @@ std::error_code try_complete(backend& st, const std::string& job, std::uint64_t 
 }
 
 std::error_code prune(backend& st, const std::string& job, unsigned keep,
-                      std::vector<std::uint64_t>& removed)
+                      std::vector<std::uint64_t>& removed, const std::function<bool()>& pause)
 {
     if (keep == 0)
         return {};
@@ -253,6 +253,8 @@ std::error_code prune(backend& st, const std::string& job, unsigned keep,
         const auto v = parse_version_dir(d);
         if (!v || *v >= oldest_kept)
             continue;
+        if (!removed.empty() && pause && pause())
+            return std::make_error_code(std::errc::operation_canceled);
         // COMPLETE goes first: a version half deleted is never taken as complete.
         const auto record = complete_object(job, *v);
         if (auto ec = st.remove(record); ec && ec != errc::not_found)

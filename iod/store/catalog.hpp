@@ -4,6 +4,7 @@
 // version complete, and retention. Used by the daemon (commit, retention),
 // the client library (io_latest, io_read) and the verifier.
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <system_error>
@@ -51,7 +52,10 @@ std::error_code try_complete(backend& st, const std::string& job, std::uint64_t 
 
 // Keeps the newest `keep` complete versions; deletes every version older than
 // the oldest kept one, its COMPLETE record first. Returns what it removed.
+// With `pause`: asked after each removed version; when it says yes, stops
+// there with std::errc::operation_canceled (a later call goes on).
 std::error_code prune(backend& st, const std::string& job, unsigned keep,
-                      std::vector<std::uint64_t>& removed);
+                      std::vector<std::uint64_t>& removed,
+                      const std::function<bool()>& pause = {});
 
 }  // namespace iofwd::store

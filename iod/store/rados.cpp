@@ -60,6 +60,33 @@ std::string piece_name(const std::string& name, const std::string& id, std::uint
     return fmt::format("{}@{}.{}", name, id, n);
 }
 
+// Starts removing pieces [0, count) of a write, all at once; wait_all() waits
+// for them. Best effort: a piece left behind is garbage no head points to.
+std::vector<rados_completion_t> remove_pieces(rados_ioctx_t io, const std::string& name,
+                                              const std::string& id, std::uint64_t count)
+{
+    std::vector<rados_completion_t> started;
+    for (std::uint64_t n = 0; n < count; ++n) {
+        rados_completion_t c = nullptr;
+        if (rados_aio_create_completion2(nullptr, nullptr, &c) < 0)
+            break;
+        if (rados_aio_remove(io, piece_name(name, id, n).c_str(), c) < 0)
+            rados_aio_release(c);
+        else
+            started.push_back(c);
+    }
+    return started;
+}
+
+void wait_all(std::vector<rados_completion_t>& started)
+{
+    for (auto c : started) {
+        rados_aio_wait_for_complete(c);
+        rados_aio_release(c);
+    }
+    started.clear();
+}
+
 struct head {
     std::uint64_t size = 0;
     std::string id;
@@ -211,8 +238,8 @@ public:
     {
         if (committed_)
             return;
-        for (std::uint64_t n = 0; n < pieces(); ++n)
-            rados_remove(io_, piece_name(name_, id_, n).c_str());
+        auto removing = remove_pieces(io_, name_, id_, pieces());
+        wait_all(removing);
     }
 
     std::error_code write_at(std::span<const std::byte> data, std::uint64_t offset) override
@@ -347,9 +374,10 @@ public:
         if (irc < 0)
             return rados_error(irc);
         committed_ = true;
-        if (had_old)  // the object replaced: its pieces go
-            for (std::uint64_t n = 0; n < old.pieces; ++n)
-                rados_remove(io_, piece_name(name_, old.id, n).c_str());
+        if (had_old) {  // the object replaced: its pieces go
+            auto removing = remove_pieces(io_, name_, old.id, old.pieces);
+            wait_all(removing);
+        }
         return {};
     }
 
@@ -548,12 +576,15 @@ public:
                 return rados_error(rc);
             return {};
         }
+        // The head first: from then on the object is gone, whatever becomes
+        // of its pieces and index entry, which go together.
         int rc = with_retries([&] { return rados_remove(io_, name.c_str()); });
         if (rc < 0 && rc != -ENOENT)
             return rados_error(rc);
-        for (std::uint64_t n = 0; n < h.pieces; ++n)
-            rados_remove(io_, piece_name(name, h.id, n).c_str());
-        if (rc = index_remove(io_, name); rc < 0)
+        auto removing = remove_pieces(io_, name, h.id, h.pieces);
+        rc = index_remove(io_, name);
+        wait_all(removing);
+        if (rc < 0)
             return rados_error(rc);
         return {};
     }

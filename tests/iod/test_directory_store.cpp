@@ -5,12 +5,14 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "errors.hpp"
 #include "process.hpp"
 #include "store/backend.hpp"
+#include "store/catalog.hpp"
 #include "store/directory.hpp"
 #include "sys.hpp"
 
@@ -210,4 +212,44 @@ TEST_CASE("staged writes go direct, padded within the slot, and are trimmed to t
     REQUIRE_FALSE(st->read("job/v00000001/n.r0001", 0, back2));
     CHECK(std::memcmp(back2.data(), slot + 1, 5000) == 0);
     std::free(slot);
+}
+
+TEST_CASE("retention paused after a version goes on where it stopped", "[store]")
+{
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    // Versions 1-4 of a one-node, one-rank job, each complete.
+    for (std::uint64_t v = 1; v <= 4; ++v) {
+        const auto bytes = data_of(4096, static_cast<unsigned>(v));
+        REQUIRE_FALSE(st->put(store::data_object("job", v, "n", 0), bytes));
+        const store::manifest m{"job", "n", v, 1, {{0, bytes.size(), 0}}};
+        const auto text = store::format_manifest(m);
+        REQUIRE_FALSE(st->put(store::manifest_object("job", v, "n"), std::as_bytes(std::span(text))));
+        bool completed = false;
+        std::string why;
+        REQUIRE_FALSE(store::try_complete(*st, "job", v, 1, completed, why));
+        REQUIRE(completed);
+    }
+    // Keep 1: versions 1-3 go. Asked to pause, it stops after the first.
+    std::vector<std::uint64_t> removed;
+    int asked = 0;
+    const auto ec = store::prune(*st, "job", 1, removed, [&] { return ++asked > 0; });
+    CHECK(ec == std::errc::operation_canceled);
+    CHECK(asked == 1);
+    CHECK(removed == std::vector<std::uint64_t>{1});
+    std::vector<std::uint64_t> complete;
+    REQUIRE_FALSE(store::complete_versions(*st, "job", complete));
+    CHECK(complete == std::vector<std::uint64_t>{2, 3, 4});
+    // Not paused: the rest, and version 4 stays whole.
+    removed.clear();
+    REQUIRE_FALSE(store::prune(*st, "job", 1, removed, [] { return false; }));
+    CHECK(removed == std::vector<std::uint64_t>{2, 3});
+    REQUIRE_FALSE(store::complete_versions(*st, "job", complete));
+    CHECK(complete == std::vector<std::uint64_t>{4});
+    std::vector<std::string> dirs;
+    REQUIRE_FALSE(st->list("job/", dirs));
+    CHECK(dirs == std::vector<std::string>{"v00000004"});
+    std::vector<std::byte> back(4096);
+    REQUIRE_FALSE(st->read(store::data_object("job", 4, "n", 0), 0, back));
+    CHECK(back == data_of(4096, 4));
 }
