@@ -115,6 +115,12 @@ std::error_code daemon::start(std::string& why)
         ::setenv("UCX_NET_DEVICES", opts_.net_devices.c_str(), 1);
     if (!opts_.port_range.empty())
         ::setenv("UCX_TCP_PORT_RANGE", opts_.port_range.c_str(), 1);
+    // One cross-process read per staging chunk instead of UCX's 512 KiB
+    // pieces (32 system calls per 16 MiB chunk): io_write's bandwidth over
+    // process_vm_readv's, paired per repetition, 73 -> 82 % at 64 MiB,
+    // 81 -> 91 % at 256 MiB, 84 -> 93 % at 1 GiB (medians of 3-7 runs). A
+    // value the user set wins.
+    ::setenv("UCX_CMA_SEG_SIZE", std::to_string(opts_.chunk_bytes).c_str(), 0);
     if (auto ec = ucx::context::create(UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
                                        "iod", context_)) {
         why = fmt::format("UCX initialisation failed: {}", ec.message());
