@@ -274,7 +274,7 @@ struct row {
     // same repetition: paired, so a slow phase of a shared machine that hits
     // both cancels out. 0: no limit measured (one rank).
     double pull_vs_limit = 0;
-    double daemon_cpu_per_gib = 0;
+    double daemon_cpu_s = 0, daemon_cpu_per_gib = 0;
     std::uint64_t daemon_rss = 0;
 };
 
@@ -467,7 +467,8 @@ int main(int argc, char** argv)
         r.mpiio_s = median(mi);
         if (rank == 0) {
             const double gib = static_cast<double>(size) * writers * o.reps / (1ull << 30);
-            r.daemon_cpu_per_gib = (iofwd::process_cpu_seconds(daemon) - cpu0) / gib;
+            r.daemon_cpu_s = iofwd::process_cpu_seconds(daemon) - cpu0;
+            r.daemon_cpu_per_gib = r.daemon_cpu_s / gib;
             r.daemon_rss = iofwd::process_peak_rss(daemon);
         }
         rows.push_back(r);
@@ -487,14 +488,18 @@ int main(int argc, char** argv)
             const std::uint64_t agg = r.size * static_cast<std::uint64_t>(ranks);
             const std::uint64_t agg_io = r.size * static_cast<std::uint64_t>(writers);
             const std::string rtt = r.rtt_s > 0 ? fmt::format("{:.1f}us", r.rtt_s * 1e6) : "-";
+            // The kernel counts CPU time in 10 ms ticks: a few ticks over a few
+            // KiB would print as hundreds of seconds per GiB.
+            const std::string cpu =
+                r.daemon_cpu_s >= 0.05 ? fmt::format("{:.3f}", r.daemon_cpu_per_gib) : "-";
             const std::string of_lim =
                 r.pull_vs_limit > 0 ? fmt::format("{:.0f}%", r.pull_vs_limit * 100) : "-";
             fmt::print("{:>9} | {:>8.3f}ms {:>9.2f} {:>7} | {:>8.3f}ms {:>9.2f} | {:>7.2f}GB {:>7.2f}GB "
-                       "{:>9} | {:>7.2f}GB {:>7.2f}GB | {:>8.3f} {:>10}\n",
+                       "{:>9} | {:>7.2f}GB {:>7.2f}GB | {:>8} {:>10}\n",
                        iofwd::human_bytes(r.size), r.write_s * 1e3, gbs(r.size, r.write_s), of_lim,
                        r.durable_s * 1e3, gbs(agg_io, r.durable_s), gbs(r.size, r.limit_s),
                        gbs(r.size, r.ucx_s), rtt, gbs(agg, r.posix_s), gbs(agg, r.mpiio_s),
-                       r.daemon_cpu_per_gib, iofwd::human_bytes(r.daemon_rss));
+                       cpu, iofwd::human_bytes(r.daemon_rss));
             csv << fmt::format("{},{},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.4f},{},{},{:.9f},{:.4f}\n",
                                r.size, writers, r.write_s, r.durable_s, r.limit_s, r.ucx_s, r.posix_s,
                                r.mpiio_s, r.daemon_cpu_per_gib, r.daemon_rss, ranks, r.rtt_s,
