@@ -526,12 +526,9 @@ void daemon::start_prune()
             // Versions already removed are reported even when a later one failed.
             for (auto v : result->removed)
                 log_info("retention (keep {}): removed version {} of job {}", opts_.keep, v, job);
-            if (result->ec == std::errc::operation_canceled) {
-                if (!prune_job_) {  // paused: wanted again once the data is in
-                    ++manifests_pending_;
-                    prune_job_ = job;
-                }
-            } else if (result->ec)
+            if (result->ec == std::errc::operation_canceled)
+                prune(job);  // paused: wanted again, starts once the data is in
+            else if (result->ec)
                 log_error("retention (keep {}) of job {} stopped: {}; older versions stay in the "
                           "store",
                           opts_.keep, job, result->ec.message());
