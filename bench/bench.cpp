@@ -5,6 +5,8 @@
 //   ucx     a plain UCX get of another rank's registered user memory
 //   ucx rtt a plain UCX round trip: a message of the size (up to 64 KiB) to
 //           another rank and a short answer back, both ranks polling
+//   warm    io_write up to 64 KiB timed like ucx rtt: the mean of back-to-back
+//           calls (the io_write column is one call after a barrier)
 //   posix   every rank: write + fsync of its buffer into its own file
 //   mpiio   MPI_File_write_at_all + MPI_File_sync into one shared file
 // Medians over --reps repetitions; the per-repetition figure is the slowest
@@ -94,6 +96,8 @@ double slowest(double mine)
 // below what a single timing shows reliably.
 constexpr std::uint64_t small_max = 64u << 10;
 constexpr int small_warm = 20, small_iters = 200;
+// Back-to-back io_writes are versions the store keeps: fewer of them.
+constexpr int small_burst = 40;
 
 // A plain UCX get of rank 0's registered buffer by rank 1, rank 0 progressing
 // its worker meanwhile (UCX 1.13 emulates the get over active messages).
@@ -270,6 +274,7 @@ struct row {
     std::uint64_t size = 0;
     double write_s = 0, durable_s = 0, limit_s = 0, ucx_s = 0, posix_s = 0, mpiio_s = 0;
     double rtt_s = 0;  // 0: not measured (above 64 KiB)
+    double warm_s = 0;  // io_write back to back; 0: not measured (above 64 KiB)
     // Median over repetitions of io_write's bandwidth over the limit's in the
     // same repetition: paired, so a slow phase of a shared machine that hits
     // both cancels out. 0: no limit measured (one rank).
@@ -361,7 +366,7 @@ int main(int argc, char** argv)
     for (const auto size : o.sizes) {
         row r;
         r.size = size;
-        std::vector<double> w, d, lim, ux, rt, px, mi;
+        std::vector<double> w, d, lim, ux, rt, px, mi, wm;
         const double cpu0 = rank == 0 ? iofwd::process_cpu_seconds(daemon) : 0;
         for (int k = 0; k < o.reps; ++k) {
             // iofwd: blocked in io_write, then until durable.
@@ -383,6 +388,31 @@ int main(int argc, char** argv)
             }
             w.push_back(slowest(t1 - t0));
             d.push_back(slowest(t2 - t0));
+
+            // warm: small writes back to back, each a version, as ucx rtt is
+            // timed; then wait until the last is durable.
+            if (size <= small_max) {
+                barrier();
+                double t = 0;
+                if (writer) {
+                    std::uint64_t v = 0;
+                    double s0 = MPI_Wtime();
+                    for (int i = 0; i < small_warm + small_burst; ++i) {
+                        if (i == small_warm)
+                            s0 = MPI_Wtime();
+                        if ((rc = io_write_version(size, &v))) {
+                            std::fprintf(stderr, "bench: io_write: %s\n", io_last_error());
+                            MPI_Abort(MPI_COMM_WORLD, 1);
+                        }
+                    }
+                    t = (MPI_Wtime() - s0) / small_burst;
+                    if ((rc = io_wait(v))) {
+                        std::fprintf(stderr, "bench: io_wait: %s\n", io_last_error());
+                        MPI_Abort(MPI_COMM_WORLD, 1);
+                    }
+                }
+                wm.push_back(slowest(t));
+            }
 
             // limit: rank 1 copies rank 0's buffer with process_vm_readv.
             if (ranks >= 2) {
@@ -463,10 +493,13 @@ int main(int argc, char** argv)
         r.limit_s = median(lim);
         r.ucx_s = median(ux);
         r.rtt_s = median(rt);
+        r.warm_s = median(wm);
         r.posix_s = median(px);
         r.mpiio_s = median(mi);
         if (rank == 0) {
-            const double gib = static_cast<double>(size) * writers * o.reps / (1ull << 30);
+            const int per_rep = 1 + (size <= small_max ? small_warm + small_burst : 0);
+            const double gib =
+                static_cast<double>(size) * writers * o.reps * per_rep / (1ull << 30);
             r.daemon_cpu_s = iofwd::process_cpu_seconds(daemon) - cpu0;
             r.daemon_cpu_per_gib = r.daemon_cpu_s / gib;
             r.daemon_rss = iofwd::process_peak_rss(daemon);
@@ -478,35 +511,38 @@ int main(int argc, char** argv)
         auto gbs = [](std::uint64_t bytes, double s) { return s > 0 ? bytes / s / 1e9 : 0.0; };
         fmt::print("iofwd benchmark: {} ranks ({} writing through iofwd), {} repetitions (medians; "
                    "slowest rank each), transport {}\n", ranks, writers, o.reps, io_provider_name());
-        fmt::print("{:>9} | {:>10} {:>9} {:>7} | {:>10} {:>9} | {:>9} {:>9} {:>9} | {:>9} {:>9} | {:>8} {:>9}\n",
-                   "size", "io_write", "GB/s/rk", "of lim", "durable", "GB/s agg", "limit",
+        fmt::print("{:>9} | {:>10} {:>9} {:>7} {:>7} | {:>10} {:>9} | {:>9} {:>9} {:>9} | {:>9} {:>9} | {:>8} {:>9}\n",
+                   "size", "io_write", "GB/s/rk", "of lim", "warm", "durable", "GB/s agg", "limit",
                    "ucx get", "ucx rtt", "posix", "mpiio", "cpu s/GiB", "daemon rss");
         std::ofstream csv(o.csv);
         csv << "size,writers,io_write_s,durable_s,limit_s,ucx_get_s,posix_s,mpiio_s,"
-               "daemon_cpu_s_per_gib,daemon_peak_rss,ranks,ucx_rtt_s,io_write_of_limit\n";
+               "daemon_cpu_s_per_gib,daemon_peak_rss,ranks,ucx_rtt_s,io_write_of_limit,"
+               "io_write_warm_s\n";
         for (const auto& r : rows) {
             const std::uint64_t agg = r.size * static_cast<std::uint64_t>(ranks);
             const std::uint64_t agg_io = r.size * static_cast<std::uint64_t>(writers);
             const std::string rtt = r.rtt_s > 0 ? fmt::format("{:.1f}us", r.rtt_s * 1e6) : "-";
+            const std::string warm = r.warm_s > 0 ? fmt::format("{:.1f}us", r.warm_s * 1e6) : "-";
             // The kernel counts CPU time in 10 ms ticks: a few ticks over a few
             // KiB would print as hundreds of seconds per GiB.
             const std::string cpu =
                 r.daemon_cpu_s >= 0.05 ? fmt::format("{:.3f}", r.daemon_cpu_per_gib) : "-";
             const std::string of_lim =
                 r.pull_vs_limit > 0 ? fmt::format("{:.0f}%", r.pull_vs_limit * 100) : "-";
-            fmt::print("{:>9} | {:>8.3f}ms {:>9.2f} {:>7} | {:>8.3f}ms {:>9.2f} | {:>7.2f}GB {:>7.2f}GB "
+            fmt::print("{:>9} | {:>8.3f}ms {:>9.2f} {:>7} {:>7} | {:>8.3f}ms {:>9.2f} | {:>7.2f}GB {:>7.2f}GB "
                        "{:>9} | {:>7.2f}GB {:>7.2f}GB | {:>8} {:>10}\n",
-                       iofwd::human_bytes(r.size), r.write_s * 1e3, gbs(r.size, r.write_s), of_lim,
+                       iofwd::human_bytes(r.size), r.write_s * 1e3, gbs(r.size, r.write_s), of_lim, warm,
                        r.durable_s * 1e3, gbs(agg_io, r.durable_s), gbs(r.size, r.limit_s),
                        gbs(r.size, r.ucx_s), rtt, gbs(agg, r.posix_s), gbs(agg, r.mpiio_s),
                        cpu, iofwd::human_bytes(r.daemon_rss));
-            csv << fmt::format("{},{},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.4f},{},{},{:.9f},{:.4f}\n",
+            csv << fmt::format("{},{},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.4f},{},{},{:.9f},{:.4f},{:.9f}\n",
                                r.size, writers, r.write_s, r.durable_s, r.limit_s, r.ucx_s, r.posix_s,
                                r.mpiio_s, r.daemon_cpu_per_gib, r.daemon_rss, ranks, r.rtt_s,
-                               r.pull_vs_limit);
+                               r.pull_vs_limit, r.warm_s);
         }
         fmt::print("(io_write GB/s/rk: one rank's bytes over its blocked time; of lim: that bandwidth"
-                   " over the limit's in the same repetition (median of the ratios);\n durable: the writers'"
+                   " over the limit's in the same repetition (median of the ratios);\n warm: one io_write of"
+                   " the size, the mean of 40 back to back (as ucx rtt is timed), up to 64 KiB;\n durable: the writers'"
                    " bytes, posix and mpiio: all ranks' bytes, over the time until durable;\n limit:"
                    " process_vm_readv of one rank's buffer; ucx get: a plain UCX get of it;\n ucx rtt: a plain"
                    " UCX message of the size and an answer, both ranks polling, up to 64 KiB)\n");

@@ -77,6 +77,16 @@ const std::vector<option_def>& table()
          "unit of pulling and flushing; larger writes are pulled in chunks\n"
          "(default 16M)",
          [](options& o, std::string_view v) { return parse_bytes(v, o.chunk_bytes) && o.chunk_bytes >= 4096; }},
+        {"--mailbox-size", "IOFWD_MAILBOX_SIZE", "BYTES",
+         "shared memory per rank through which writes up to half its size\n"
+         "(and at most the eager limit, 64K) are handed over without a round\n"
+         "trip; 0 sends them over the socket (default 256K)",
+         [](options& o, std::string_view v) {
+             return parse_bytes(v, o.mailbox_bytes) &&
+                    (o.mailbox_bytes == 0 ||
+                     (o.mailbox_bytes >= 4096 && o.mailbox_bytes <= (1ull << 30) &&
+                      o.mailbox_bytes % 64 == 0));
+         }},
         {"--flush-threads", "IOFWD_FLUSH_THREADS", "N",
          "threads writing to the store (default 2)",
          [](options& o, std::string_view v) { return to_unsigned(v, o.flush_threads) && o.flush_threads > 0; }},

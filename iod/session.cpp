@@ -5,6 +5,14 @@
 
 #include <fmt/format.h>
 
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
 #include "crc32c.hpp"
 #include "daemon.hpp"
 #include "errors.hpp"
@@ -76,6 +84,10 @@ void session::read_payload()
                          std::string why;
                          if (auto err = proto::decode_payload(self->header_, self->in_, m, why)) {
                              self->fail(err, why);
+                             return;
+                         }
+                         if (!self->take_mail()) {
+                             self->deferred_ = std::move(m);  // mail_progress goes on
                              return;
                          }
                          self->dispatch(m);
@@ -173,9 +185,141 @@ void session::on_connect(proto::connect_msg& m)
             return;
         }
     }
-    log_info("connect job {} {} buffer {} transport {} next version {}", hello_.job, who(),
-             human_bytes(hello_.buffer_length), a.transport, next_version_);
-    send(a);
+    unique_fd memfd;
+    open_mailbox(a, memfd);
+    log_info("connect job {} {} buffer {} transport {} next version {}{}", hello_.job, who(),
+             human_bytes(hello_.buffer_length), a.transport, next_version_,
+             memfd ? fmt::format(", mailbox {}", human_bytes(a.mailbox_bytes)) : std::string());
+    if (memfd)
+        send_with_fds(a, {memfd.get(), mail_efd_->native_handle()});
+    else
+        send(a);
+}
+
+void session::open_mailbox(proto::accept_msg& a, unique_fd& memfd)
+{
+    if (!(hello_.flags & proto::connect_flag_mailbox) ||
+        (hello_.flags & proto::connect_flag_files) || d_.opts().mailbox_bytes == 0)
+        return;
+    // Without one the rank's small writes take the socket: slower, not wrong.
+    std::string why;
+    if (mailbox::reader::create(d_.opts().mailbox_bytes, mailbox_, memfd, why)) {
+        log_warn("{}: no mailbox: {}", who(), why);
+        return;
+    }
+    const int efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (efd < 0) {
+        log_warn("{}: no mailbox: eventfd failed: {}", who(), std::strerror(errno));
+        memfd.reset();
+        mailbox_.discard();
+        return;
+    }
+    mail_efd_.emplace(d_.loop(), efd);
+    a.mailbox_bytes = d_.opts().mailbox_bytes;
+    wait_mail();
+}
+
+void session::wait_mail()
+{
+    mail_efd_->async_wait(asio::posix::stream_descriptor::wait_read,
+                          [self = shared_from_this()](boost::system::error_code ec) {
+                              if (ec || !self->mail_efd_)
+                                  return;
+                              std::uint64_t rings = 0;
+                              if (::read(self->mail_efd_->native_handle(), &rings, sizeof rings) < 0 &&
+                                  errno != EAGAIN)
+                                  log_warn("{}: reading its doorbell: {}", self->who(),
+                                           std::strerror(errno));
+                              self->mail_progress();
+                              if (self->mail_efd_)
+                                  self->wait_mail();
+                          });
+}
+
+namespace {
+
+constexpr auto mail_linger = std::chrono::microseconds(20);
+
+inline void cpu_relax() noexcept
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
+bool session::take_mail()
+{
+    if (!mailbox_)
+        return true;
+    for (;;) {
+        mailbox_.set_asleep(false);  // awake: the rank need not ring
+        bool took = false;
+        while (!pulling_) {
+            mailbox::reader::record r;
+            std::string why;
+            auto got = mailbox_.next(r, why, hello_.buffer_length);
+            if (got == mailbox::reader::result::empty)
+                break;
+            if (got == mailbox::reader::result::record && r.version != next_version_) {
+                why = fmt::format("a mailbox write for version {}, but its next version is {}",
+                                  r.version, next_version_);
+                got = mailbox::reader::result::bad;
+            }
+            if (got == mailbox::reader::result::bad) {
+                mailbox_.discard();
+                fail(errc::protocol_error, fmt::format("{}: {}", who(), why));
+                return false;
+            }
+            last_cookie_ = std::max(last_cookie_, r.cookie);
+            const std::uint64_t length = r.data.size();
+            begin_write(r.cookie, length, std::move(r.data), r.end);
+            took = true;
+        }
+        if (pulling_)  // a record waits for staging; its pulled() goes on
+            return false;
+        // Small writes come in bursts: waiting a moment awake spares the rank
+        // a doorbell (a wakeup of this process, several microseconds) each.
+        if (took) {
+            const auto until = std::chrono::steady_clock::now() + mail_linger;
+            while (!mailbox_.pending() && std::chrono::steady_clock::now() < until)
+                cpu_relax();
+            if (mailbox_.pending())
+                continue;
+        }
+        // Going back to sleep: ring from now on; then look once more, since a
+        // record published just before is not rung for.
+        mailbox_.set_asleep(true);
+        if (!mailbox_.pending())
+            return true;
+    }
+}
+
+void session::post_mail_progress()
+{
+    if (!mailbox_ || mail_posted_)
+        return;
+    mail_posted_ = true;
+    asio::post(d_.loop(), [self = shared_from_this()] {
+        self->mail_posted_ = false;
+        self->mail_progress();
+    });
+}
+
+void session::mail_progress()
+{
+    if (!take_mail())
+        return;
+    if (deferred_) {
+        proto::message m = std::move(*deferred_);
+        deferred_.reset();
+        dispatch(m);
+        if (socket_open_ && !close_after_write_)
+            read_header();
+    }
+    if (ended_)
+        d_.check_exit();
 }
 
 void session::on_write_req(proto::write_req_msg& m)
@@ -215,31 +359,51 @@ void session::on_write_req(proto::write_req_msg& m)
         refuse(errc::shutting_down, "the daemon is shutting down and takes no new writes");
         return;
     }
+    begin_write(m.cookie, m.length, std::move(m.data), 0);
+}
+
+void session::begin_write(std::uint64_t cookie, std::uint64_t length, std::vector<std::byte> data,
+                          std::uint64_t mail_end)
+{
+    // From the mailbox (mail_end > 0): io_write has returned already, the
+    // bytes are ours; once staged their mailbox space goes back to the rank.
+    const bool mail = mail_end > 0;
     const std::uint64_t version = next_version_;
     const std::string object =
         store::data_object(hello_.job, version, d_.opts().node, hello_.rank);
     ++next_version_;
     ++active_;
-    pulling_cookie_ = m.cookie;
-    const std::uint64_t cookie = m.cookie;
+    pulling_cookie_ = cookie;
+    pulling_mail_ = mail;
     const std::uint32_t rank = hello_.rank;
     std::weak_ptr<session> weak = shared_from_this();
     transfer::handlers h;
-    versions_[version] = version_record{proto::version_state_t::pulling, m.length, 0, {}, {}};
-    h.pulled = [weak, cookie, version] {
+    versions_[version] = version_record{proto::version_state_t::pulling, length, 0, {}, {}};
+    h.pulled = [weak, cookie, version, mail_end] {
         if (auto self = weak.lock()) {
             self->pulling_.reset();
             self->versions_[version].state = proto::version_state_t::flushing;
-            self->send(proto::write_done_msg{cookie, version});
+            if (mail_end)
+                self->mailbox_.release(mail_end);
+            else
+                self->send(proto::write_done_msg{cookie, version});
+            self->post_mail_progress();
         }
     };
-    h.finished = [self = shared_from_this(), cookie, version, rank,
-                  object](std::error_code ec, const std::string& why,
-                          const store::manifest_entry& entry) {
+    h.finished = [self = shared_from_this(), cookie, version, rank, object,
+                  mail_end](std::error_code ec, const std::string& why,
+                            const store::manifest_entry& entry) {
         --self->active_;
         const bool was_pulling = self->pulling_ && self->pulling_->version() == version;
+        // The rank waits in io_write for this version (not for a mailbox one).
+        const bool waiting = was_pulling && !mail_end;
         if (was_pulling)
             self->pulling_.reset();
+        if (was_pulling) {
+            if (mail_end)
+                self->mailbox_.release(mail_end);
+            self->post_mail_progress();
+        }
         self->staged_.erase(version);
         auto& rec = self->versions_[version];
         if (ec) {
@@ -247,14 +411,14 @@ void session::on_write_req(proto::write_req_msg& m)
             rec.error = ec;
             rec.why = why;
             log_error("{}: version {} lost: {}", self->who(), version, why);
-            if (was_pulling && self->socket_open_) {
+            if (waiting && self->socket_open_) {
                 // io_write is still waiting: it fails, nothing was taken.
                 self->send(proto::error_msg::from(ec, why, cookie));
             } else if (ec != errc::peer_gone) {
                 // io_write had returned; io_finalize must not claim durability.
                 self->remember_failure(ec, why);
             }
-            if (!was_pulling)
+            if (!waiting)
                 self->d_.version_failed(ec);
         } else {
             rec.state = proto::version_state_t::durable;
@@ -265,7 +429,7 @@ void session::on_write_req(proto::write_req_msg& m)
                      entry.crc32c);
             self->d_.rank_durable(self->hello_.job, self->hello_.ranks, version, rank, entry);
         }
-        if (!was_pulling || !ec)
+        if (!waiting || !ec)
             self->answer_waits(version);
         else
             self->versions_.erase(version);  // io_write failed: no such version
@@ -276,11 +440,10 @@ void session::on_write_req(proto::write_req_msg& m)
                                            std::unique_ptr<store::object_writer>& out) {
         return st.create(object, size, out);
     };
-    const bool push = m.data.empty() && (hello_.flags & proto::connect_flag_push);
+    const bool push = data.empty() && (hello_.flags & proto::connect_flag_push);
     pulling_ = std::make_shared<transfer>(
-        d_, transfer::source{ep_, rkey_.get(), hello_.buffer_address, push}, rank, version, m.length,
-        object, std::move(open), std::move(h),
-        std::move(m.data));
+        d_, transfer::source{ep_, rkey_.get(), hello_.buffer_address, push}, rank, version, length,
+        object, std::move(open), std::move(h), std::move(data));
     staged_[version] = pulling_;
     pulling_->start();
     if (push)
@@ -808,6 +971,42 @@ void session::send(const proto::message& m)
         write_next();
 }
 
+void session::send_with_fds(const proto::message& m, std::initializer_list<int> fds)
+{
+    std::vector<std::byte> bytes = proto::encode(m);
+    if (writing_ || !out_.empty() || !socket_open_ || fds.size() > 4) {
+        fail(errc::protocol_error, "descriptors can only go with the first message");
+        return;
+    }
+    iovec iov{bytes.data(), bytes.size()};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.begin(), sizeof(int) * fds.size());
+    ssize_t n = -1;
+    do
+        n = ::sendmsg(sock_.native_handle(), &msg, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    if (n <= 0) {
+        // A fresh connection's buffer takes a few hundred bytes; anything else
+        // means the rank is gone.
+        socket_closed(fmt::format("sending {} failed: {}", proto::to_string(proto::type_of(m)),
+                                  n < 0 ? std::strerror(errno) : "nothing sent"));
+        return;
+    }
+    if (static_cast<std::size_t>(n) < bytes.size()) {
+        out_.emplace_back(bytes.begin() + n, bytes.end());
+        write_next();
+    }
+}
+
 void session::write_next()
 {
     if (out_.empty()) {
@@ -848,6 +1047,15 @@ void session::fail(std::error_code ec, std::string why)
 
 void session::socket_closed(std::string why)
 {
+    // Writes the rank left in its mailbox are taken (io_write returned for
+    // them); nothing it publishes from now on is.
+    mailbox_.freeze();
+    deferred_.reset();
+    if (mail_efd_) {
+        boost::system::error_code ignored;
+        mail_efd_->close(ignored);
+        mail_efd_.reset();
+    }
     const bool was_open = socket_open_;
     if (!close_after_write_ || !writing_) {
         socket_open_ = false;
@@ -861,9 +1069,11 @@ void session::socket_closed(std::string why)
     else if (was_open)
         log_info("disconnect {}: {}", who(), why);
     ended_ = true;
-    // The version being pulled is discarded; versions already pulled are kept.
-    if (pulling_)
+    // The version being pulled is discarded; versions already pulled are kept,
+    // and so is one from the mailbox (its bytes are here).
+    if (pulling_ && !pulling_mail_)
         pulling_->source_gone();
+    post_mail_progress();
     release_early(0);
     close_all_files();
     if (ep_)
@@ -875,7 +1085,7 @@ void session::shut_down()
 {
     if (ended_ || !socket_open_)
         return;
-    if (active_ > 0)
+    if (!take_mail() || active_ > 0)
         return;  // asked again when the last transfer finishes
     fail(errc::shutting_down, "the daemon is shutting down (signal)");
 }

@@ -6,18 +6,22 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <vector>
 
 #include <utility>  // before Asio (Boost 1.74 needs it)
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <ucp/api/ucp.h>
 
+#include "mailbox.hpp"
 #include "protocol.hpp"
 #include "ucx.hpp"
 
@@ -41,9 +45,10 @@ public:
     std::uint64_t id() const noexcept { return id_; }
     bool admitted() const noexcept { return admitted_; }
     std::uint32_t rank() const noexcept { return hello_.rank; }
-    bool busy() const noexcept { return active_ > 0; }
-    // Nothing left to do: the connection is over and every transfer finished.
-    bool done() const noexcept { return ended_ && active_ == 0; }
+    bool busy() const noexcept { return active_ > 0 || mailbox_.pending(); }
+    // Nothing left to do: the connection is over, every transfer finished and
+    // every write the rank left in its mailbox was taken.
+    bool done() const noexcept { return ended_ && active_ == 0 && !mailbox_.pending(); }
     // Called by the daemon when something it waits on for FINISHED changed.
     void maybe_finish();
     // A chunk the rank pushed (proto::push_header); the status goes back to
@@ -57,6 +62,20 @@ private:
     void dispatch(proto::message& m);
     void on_connect(proto::connect_msg& m);
     void on_write_req(proto::write_req_msg& m);
+    // A new version of the rank's buffer: its bytes inline (`data`), or
+    // pulled; from the mailbox when mail_end > 0 (see take_mail).
+    void begin_write(std::uint64_t cookie, std::uint64_t length, std::vector<std::byte> data,
+                     std::uint64_t mail_end);
+    // The mailbox (mailbox.hpp): sets it up at CONNECT, or leaves it off.
+    void open_mailbox(proto::accept_msg& a, unique_fd& memfd);
+    // Starts a version for each record, in order, one at a time; true when
+    // every record the rank published is staged. A message read from the
+    // socket waits for that, since the rank published those records first.
+    bool take_mail();
+    // take_mail, and then the socket message that was waiting for it.
+    void mail_progress();
+    void post_mail_progress();
+    void wait_mail();
     void on_bye();
     void on_query(const proto::query_msg& m);
     void on_read_req(const proto::read_req_msg& m);
@@ -83,6 +102,8 @@ private:
     bool well_formed(const char* request, std::uint64_t cookie);
     void answer_waits(std::uint64_t version);
     void send(const proto::message& m);
+    // The first message on the connection, with file descriptors (SCM_RIGHTS).
+    void send_with_fds(const proto::message& m, std::initializer_list<int> fds);
     void write_next();
     // Pushed chunks that came before their WRITE_REQ/FILE_WRITE: handed to
     // the transfer when it starts, released when the write is refused.
@@ -132,6 +153,12 @@ private:
     std::uint64_t next_version_ = 1;
     std::shared_ptr<transfer> pulling_;  // the version io_write waits for
     std::uint64_t pulling_cookie_ = 0;
+    bool pulling_mail_ = false;          // pulling_ came from the mailbox
+
+    mailbox::reader mailbox_;
+    std::optional<boost::asio::posix::stream_descriptor> mail_efd_;  // the rank's doorbell
+    std::optional<proto::message> deferred_;  // read from the socket, waits for the mailbox
+    bool mail_posted_ = false;
     bool file_write_waiting_ = false;    // a FILE_WRITE waits for its WRITE_DONE
     std::uint64_t last_cookie_ = 0;      // of the last write announced
     struct early_chunk {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "fd.hpp"
+#include "mailbox.hpp"
 #include "protocol.hpp"
 #include "rendezvous.hpp"
 #include "store/backend.hpp"
@@ -66,6 +67,9 @@ private:
     // no limit (the daemon's death still ends the wait at once).
     std::error_code receive(proto::message& out, std::chrono::milliseconds timeout);
     bool try_parse(proto::message& out, std::error_code& ec);
+    // One non-blocking read from the control socket; descriptors passed with
+    // the bytes go to passed_fds_.
+    ssize_t receive_some(std::byte* buf, std::size_t size);
     std::error_code fail(std::error_code ec, std::string why);
     // The error for any request once the connection is broken (said once).
     std::error_code broken_error();
@@ -124,6 +128,14 @@ private:
 
     unique_fd control_;
     std::vector<std::byte> rx_;
+    std::vector<unique_fd> passed_fds_;  // came with the daemon's messages (ACCEPT)
+    // Small writes go through the daemon's mailbox (mailbox.hpp) while the
+    // rank's next version number is known (an io_write that failed on the
+    // socket leaves it to the daemon's next WRITE_DONE).
+    mailbox::writer mailbox_;
+    unique_fd doorbell_;
+    bool version_known_ = false;
+    std::chrono::steady_clock::time_point socket_checked_{};  // last look for a dead daemon
     std::error_code broken_;  // the connection is unusable from now on
     ucx::context context_;
     ucx::worker worker_;

@@ -129,6 +129,7 @@ void encode_body(writer& w, const accept_msg& m)
     w.str(m.transport);
     w.u64(m.session);
     w.bytes(m.worker_address);
+    w.u64(m.mailbox_bytes);
 }
 
 void encode_body(writer& w, const write_req_msg& m)
@@ -264,6 +265,7 @@ accept_msg decode_accept(reader& r)
     m.transport = r.str("transport", max_text);
     m.session = r.u64("session");
     m.worker_address = r.blob("worker_address", max_blob);
+    m.mailbox_bytes = r.u64("mailbox_bytes");
     return m;
 }
 
@@ -460,7 +462,7 @@ std::uint64_t max_payload(msg_type t) noexcept
 {
     switch (t) {
     case msg_type::connect: return 2 * 8 + 8 * 4 + max_name + 2 * max_blob;
-    case msg_type::accept: return 4 + 4 * 8 + 5 * 4 + max_name + 3 * max_text + max_blob;
+    case msg_type::accept: return 4 + 5 * 8 + 5 * 4 + max_name + 3 * max_text + max_blob;
     case msg_type::write_req: return 20 + max_eager;
     case msg_type::write_done: return 16;
     case msg_type::bye: return 0;

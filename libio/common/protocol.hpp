@@ -50,7 +50,7 @@
 namespace iofwd::proto {
 
 inline constexpr std::uint32_t magic = 0x57464f49;  // "IOFW" in memory order
-inline constexpr std::uint16_t version = 2;
+inline constexpr std::uint16_t version = 3;
 inline constexpr std::size_t header_size = 16;
 
 enum class msg_type : std::uint16_t {
@@ -106,6 +106,9 @@ inline constexpr std::uint32_t connect_flag_files = 1u << 1;
 // reads them with cma, the rank's CPU stays out of the copy) instead of
 // having the daemon get them (UCX 1.13 emulates that get with the rank's CPU).
 inline constexpr std::uint32_t connect_flag_push = 1u << 2;
+// The rank hands small writes over through a mailbox in shared memory
+// (mailbox.hpp): ACCEPT then carries its memfd and an eventfd (SCM_RIGHTS).
+inline constexpr std::uint32_t connect_flag_mailbox = 1u << 3;
 
 struct accept_msg {
     std::uint32_t daemon_pid = 0;
@@ -118,6 +121,7 @@ struct accept_msg {
     std::string transport;  // UCX transports of the daemon's endpoint to the rank
     std::uint64_t session = 0;            // names this connection in pushed chunks
     std::vector<std::byte> worker_address;  // the daemon's, for pushing
+    std::uint64_t mailbox_bytes = 0;  // its records' capacity; 0: no mailbox
     bool operator==(const accept_msg&) const = default;
 };
 

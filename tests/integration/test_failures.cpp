@@ -102,6 +102,35 @@ TEST_CASE("a rank killed mid-write loses only its partial version; the others fi
     CHECK(out.find("1 complete versions, 2 incomplete") != std::string::npos);
 }
 
+TEST_CASE("small writes a rank handed over are durable though it is killed right after",
+          "[failure][rank-killed]")
+{
+    // Through the mailbox (the default) io_write returns without a round
+    // trip; through the socket (mailbox off) after the daemon's answer.
+    const std::string mailbox = GENERATE(std::string("256K"), std::string("0"));
+    INFO("IOFWD_MAILBOX_SIZE=" << mailbox);
+    cluster c;
+    // One staging slot: each version holds it until flushed, so the rank's
+    // writes pile up in its mailbox and some are still there when it dies.
+    auto r0 = c.rank(0, 1, {"--size", "4096", "--versions", "31", "--stall-at", "30"},
+                     {{"IOFWD_MAILBOX_SIZE", mailbox},
+                      {"IOFWD_STAGING_SIZE", "1M"},
+                      {"IOFWD_CHUNK_SIZE", "1M"}});
+    REQUIRE(wait_until([&] { return has_line(r0, "stalled"); }, 30s));
+    r0.signal(SIGKILL);
+    REQUIRE(r0.wait(10s).has_value());
+    INFO("rank 0:\n" << r0.output() << "log:\n" << c.log());
+    CHECK(count(r0.output(), "write ") == 30);
+    CHECK(c.log().find(mailbox == "0" ? "next version 1\n" : "mailbox 256 KiB") !=
+          std::string::npos);
+    // Every version io_write returned for: stored, committed, the right bytes.
+    CHECK(wait_until([&] { return count(c.log(), "exit status 0") == 1; }, 30s));
+    std::string out;
+    CHECK(c.verify(30, 1, out) == 0);
+    INFO(out);
+    CHECK(out.find("30 complete versions, 0 incomplete") != std::string::npos);
+}
+
 TEST_CASE("leftovers of a crashed run never block the next run", "[failure][leftovers]")
 {
     cluster c;

@@ -53,7 +53,8 @@ TEST_CASE("every message survives encode and decode unchanged", "[protocol]")
     CHECK(std::get<connect_msg>(round_trip(c)) == c);
 
     accept_msg a{99, 256ull << 20, 16ull << 20, 12, "node-7", "directory /scratch/x/job",
-                 "dir:/scratch/x", "cma, posix", 77, std::vector<std::byte>(90, std::byte{3})};
+                 "dir:/scratch/x", "cma, posix", 77, std::vector<std::byte>(90, std::byte{3}),
+                 256 * 1024};
     CHECK(std::get<accept_msg>(round_trip(a)) == a);
 
     write_req_msg w{17, 6ull << 30, {}};

@@ -1,0 +1,257 @@
+#include "mailbox.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "errors.hpp"
+
+namespace iofwd::mailbox {
+
+namespace {
+
+constexpr std::uint64_t magic = 0x786f626c69616d49;  // "Imailbox"
+constexpr std::uint32_t record_magic = 0x5243524d;   // "MRCR"
+constexpr std::uint32_t pad_magic = 0x4441504d;      // "MPAD"
+
+struct record_header {
+    std::uint32_t magic;
+    std::uint32_t length;
+    std::uint64_t cookie;
+    std::uint64_t version;
+    std::uint64_t reserved;
+};
+static_assert(sizeof(record_header) == record_head);
+
+constexpr std::uint64_t aligned(std::uint64_t n) noexcept
+{
+    return (n + alignment - 1) / alignment * alignment;
+}
+
+}  // namespace
+
+struct layout {
+    std::uint64_t magic;
+    std::uint64_t capacity;
+    alignas(64) std::atomic<std::uint64_t> tail;  // written by the rank
+    alignas(64) std::atomic<std::uint64_t> head;  // written by the daemon
+    alignas(64) std::atomic<std::uint32_t> asleep;
+};
+static_assert(sizeof(layout) <= header_bytes);
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
+
+namespace {
+
+std::byte* area(layout* s) noexcept { return reinterpret_cast<std::byte*>(s) + header_bytes; }
+
+void unmap(layout* s, std::size_t capacity) noexcept
+{
+    if (s)
+        ::munmap(s, header_bytes + capacity);
+}
+
+}  // namespace
+
+reader::~reader() { unmap(s_, capacity_); }
+
+std::error_code reader::create(std::size_t capacity, reader& out, unique_fd& memfd,
+                               std::string& why)
+{
+    if (capacity < 4 * alignment || capacity % alignment) {
+        why = fmt::format("a mailbox of {} bytes (at least {} and a multiple of {})", capacity,
+                          4 * alignment, alignment);
+        return make_error_code(errc::invalid_argument);
+    }
+    unique_fd fd(::memfd_create("iofwd-mailbox", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    if (!fd) {
+        const auto ec = last_system_error();
+        why = fmt::format("memfd_create for a rank's mailbox failed: {}", ec.message());
+        return ec;
+    }
+    const std::size_t total = header_bytes + capacity;
+    if (::ftruncate(fd.get(), static_cast<off_t>(total)) != 0 ||
+        // The rank cannot shrink it under our feet (a read would fault).
+        ::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        const auto ec = last_system_error();
+        why = fmt::format("sizing a rank's mailbox ({} bytes) failed: {}", total, ec.message());
+        return ec;
+    }
+    void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd.get(), 0);
+    if (p == MAP_FAILED) {
+        const auto ec = last_system_error();
+        why = fmt::format("mapping a rank's mailbox ({} bytes) failed: {}", total, ec.message());
+        return ec;
+    }
+    auto* s = new (p) layout{};
+    s->magic = magic;
+    s->capacity = capacity;
+    s->asleep.store(1);
+    unmap(out.s_, out.capacity_);
+    out.s_ = s;
+    out.capacity_ = capacity;
+    out.taken_ = 0;
+    out.frozen_ = UINT64_MAX;
+    memfd = std::move(fd);
+    return {};
+}
+
+reader::result reader::next(record& out, std::string& why, std::uint64_t max_length)
+{
+    if (!s_)
+        return result::empty;
+    const std::uint64_t tail = std::min(s_->tail.load(std::memory_order_acquire), frozen_);
+    while (taken_ != tail) {
+        const std::uint64_t pos = taken_ % capacity_;
+        const std::uint64_t room = capacity_ - pos;
+        if (tail < taken_ || tail - taken_ > capacity_ || tail % alignment) {
+            why = fmt::format("its mailbox's tail {} is impossible (records taken up to {}, "
+                              "{} bytes)",
+                              tail, taken_, capacity_);
+            return result::bad;
+        }
+        record_header h;
+        std::memcpy(&h, area(s_) + pos, sizeof h);
+        if (h.magic == pad_magic) {
+            if (tail - taken_ < room) {
+                why = fmt::format("a pad record at {} runs past what was published ({})", taken_,
+                                  tail);
+                return result::bad;
+            }
+            taken_ += room;
+            continue;
+        }
+        const std::uint64_t need = aligned(record_head + h.length);
+        if (h.magic != record_magic || h.length == 0 || h.length > max_length || need > room ||
+            need > tail - taken_ || h.cookie == 0) {
+            why = fmt::format("a mailbox record at {} is malformed (magic {:08x}, {} bytes, "
+                              "cookie {}; at most {} bytes, {} published)",
+                              taken_, h.magic, h.length, h.cookie, max_length, tail - taken_);
+            return result::bad;
+        }
+        const std::byte* p = area(s_) + pos + record_head;
+        out.cookie = h.cookie;
+        out.version = h.version;
+        out.data.assign(p, p + h.length);
+        taken_ += need;
+        out.end = taken_;
+        return result::record;
+    }
+    return result::empty;
+}
+
+void reader::release(std::uint64_t end) noexcept
+{
+    if (s_)
+        s_->head.store(end, std::memory_order_release);
+}
+
+bool reader::pending() const noexcept
+{
+    return s_ && std::min(s_->tail.load(std::memory_order_seq_cst), frozen_) != taken_;
+}
+
+void reader::set_asleep(bool asleep) noexcept
+{
+    if (s_)
+        s_->asleep.store(asleep ? 1 : 0, std::memory_order_seq_cst);
+}
+
+void reader::freeze() noexcept
+{
+    if (s_ && frozen_ == UINT64_MAX)
+        frozen_ = s_->tail.load(std::memory_order_acquire);
+}
+
+void reader::discard() noexcept { frozen_ = taken_; }
+
+writer::writer(writer&& o) noexcept
+    : s_(std::exchange(o.s_, nullptr)), capacity_(std::exchange(o.capacity_, 0))
+{
+}
+
+writer& writer::operator=(writer&& o) noexcept
+{
+    if (this != &o) {
+        unmap(s_, capacity_);
+        s_ = std::exchange(o.s_, nullptr);
+        capacity_ = std::exchange(o.capacity_, 0);
+    }
+    return *this;
+}
+
+writer::~writer() { unmap(s_, capacity_); }
+
+std::error_code writer::open(int memfd, std::size_t capacity, writer& out, std::string& why)
+{
+    struct stat st{};
+    if (::fstat(memfd, &st) != 0) {
+        const auto ec = last_system_error();
+        why = fmt::format("the daemon's mailbox: fstat failed: {}", ec.message());
+        return ec;
+    }
+    const std::size_t total = header_bytes + capacity;
+    if (static_cast<std::uint64_t>(st.st_size) != total) {
+        why = fmt::format("the daemon's mailbox holds {} bytes, ACCEPT said {}", st.st_size, total);
+        return make_error_code(errc::protocol_error);
+    }
+    void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, memfd, 0);
+    if (p == MAP_FAILED) {
+        const auto ec = last_system_error();
+        why = fmt::format("mapping the daemon's mailbox failed: {}", ec.message());
+        return ec;
+    }
+    auto* s = static_cast<layout*>(p);
+    if (s->magic != magic || s->capacity != capacity) {
+        ::munmap(p, total);
+        why = "the daemon's mailbox has an unknown layout";
+        return make_error_code(errc::protocol_error);
+    }
+    out = writer{};
+    out.s_ = s;
+    out.capacity_ = capacity;
+    return {};
+}
+
+std::size_t writer::max_length() const noexcept
+{
+    return s_ ? capacity_ / 2 - record_head : 0;
+}
+
+bool writer::put(std::uint64_t cookie, std::uint64_t version, std::span<const std::byte> data,
+                 bool& wake) noexcept
+{
+    wake = false;
+    if (!s_ || data.empty() || data.size() > max_length())
+        return false;
+    const std::uint64_t tail = s_->tail.load(std::memory_order_relaxed);
+    const std::uint64_t head = s_->head.load(std::memory_order_acquire);
+    const std::uint64_t pos = tail % capacity_;
+    const std::uint64_t room = capacity_ - pos;
+    const std::uint64_t need = aligned(record_head + data.size());
+    const std::uint64_t pad = need > room ? room : 0;
+    if (tail - head + pad + need > capacity_)
+        return false;
+    std::byte* base = area(s_);
+    if (pad) {
+        const record_header p{pad_magic, 0, 0, 0, 0};
+        std::memcpy(base + pos, &p, sizeof p);
+    }
+    std::byte* at = base + (pad ? 0 : pos);
+    const record_header h{record_magic, static_cast<std::uint32_t>(data.size()), cookie, version,
+                          0};
+    std::memcpy(at, &h, sizeof h);
+    std::memcpy(at + record_head, data.data(), data.size());
+    s_->tail.store(tail + pad + need, std::memory_order_release);
+    // Pairs with the daemon's set_asleep(true) and its look at pending()
+    // afterwards: one of the two sides sees the other's store.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    wake = s_->asleep.load(std::memory_order_relaxed) != 0;
+    return true;
+}
+
+}  // namespace iofwd::mailbox

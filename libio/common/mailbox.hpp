@@ -1,0 +1,109 @@
+#pragma once
+// The mailbox: small writes a rank hands to the daemon through shared memory,
+// with no round trip.
+//
+// The daemon creates it for each rank that asks (a sealed memfd it passes
+// over the control socket with ACCEPT). The rank copies a write's bytes into
+// the next record and publishes it; from then on the bytes are in memory the
+// daemon holds, so io_write returns at once. The daemon stages the records in
+// order, before it acts on anything the rank sends on the socket afterwards,
+// and gives their space back as each is staged.
+//
+// Layout: a header page, then `capacity` bytes of records. Each record is a
+// 32-byte head (magic, length, cookie, version) and its bytes, padded to 64;
+// a record never wraps: a pad record fills the rest of the area instead.
+// `tail` (written by the rank) and `head` (by the daemon) count bytes ever
+// published and released. When the daemon's `asleep` word is set the rank
+// writes the daemon's eventfd after publishing.
+//
+// The daemon never trusts what the rank wrote: it reads `tail` once, checks it
+// against its own copy of `head`, and rejects a record that does not fit.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "fd.hpp"
+
+namespace iofwd::mailbox {
+
+inline constexpr std::size_t header_bytes = 4096;
+inline constexpr std::size_t record_head = 32;
+inline constexpr std::size_t alignment = 64;
+
+struct layout;  // the header page, shared by both sides
+
+// The daemon's side: creates the memory, reads records.
+class reader final {
+public:
+    reader() = default;
+    reader(const reader&) = delete;
+    reader& operator=(const reader&) = delete;
+    ~reader();
+
+    // A new mailbox with `capacity` bytes of records (a multiple of 64);
+    // `memfd` is what to pass to the rank.
+    static std::error_code create(std::size_t capacity, reader& out, unique_fd& memfd,
+                                  std::string& why);
+
+    struct record {
+        std::uint64_t cookie = 0;
+        std::uint64_t version = 0;
+        std::vector<std::byte> data;
+        std::uint64_t end = 0;  // release(end) once staged
+    };
+    enum class result { empty, record, bad };
+    explicit operator bool() const noexcept { return s_ != nullptr; }
+    // The next record after the ones already taken, copied out (the rank
+    // cannot change it afterwards). `bad`: `why` says what was wrong.
+    result next(record& out, std::string& why, std::uint64_t max_length);
+    // Gives the space of every record up to `end` back to the rank.
+    void release(std::uint64_t end) noexcept;
+    // Records published and not yet taken by next().
+    bool pending() const noexcept;
+    // Whether the rank must signal after publishing: set before the daemon
+    // goes back to sleep (then it looks at pending() once more), cleared
+    // while it is taking records anyway.
+    void set_asleep(bool asleep) noexcept;
+    // From now on read only what was published so far (the rank is gone).
+    void freeze() noexcept;
+    // Nothing more is read (the rank broke the format; the session ends).
+    void discard() noexcept;
+
+private:
+    layout* s_ = nullptr;
+    std::size_t capacity_ = 0;
+    std::uint64_t taken_ = 0;  // our position: bytes read
+    std::uint64_t frozen_ = UINT64_MAX;
+};
+
+// The rank's side: maps what the daemon passed, writes records.
+class writer final {
+public:
+    writer() = default;
+    writer(const writer&) = delete;
+    writer& operator=(const writer&) = delete;
+    writer(writer&& o) noexcept;
+    writer& operator=(writer&& o) noexcept;
+    ~writer();
+
+    // Maps the daemon's memfd, whose mailbox must hold `capacity` bytes.
+    static std::error_code open(int memfd, std::size_t capacity, writer& out, std::string& why);
+
+    explicit operator bool() const noexcept { return s_ != nullptr; }
+    // The largest write one record can carry.
+    std::size_t max_length() const noexcept;
+    // Copies `data` into a new record and publishes it; false when there is
+    // not room right now (the caller uses the socket). `wake`: the daemon
+    // asked to be signalled.
+    bool put(std::uint64_t cookie, std::uint64_t version, std::span<const std::byte> data,
+             bool& wake) noexcept;
+
+private:
+    layout* s_ = nullptr;
+    std::size_t capacity_ = 0;
+};
+
+}  // namespace iofwd::mailbox

@@ -1,0 +1,194 @@
+#include <catch2/catch.hpp>
+
+#include <sys/mman.h>
+
+#include <cstring>
+#include <vector>
+
+#include "errors.hpp"
+#include "mailbox.hpp"
+
+using namespace iofwd;
+using mailbox::reader;
+using mailbox::writer;
+
+namespace {
+
+std::vector<std::byte> pattern(std::size_t n, unsigned seed)
+{
+    std::vector<std::byte> v(n);
+    for (std::size_t i = 0; i < n; ++i)
+        v[i] = static_cast<std::byte>((i * 131 + seed * 17 + 5) & 0xff);
+    return v;
+}
+
+struct pair {
+    reader r;
+    writer w;
+    unique_fd memfd;
+    std::size_t capacity;
+
+    explicit pair(std::size_t cap) : capacity(cap)
+    {
+        std::string why;
+        REQUIRE_FALSE(reader::create(cap, r, memfd, why));
+        REQUIRE_FALSE(writer::open(memfd.get(), cap, w, why));
+    }
+    // The shared memory as a stranger sees it, to break the format.
+    std::byte* raw()
+    {
+        void* p = ::mmap(nullptr, mailbox::header_bytes + capacity, PROT_READ | PROT_WRITE,
+                         MAP_SHARED, memfd.get(), 0);
+        REQUIRE(p != MAP_FAILED);
+        mapped = p;
+        return static_cast<std::byte*>(p);
+    }
+    ~pair()
+    {
+        if (mapped)
+            ::munmap(mapped, mailbox::header_bytes + capacity);
+    }
+    void* mapped = nullptr;
+};
+
+// Offsets of the layout's fields (mailbox.cpp): tail at 64, head at 128.
+constexpr std::size_t tail_at = 64;
+
+}  // namespace
+
+TEST_CASE("mailbox records arrive in order with their exact bytes, across wrap-arounds",
+          "[mailbox]")
+{
+    pair p(4096);
+    std::uint64_t cookie = 1, version = 10, expect_cookie = 1, expect_version = 10;
+    unsigned seed = 0, expect_seed = 0;
+    std::vector<std::size_t> lengths;
+    // Many more records than fit at once, of awkward lengths: pads happen.
+    for (int round = 0; round < 300; ++round) {
+        const std::size_t n = 1 + (round * 397) % 1500;
+        const auto data = pattern(n, seed);
+        bool wake = false;
+        if (p.w.put(cookie, version, data, wake)) {
+            ++cookie;
+            ++version;
+            ++seed;
+            lengths.push_back(n);
+            continue;
+        }
+        // Full: the daemon takes everything, then there is room again.
+        reader::record rec;
+        std::string why;
+        std::uint64_t end = 0;
+        while (p.r.next(rec, why, 1 << 20) == reader::result::record) {
+            REQUIRE(!lengths.empty());
+            CHECK(rec.cookie == expect_cookie++);
+            CHECK(rec.version == expect_version++);
+            CHECK(rec.data == pattern(lengths.front(), expect_seed++));
+            lengths.erase(lengths.begin());
+            end = rec.end;
+        }
+        CHECK(why.empty());
+        CHECK(lengths.empty());
+        CHECK_FALSE(p.r.pending());
+        p.r.release(end);
+        REQUIRE(p.w.put(cookie, version, data, wake));
+        ++cookie;
+        ++version;
+        ++seed;
+        lengths.push_back(n);
+    }
+    CHECK(expect_cookie > 100);  // the area was reused many times over
+}
+
+TEST_CASE("a mailbox refuses what does not fit and says when to ring", "[mailbox]")
+{
+    pair p(1024);
+    CHECK(p.w.max_length() == 512 - mailbox::record_head);
+    bool wake = false;
+    CHECK_FALSE(p.w.put(1, 1, pattern(p.w.max_length() + 1, 0), wake));
+    CHECK_FALSE(p.w.put(1, 1, {}, wake));
+    // A new mailbox's daemon is asleep: the first record rings.
+    REQUIRE(p.w.put(1, 1, pattern(400, 1), wake));
+    CHECK(wake);
+    p.r.set_asleep(false);
+    REQUIRE(p.w.put(2, 2, pattern(400, 2), wake));
+    CHECK_FALSE(wake);
+    // 2 x 448 bytes used of 1024: a third does not fit until one is released.
+    CHECK_FALSE(p.w.put(3, 3, pattern(400, 3), wake));
+    reader::record rec;
+    std::string why;
+    REQUIRE(p.r.next(rec, why, 1 << 20) == reader::result::record);
+    CHECK(rec.data == pattern(400, 1));
+    CHECK_FALSE(p.w.put(3, 3, pattern(400, 3), wake));  // taken, not yet released
+    p.r.release(rec.end);
+    CHECK(p.w.put(3, 3, pattern(400, 3), wake));
+}
+
+TEST_CASE("a frozen mailbox yields only what was published before", "[mailbox]")
+{
+    pair p(4096);
+    bool wake = false;
+    REQUIRE(p.w.put(1, 1, pattern(100, 1), wake));
+    p.r.freeze();
+    REQUIRE(p.w.put(2, 2, pattern(100, 2), wake));
+    reader::record rec;
+    std::string why;
+    REQUIRE(p.r.next(rec, why, 1 << 20) == reader::result::record);
+    CHECK(rec.cookie == 1);
+    CHECK(p.r.next(rec, why, 1 << 20) == reader::result::empty);
+    CHECK_FALSE(p.r.pending());
+}
+
+TEST_CASE("the daemon rejects a mailbox the rank broke, with a reason", "[mailbox]")
+{
+    reader::record rec;
+    std::string why;
+    bool wake = false;
+
+    SECTION("a tail beyond the area")
+    {
+        pair p(4096);
+        std::uint64_t bad = 3 * 4096;
+        std::memcpy(p.raw() + tail_at, &bad, sizeof bad);
+        CHECK(p.r.next(rec, why, 1 << 20) == reader::result::bad);
+        CHECK_THAT(why, Catch::Contains("impossible"));
+    }
+    SECTION("a record longer than the daemon takes")
+    {
+        pair p(4096);
+        REQUIRE(p.w.put(1, 1, pattern(1000, 1), wake));
+        CHECK(p.r.next(rec, why, 999) == reader::result::bad);
+        CHECK_THAT(why, Catch::Contains("malformed"));
+    }
+    SECTION("a record overwritten with garbage")
+    {
+        pair p(4096);
+        REQUIRE(p.w.put(1, 1, pattern(100, 1), wake));
+        std::memset(p.raw() + mailbox::header_bytes, 0x5a, mailbox::record_head);
+        CHECK(p.r.next(rec, why, 1 << 20) == reader::result::bad);
+        CHECK_THAT(why, Catch::Contains("malformed"));
+        p.r.discard();
+        CHECK_FALSE(p.r.pending());
+        CHECK(p.r.next(rec, why, 1 << 20) == reader::result::empty);
+    }
+    SECTION("a length that runs past what was published")
+    {
+        pair p(4096);
+        REQUIRE(p.w.put(1, 1, pattern(100, 1), wake));
+        std::uint32_t huge = 2000;  // published: one 192-byte record
+        std::memcpy(p.raw() + mailbox::header_bytes + 4, &huge, sizeof huge);
+        CHECK(p.r.next(rec, why, 1 << 20) == reader::result::bad);
+    }
+}
+
+TEST_CASE("a rank maps only the mailbox ACCEPT describes", "[mailbox]")
+{
+    reader r;
+    unique_fd memfd;
+    std::string why;
+    REQUIRE_FALSE(reader::create(4096, r, memfd, why));
+    writer w;
+    CHECK(writer::open(memfd.get(), 8192, w, why) == errc::protocol_error);
+    CHECK_FALSE(w);
+    CHECK(reader::create(100, r, memfd, why) == errc::invalid_argument);
+}
