@@ -60,6 +60,31 @@ TEST_CASE("two ranks launch one daemon, write three versions, and every byte is 
     CHECK(count(log, "exit status 0") == 1);
 }
 
+TEST_CASE("small writes queued in the mailbox behind a busy staging keep their order and "
+          "io_finalize waits for each",
+          "[integration][mailbox]")
+{
+    cluster c;
+    // One staging slot shared with a rank writing 3 MiB versions: rank 0's
+    // records wait in its mailbox, which fills (four 60 KB records), so
+    // later writes take the socket and must wait for the records before them.
+    const std::map<std::string, std::string> tight{{"IOFWD_STAGING_SIZE", "1M"},
+                                                   {"IOFWD_CHUNK_SIZE", "1M"}};
+    auto r0 = c.rank(0, 2, {"--size", "60000", "--versions", "12"}, tight);
+    auto r1 = c.rank(1, 2, {"--size", std::to_string(3 << 20), "--versions", "12"}, tight);
+    require_success(r0, "rank 0");
+    require_success(r1, "rank 1");
+    for (int k = 0; k < 12; ++k)
+        CHECK(r0.output().find("write " + std::to_string(k) + " 0 " + std::to_string(k + 1) + " ") !=
+              std::string::npos);
+    std::string out;
+    CHECK(c.verify(12, 2, out) == 0);
+    INFO(out << c.log());
+    CHECK(out.find("12 complete versions, 0 incomplete, 24 objects") != std::string::npos);
+    CHECK(count(c.log(), "mailbox 256 KiB") == 2);
+    CHECK(count(c.log(), "exit status 0") == 1);
+}
+
 TEST_CASE("a buffer far larger than the staging memory streams through it in chunks",
           "[integration][chunks]")
 {
