@@ -282,10 +282,10 @@ std::error_code client::write(std::uint64_t len, std::uint64_t& version)
         return broken_error();
     if (mailbox_ && version_known_ && len <= std::min<std::uint64_t>(eager_limit_, mailbox_.max_length())) {
         // No round trip: once the record is published the daemon holds the
-        // bytes. Unless the daemon is gone or said something (the socket path
-        // then reports it), or the mailbox is full.
-        // The look costs a system call (a third of the write): at most one
-        // per millisecond. A daemon that died since loses this write as it
+        // bytes. The socket path instead when the mailbox is full, or when the
+        // daemon is gone or said something (it then reports that). Looking
+        // costs a system call, a third of the write: at most once per
+        // millisecond. A daemon that died in between loses this write as it
         // would have lost it dying just after; io_wait and io_finalize say so.
         const auto now = clock::now();
         bool quiet = now - socket_checked_ < std::chrono::milliseconds(1);
