@@ -96,7 +96,8 @@ private:
     template <typename Post>
     void pull_into(slot s, chunk c, Post&& post);
     void on_pulled(slot s, chunk c, ucs_status_t st);
-    void on_flushed(slot s, chunk c, std::uint32_t crc, std::error_code ec);
+    // `committed`: the job committed the object too (a one-chunk write).
+    void on_flushed(slot s, chunk c, std::uint32_t crc, std::error_code ec, bool committed);
     void fail(std::error_code ec, std::string why);
     void check_done();
     static void get_done(void* request, ucs_status_t status, void* user_data);
