@@ -198,8 +198,7 @@ void session::on_connect(proto::connect_msg& m)
 
 void session::open_mailbox(proto::accept_msg& a, unique_fd& memfd)
 {
-    if (!(hello_.flags & proto::connect_flag_mailbox) ||
-        (hello_.flags & proto::connect_flag_files) || d_.opts().mailbox_bytes == 0)
+    if (!(hello_.flags & proto::connect_flag_mailbox) || d_.opts().mailbox_bytes == 0)
         return;
     // Without one the rank's small writes take the socket: slower, not wrong.
     std::string why;
@@ -215,7 +214,7 @@ void session::open_mailbox(proto::accept_msg& a, unique_fd& memfd)
         return;
     }
     mail_efd_.emplace(d_.loop(), efd);
-    a.mailbox_bytes = d_.opts().mailbox_bytes;
+    a.mailbox_bytes = mailbox_bytes_ = d_.opts().mailbox_bytes;
     wait_mail();
 }
 
@@ -256,28 +255,31 @@ bool session::take_mail()
     for (;;) {
         mailbox_.set_asleep(false);  // awake: the rank need not ring
         bool took = false;
-        while (!pulling_) {
+        while (!pulling_ && !file_write_waiting_) {
             mailbox::reader::record r;
             std::string why;
-            auto got = mailbox_.next(r, why, hello_.buffer_length);
+            auto got = mailbox_.next(r, why, mailbox_bytes_ / 2);
             if (got == mailbox::reader::result::empty)
                 break;
-            if (got == mailbox::reader::result::record && r.version != next_version_) {
-                why = fmt::format("a mailbox write for version {}, but its next version is {}",
-                                  r.version, next_version_);
-                got = mailbox::reader::result::bad;
-            }
-            if (got == mailbox::reader::result::bad) {
+            if (got == mailbox::reader::result::record)
+                why = mail_problem(r);
+            if (got == mailbox::reader::result::bad || !why.empty()) {
                 mailbox_.discard();
                 fail(errc::protocol_error, fmt::format("{}: {}", who(), why));
                 return false;
             }
             last_cookie_ = std::max(last_cookie_, r.cookie);
-            const std::uint64_t length = r.data.size();
-            begin_write(r.cookie, length, std::move(r.data), r.end);
+            if (r.to_file) {
+                begin_file_write(r);
+            } else {
+                const std::uint64_t length = r.data.size();
+                begin_write(r.cookie, length, std::move(r.data), r.end);
+            }
             took = true;
         }
-        if (pulling_)  // a record waits for staging; its pulled() goes on
+        // A record waits for staging (or for an overlapping file write); its
+        // pulled() goes on.
+        if (pulling_ || file_write_waiting_)
             return false;
         // Small writes come in bursts: waiting a moment awake spares the rank
         // a doorbell (a wakeup of this process, several microseconds) each.
@@ -294,6 +296,44 @@ bool session::take_mail()
         if (!mailbox_.pending())
             return true;
     }
+}
+
+std::string session::mail_problem(const mailbox::reader::record& r) const
+{
+    const bool files_only = hello_.flags & proto::connect_flag_files;
+    if (r.to_file) {
+        if (!files_.contains(r.file))
+            return fmt::format("a mailbox write to file {}, which is not open", r.file);
+        return {};
+    }
+    if (files_only)
+        return "a mailbox write of a version on a connection for files only";
+    if (r.data.size() > hello_.buffer_length)
+        return fmt::format("a mailbox write of {} bytes; the registered buffer holds {}",
+                           r.data.size(), hello_.buffer_length);
+    if (r.version != next_version_)
+        return fmt::format("a mailbox write for version {}, but its next version is {}",
+                           r.version, next_version_);
+    return {};
+}
+
+void session::begin_file_write(mailbox::reader::record& r)
+{
+    // Like FILE_WRITE, but the rank does not wait: a failure is reported at
+    // the file's next sync (or at the end of the session).
+    file_write_waiting_ = true;
+    pulling_cookie_ = r.cookie;
+    pulling_mail_ = true;
+    ++active_;
+    auto f = files_.at(r.file).file;
+    proto::file_write_msg m{r.cookie, r.file, r.offset, r.data.size(), 0, {}, std::move(r.data)};
+    const std::uint64_t mail_end = r.end;
+    f->submit(m.offset, m.length, [weak = weak_from_this(), f, m = std::move(m), mail_end]() mutable {
+        if (auto self = weak.lock())
+            self->start_file_write(f, std::move(m), mail_end);
+        else
+            f->finished(m.offset, m.length);
+    });
 }
 
 void session::post_mail_progress()
@@ -317,6 +357,10 @@ void session::mail_progress()
         dispatch(m);
         if (socket_open_ && !close_after_write_)
             read_header();
+    }
+    if (close_files_later_) {
+        close_files_later_ = false;
+        close_all_files();
     }
     if (ended_)
         d_.check_exit();
@@ -653,11 +697,12 @@ void session::on_file_write(proto::file_write_msg& m)
             }
             return;
         }
-        self->start_file_write(f, std::move(m));
+        self->start_file_write(f, std::move(m), 0);
     });
 }
 
-void session::start_file_write(std::shared_ptr<forwarded_file> f, proto::file_write_msg m)
+void session::start_file_write(std::shared_ptr<forwarded_file> f, proto::file_write_msg m,
+                               std::uint64_t mail_end)
 {
     const std::uint64_t cookie = m.cookie;
     const std::uint64_t id = m.file;
@@ -681,27 +726,35 @@ void session::start_file_write(std::shared_ptr<forwarded_file> f, proto::file_wr
     }
     std::weak_ptr<session> weak = shared_from_this();
     transfer::handlers h;
-    h.pulled = [weak, cookie] {
+    h.pulled = [weak, cookie, mail_end] {
         if (auto self = weak.lock()) {
             self->file_write_waiting_ = false;
             self->pulling_.reset();
             self->file_rkey_ = ucx::rkey{};
-            self->send(proto::write_done_msg{cookie, 0});
+            if (mail_end)
+                self->mailbox_.release(mail_end);
+            else
+                self->send(proto::write_done_msg{cookie, 0});
+            self->post_mail_progress();
         }
     };
-    h.finished = [self = shared_from_this(), f, cookie, id, offset, length,
-                  what](std::error_code ec, const std::string& why, const store::manifest_entry&) {
+    h.finished = [self = shared_from_this(), f, cookie, id, offset, length, what,
+                  mail_end](std::error_code ec, const std::string& why,
+                            const store::manifest_entry&) {
         --self->active_;
         const bool was_pulling = self->file_write_waiting_ && self->pulling_cookie_ == cookie;
         if (was_pulling) {
             self->file_write_waiting_ = false;
             self->pulling_.reset();
             self->file_rkey_ = ucx::rkey{};
+            if (mail_end)
+                self->mailbox_.release(mail_end);
+            self->post_mail_progress();
         }
         f->finished(offset, length);
         if (ec) {
             log_error("{}: {} lost: {}", self->who(), what, why);
-            if (was_pulling && self->socket_open_) {
+            if (was_pulling && !mail_end && self->socket_open_) {
                 // The MPI write is still waiting: it fails, nothing was taken.
                 self->send(proto::error_msg::from(ec, why, cookie));
             } else if (ec != errc::peer_gone) {
@@ -1075,7 +1128,12 @@ void session::socket_closed(std::string why)
         pulling_->source_gone();
     post_mail_progress();
     release_early(0);
-    close_all_files();
+    // Files stay open for writes still in the mailbox: closed once those are
+    // taken (mail_progress).
+    if (mailbox_.pending() || (file_write_waiting_ && pulling_mail_))
+        close_files_later_ = true;
+    else
+        close_all_files();
     if (ep_)
         close_endpoint(true);
     d_.session_ended(*this, false);

@@ -82,7 +82,12 @@ private:
     // The MPI shim's file writes (files.hpp).
     void on_file_open(const proto::file_open_msg& m);
     void on_file_write(proto::file_write_msg& m);
-    void start_file_write(std::shared_ptr<forwarded_file> f, proto::file_write_msg m);
+    void start_file_write(std::shared_ptr<forwarded_file> f, proto::file_write_msg m,
+                          std::uint64_t mail_end);
+    // A file write from the mailbox (take_mail).
+    void begin_file_write(mailbox::reader::record& r);
+    // What is wrong with a record from the mailbox; empty: nothing.
+    std::string mail_problem(const mailbox::reader::record& r) const;
     void on_file_sync(const proto::file_sync_msg& m);
     void on_file_drain(const proto::file_drain_msg& m);
     // Once `f` has nothing in flight: fsync it if `durable`, let go of this
@@ -159,6 +164,8 @@ private:
     std::optional<boost::asio::posix::stream_descriptor> mail_efd_;  // the rank's doorbell
     std::optional<proto::message> deferred_;  // read from the socket, waits for the mailbox
     bool mail_posted_ = false;
+    std::uint64_t mailbox_bytes_ = 0;
+    bool close_files_later_ = false;  // the socket closed with file writes in the mailbox
     bool file_write_waiting_ = false;    // a FILE_WRITE waits for its WRITE_DONE
     std::uint64_t last_cookie_ = 0;      // of the last write announced
     struct early_chunk {

@@ -206,7 +206,7 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
     hello.flags = (blocking_ ? proto::connect_flag_blocking : 0) |
                   (files_only_ ? proto::connect_flag_files : 0) |
                   (push ? proto::connect_flag_push : 0) |
-                  (files_only_ ? 0 : proto::connect_flag_mailbox);
+                  proto::connect_flag_mailbox;
     hello.buffer_length = length_;
     hello.buffer_address = reinterpret_cast<std::uint64_t>(buffer_);
     hello.job = default_job_name();
@@ -280,36 +280,12 @@ std::error_code client::write(std::uint64_t len, std::uint64_t& version)
                                 length_));
     if (broken_)
         return broken_error();
-    if (mailbox_ && version_known_ && len <= std::min<std::uint64_t>(eager_limit_, mailbox_.max_length())) {
-        // No round trip: once the record is published the daemon holds the
-        // bytes. The socket path instead when the mailbox is full, or when the
-        // daemon is gone or said something (it then reports that). Looking
-        // costs a system call, a third of the write: at most once per
-        // millisecond. A daemon that died in between loses this write as it
-        // would have lost it dying just after; io_wait and io_finalize say so.
-        const auto now = clock::now();
-        bool quiet = now - socket_checked_ < std::chrono::milliseconds(1);
-        if (!quiet) {
-            char c;
-            const ssize_t n = ::recv(control_.get(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-            quiet = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
-            if (quiet)
-                socket_checked_ = now;
-        }
-        bool ring = false;
-        if (quiet &&
-            mailbox_.put(next_cookie_, next_version_,
-                         std::span(static_cast<const std::byte*>(buffer_), len), ring)) {
-            ++next_cookie_;
-            if (ring) {
-                const std::uint64_t one = 1;
-                // Cannot fail short of a bug; the daemon then finds the record
-                // when the rank next says anything on the socket.
-                [[maybe_unused]] const ssize_t w = ::write(doorbell_.get(), &one, sizeof one);
-            }
-            version = next_version_++;
-            return {};
-        }
+    if (version_known_ && mail(len, [&](std::uint64_t cookie, bool& ring) {
+            return mailbox_.put(cookie, next_version_,
+                                std::span(static_cast<const std::byte*>(buffer_), len), ring);
+        })) {
+        version = next_version_++;
+        return {};
     }
     const std::uint64_t cookie = next_cookie_++;
     proto::write_req_msg req{cookie, len, {}};
@@ -333,6 +309,37 @@ std::error_code client::write(std::uint64_t len, std::uint64_t& version)
     }
     version_known_ = false;
     return unexpected(m, fmt::format("WRITE_REQ {}", cookie));
+}
+
+bool client::mail(std::uint64_t len, const std::function<bool(std::uint64_t, bool&)>& put)
+{
+    if (!mailbox_ || len == 0 || len > std::min<std::uint64_t>(eager_limit_, mailbox_.max_length()))
+        return false;
+    // No round trip: once the record is published the daemon holds the
+    // bytes. The socket path instead when the mailbox is full, or when the
+    // daemon is gone or said something (it then reports that). Looking
+    // costs a system call, a third of the write: at most once per
+    // millisecond. A daemon that died in between loses this write as it
+    // would have lost it dying just after; the next wait or sync says so.
+    const auto now = clock::now();
+    if (now - socket_checked_ >= std::chrono::milliseconds(1)) {
+        char c;
+        const ssize_t n = ::recv(control_.get(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (!(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)))
+            return false;
+        socket_checked_ = now;
+    }
+    bool ring = false;
+    if (!put(next_cookie_, ring))
+        return false;
+    ++next_cookie_;
+    if (ring) {
+        const std::uint64_t one = 1;
+        // Cannot fail short of a bug; the daemon then finds the record
+        // when the rank next says anything on the socket.
+        [[maybe_unused]] const ssize_t w = ::write(doorbell_.get(), &one, sizeof one);
+    }
+    return true;
 }
 
 std::error_code client::push(std::uint64_t cookie, const void* data, std::uint64_t len,
@@ -487,6 +494,11 @@ std::error_code client::file_open(std::uint64_t file, const std::string& path)
 std::error_code client::file_write(std::uint64_t file, std::uint64_t offset, const void* data,
                                    std::uint64_t len)
 {
+    if (initialized_ && !broken_ && mail(len, [&](std::uint64_t cookie, bool& ring) {
+            return mailbox_.put_file(cookie, file, offset,
+                                     std::span(static_cast<const std::byte*>(data), len), ring);
+        }))
+        return {};
     const std::uint64_t cookie = next_cookie_++;
     proto::file_write_msg req{cookie, file, offset, len, 0, {}, {}};
     ucx::memory region;  // registered only while the daemon pulls

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <span>
 #include <cstdint>
@@ -86,6 +87,9 @@ private:
     std::error_code read_staged(std::uint64_t version, std::span<std::byte> out, bool& served,
                                 std::uint64_t& size);
     void release();
+    // A small write through the mailbox: `put` writes the record (given its
+    // cookie; sets whether to ring). False: take the socket instead.
+    bool mail(std::uint64_t len, const std::function<bool(std::uint64_t, bool&)>& put);
     void close_daemon_ep();
     // A pushed write: its chunks' headers (UCX reads them until each send
     // completes) and send requests.

@@ -16,15 +16,16 @@ namespace iofwd::mailbox {
 namespace {
 
 constexpr std::uint64_t magic = 0x786f626c69616d49;  // "Imailbox"
-constexpr std::uint32_t record_magic = 0x5243524d;   // "MRCR"
+constexpr std::uint32_t record_magic = 0x5243524d;   // "MRCR": a new version
+constexpr std::uint32_t file_magic = 0x4c49464d;     // "MFIL": bytes of a shim file
 constexpr std::uint32_t pad_magic = 0x4441504d;      // "MPAD"
 
 struct record_header {
     std::uint32_t magic;
     std::uint32_t length;
     std::uint64_t cookie;
-    std::uint64_t version;
-    std::uint64_t reserved;
+    std::uint64_t where;  // the version, or the offset in the file
+    std::uint64_t file;   // the rank's number for the file (file records)
 };
 static_assert(sizeof(record_header) == record_head);
 
@@ -126,16 +127,19 @@ reader::result reader::next(record& out, std::string& why, std::uint64_t max_len
             continue;
         }
         const std::uint64_t need = aligned(record_head + h.length);
-        if (h.magic != record_magic || h.length == 0 || h.length > max_length || need > room ||
-            need > tail - taken_ || h.cookie == 0) {
+        if ((h.magic != record_magic && h.magic != file_magic) || h.length == 0 ||
+            h.length > max_length || need > room || need > tail - taken_ || h.cookie == 0) {
             why = fmt::format("a mailbox record at {} is malformed (magic {:08x}, {} bytes, "
                               "cookie {}; at most {} bytes, {} published)",
                               taken_, h.magic, h.length, h.cookie, max_length, tail - taken_);
             return result::bad;
         }
         const std::byte* p = area(s_) + pos + record_head;
+        out.to_file = h.magic == file_magic;
         out.cookie = h.cookie;
-        out.version = h.version;
+        out.version = out.to_file ? 0 : h.where;
+        out.offset = out.to_file ? h.where : 0;
+        out.file = out.to_file ? h.file : 0;
         out.data.assign(p, p + h.length);
         taken_ += need;
         out.end = taken_;
@@ -225,6 +229,18 @@ std::size_t writer::max_length() const noexcept
 bool writer::put(std::uint64_t cookie, std::uint64_t version, std::span<const std::byte> data,
                  bool& wake) noexcept
 {
+    return put_record(record_magic, cookie, version, 0, data, wake);
+}
+
+bool writer::put_file(std::uint64_t cookie, std::uint64_t file, std::uint64_t offset,
+                      std::span<const std::byte> data, bool& wake) noexcept
+{
+    return put_record(file_magic, cookie, offset, file, data, wake);
+}
+
+bool writer::put_record(std::uint32_t kind, std::uint64_t cookie, std::uint64_t where,
+                        std::uint64_t file, std::span<const std::byte> data, bool& wake) noexcept
+{
     wake = false;
     if (!s_ || data.empty() || data.size() > max_length())
         return false;
@@ -242,8 +258,7 @@ bool writer::put(std::uint64_t cookie, std::uint64_t version, std::span<const st
         std::memcpy(base + pos, &p, sizeof p);
     }
     std::byte* at = base + (pad ? 0 : pos);
-    const record_header h{record_magic, static_cast<std::uint32_t>(data.size()), cookie, version,
-                          0};
+    const record_header h{kind, static_cast<std::uint32_t>(data.size()), cookie, where, file};
     std::memcpy(at, &h, sizeof h);
     std::memcpy(at + record_head, data.data(), data.size());
     s_->tail.store(tail + pad + need, std::memory_order_release);

@@ -1,6 +1,6 @@
 #pragma once
 // The mailbox: small writes a rank hands to the daemon through shared memory,
-// with no round trip.
+// with no round trip: new versions (io_write) and the MPI shim's file writes.
 //
 // The daemon creates it for each rank that asks (a sealed memfd it passes
 // over the control socket with ACCEPT). The rank copies a write's bytes into
@@ -10,7 +10,8 @@
 // and gives their space back as each is staged.
 //
 // Layout: a header page, then `capacity` bytes of records. Each record is a
-// 32-byte head (magic, length, cookie, version) and its bytes, padded to 64;
+// 32-byte head (kind, length, cookie, version or file offset, file) and its
+// bytes, padded to 64;
 // a record never wraps: a pad record fills the rest of the area instead.
 // `tail` (written by the rank) and `head` (by the daemon) count bytes ever
 // published and released. When the daemon's `asleep` word is set the rank
@@ -49,8 +50,11 @@ public:
                                   std::string& why);
 
     struct record {
+        bool to_file = false;     // bytes of a file the shim forwards, not a version
         std::uint64_t cookie = 0;
-        std::uint64_t version = 0;
+        std::uint64_t version = 0;  // a version's number
+        std::uint64_t file = 0;     // a file write's file and offset
+        std::uint64_t offset = 0;
         std::vector<std::byte> data;
         std::uint64_t end = 0;  // release(end) once staged
     };
@@ -100,8 +104,14 @@ public:
     // asked to be signalled.
     bool put(std::uint64_t cookie, std::uint64_t version, std::span<const std::byte> data,
              bool& wake) noexcept;
+    // The same for bytes of a file the shim forwards (FILE_WRITE).
+    bool put_file(std::uint64_t cookie, std::uint64_t file, std::uint64_t offset,
+                  std::span<const std::byte> data, bool& wake) noexcept;
 
 private:
+    bool put_record(std::uint32_t kind, std::uint64_t cookie, std::uint64_t where,
+                    std::uint64_t file, std::span<const std::byte> data, bool& wake) noexcept;
+
     layout* s_ = nullptr;
     std::size_t capacity_ = 0;
 };

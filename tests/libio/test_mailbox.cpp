@@ -192,3 +192,24 @@ TEST_CASE("a rank maps only the mailbox ACCEPT describes", "[mailbox]")
     CHECK_FALSE(w);
     CHECK(reader::create(100, r, memfd, why) == errc::invalid_argument);
 }
+
+TEST_CASE("a mailbox carries file writes (file, offset) beside new versions", "[mailbox]")
+{
+    pair p(4096);
+    bool wake = false;
+    REQUIRE(p.w.put(1, 7, pattern(300, 1), wake));
+    REQUIRE(p.w.put_file(2, 5, 123456789012ull, pattern(200, 2), wake));
+    reader::record rec;
+    std::string why;
+    REQUIRE(p.r.next(rec, why, 1 << 20) == reader::result::record);
+    CHECK_FALSE(rec.to_file);
+    CHECK(rec.version == 7);
+    CHECK(rec.data == pattern(300, 1));
+    REQUIRE(p.r.next(rec, why, 1 << 20) == reader::result::record);
+    CHECK(rec.to_file);
+    CHECK(rec.cookie == 2);
+    CHECK(rec.file == 5);
+    CHECK(rec.offset == 123456789012ull);
+    CHECK(rec.version == 0);
+    CHECK(rec.data == pattern(200, 2));
+}

@@ -2,7 +2,7 @@
 # The MPI shim under real mpiexec: unmodified programs run with and without it
 # and their files compared byte for byte.
 #   run_shim.sh SCENARIO MPIEXEC SHIM_LIB WRAPPER MPIIO_APP [HDF5_APP|TOOL_LIB]
-# SCENARIO: mpiio | hdf5 | stack | enospc | fortran | daemon-killed
+# SCENARIO: mpiio | hdf5 | stack | enospc | fortran | daemon-killed | ranks-killed
 set -euo pipefail
 scenario=$1 mpiexec=$2 shim=$3 wrapper=$4 app=$5 extra=${6:-}
 work=$(mktemp -d /tmp/iofwd-shim-XXXXXX)
@@ -103,6 +103,34 @@ daemon-killed)
   [ $(( $(date +%s) - start )) -le 20 ] || fail "the ranks took more than 20 s to notice"
   grep -q "closed the connection\|exited or was killed\|broken" "$work/err" ||
     fail "no error in words about the daemon"
+  ;;
+ranks-killed)
+  # Small writes return once they are in the rank's mailbox. Each of the
+  # daemon's file writes sleeps 1 s and it has one staging slot, so most are
+  # still in the mailboxes when every rank is killed (no sync, no close): the
+  # daemon still writes each of them, and the file equals a plain run's.
+  run "$mpiexec" -n 2 "$extra" "$work/plain/small.bin" 4 > /dev/null
+  set +e
+  SMALL_WRITES_HANG=1 IOFWD_FAULT=pwrite:DELAY IOFWD_STAGING_SIZE=1M IOFWD_CHUNK_SIZE=1M \
+    run "$wrapper" --prefix "$work/shim" -n 2 "$extra" "$work/shim/small.bin" 4 \
+    > "$work/out" 2> "$work/err" &
+  job=$!
+  for _ in $(seq 1 200); do
+    [ "$(grep -c '^written' "$work/out")" -eq 2 ] && break
+    sleep 0.05
+  done
+  [ "$(grep -c '^written' "$work/out")" -eq 2 ] || fail "the ranks did not finish writing"
+  pkill -9 -f "$(basename "$extra") $work/shim/small.bin"
+  wait "$job"
+  set -e
+  daemon_log | grep -q "mailbox 256 KiB" || fail "the ranks had no mailbox"
+  for _ in $(seq 1 600); do
+    daemon_log | grep -q "exit status" && break
+    sleep 0.1
+  done
+  daemon_log >&2
+  daemon_log | grep -q "exit status 0" || fail "the daemon did not exit cleanly"
+  cmp "$work/plain/small.bin" "$work/shim/small.bin" || fail "small.bin lost writes"
   ;;
 fortran)
   f90=${extra%%:*} f08=${extra#*:}
