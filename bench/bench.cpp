@@ -390,12 +390,15 @@ int main(int argc, char** argv)
             d.push_back(slowest(t2 - t0));
 
             // warm: small writes back to back, each a version, as ucx rtt is
-            // timed; then wait until the last is durable.
+            // timed; then wait until all of them are durable, and with every
+            // rank writing until the last is complete (its manifest and
+            // COMPLETE written), so that the next figures start from an idle
+            // daemon.
             if (size <= small_max) {
                 barrier();
                 double t = 0;
+                std::uint64_t first = 0, v = 0;
                 if (writer) {
-                    std::uint64_t v = 0;
                     double s0 = MPI_Wtime();
                     for (int i = 0; i < small_warm + small_burst; ++i) {
                         if (i == small_warm)
@@ -404,10 +407,24 @@ int main(int argc, char** argv)
                             std::fprintf(stderr, "bench: io_write: %s\n", io_last_error());
                             MPI_Abort(MPI_COMM_WORLD, 1);
                         }
+                        if (i == 0)
+                            first = v;
                     }
                     t = (MPI_Wtime() - s0) / small_burst;
-                    if ((rc = io_wait(v))) {
-                        std::fprintf(stderr, "bench: io_wait: %s\n", io_last_error());
+                    for (std::uint64_t k = first; k <= v; ++k)
+                        if ((rc = io_wait(k))) {
+                            std::fprintf(stderr, "bench: io_wait: %s\n", io_last_error());
+                            MPI_Abort(MPI_COMM_WORLD, 1);
+                        }
+                }
+                if (writers == ranks && rank == 0) {
+                    std::uint64_t latest = 0;
+                    const double give_up = MPI_Wtime() + 60;
+                    while ((io_latest(&latest) != 0 || latest < v) && MPI_Wtime() < give_up)
+                        usleep(1000);
+                    if (latest < v) {
+                        std::fprintf(stderr, "bench: version %llu not complete after 60 s\n",
+                                     static_cast<unsigned long long>(v));
                         MPI_Abort(MPI_COMM_WORLD, 1);
                     }
                 }

@@ -277,9 +277,9 @@ void daemon::pull_finished()
         asio::post(loop_, [this] { start_prune(); });  // after the pull's own handling
 }
 
-void daemon::acquire_slot(staging::waiter w)
+void daemon::acquire_slot(staging::waiter w, std::uint64_t bytes)
 {
-    staging_.acquire(std::move(w));
+    staging_.acquire(std::move(w), bytes);
     if (staging_.short_of_slots())
         release_flushes(nullptr);
 }

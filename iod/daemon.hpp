@@ -64,7 +64,7 @@ public:
     void pull_finished();
     // Staging slots for pulls: like stage().acquire, and a pull that has to
     // wait for a slot lets every held-back flush go (see flush_staged).
-    void acquire_slot(staging::waiter w);
+    void acquire_slot(staging::waiter w, std::uint64_t bytes = UINT64_MAX);
     // Starts the store write of staged bytes of `owner` (a transfer), or, with
     // `hold` and while staging has free slots, keeps it until
     // release_flushes(owner). On a node with few cores a flush (crc32c, store

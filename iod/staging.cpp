@@ -38,10 +38,25 @@ std::error_code staging::init(const ucx::context& ctx, std::uint64_t total, std:
     free_.reserve(slots_);
     for (std::uint32_t i = slots_; i-- > 0;)
         free_.push_back(i);
+    carved_.assign(slots_, carving{});
+    classes_.resize(64);
     return {};
 }
 
-void staging::acquire(waiter w)
+void staging::acquire(waiter w, std::uint64_t bytes)
+{
+    unsigned cls = min_class;
+    while (cls < 63 && (std::uint64_t{1} << cls) < bytes)
+        ++cls;
+    if (bytes == 0 || bytes > slot_size_ / 2 || (std::uint64_t{1} << cls) > slot_size_ / 2) {
+        acquire_slot(std::move(w));
+        return;
+    }
+    classes_[cls].waiters.push_back(std::move(w));
+    serve_class(cls);
+}
+
+void staging::acquire_slot(waiter w)
 {
     if (!free_.empty() && waiters_.empty()) {
         const auto i = free_.back();
@@ -52,15 +67,87 @@ void staging::acquire(waiter w)
     waiters_.push_back(std::move(w));
 }
 
+void staging::serve_class(unsigned cls)
+{
+    auto& c = classes_[cls];
+    const std::uint64_t piece = std::uint64_t{1} << cls;
+    while (!c.waiters.empty() && !c.partial.empty()) {
+        const std::uint32_t i = c.partial.back();
+        auto& k = carved_[i];
+        const std::uint32_t n = k.free.back();
+        k.free.pop_back();
+        ++k.used;
+        if (k.free.empty())
+            c.partial.pop_back();
+        auto w = std::move(c.waiters.front());
+        c.waiters.pop_front();
+        w(slot{i, base_ + std::uint64_t{i} * slot_size_ + n * piece, piece});
+    }
+    if (c.waiters.empty() || c.slot_requested)
+        return;
+    c.slot_requested = true;
+    acquire_slot([this, cls](slot s) {
+        classes_[cls].slot_requested = false;
+        carve(s.index, cls);
+    });
+}
+
+void staging::carve(std::uint32_t index, unsigned cls)
+{
+    auto& k = carved_[index];
+    k.cls = cls;
+    k.used = 0;
+    const auto pieces = static_cast<std::uint32_t>(slot_size_ >> cls);
+    k.free.clear();
+    for (std::uint32_t n = pieces; n-- > 0;)
+        k.free.push_back(n);
+    classes_[cls].partial.push_back(index);
+    serve_class(cls);
+    if (k.used == 0) {
+        // Its requests were served by pieces freed meanwhile: give it back.
+        std::erase(classes_[cls].partial, index);
+        k = carving{};
+        release_slot(index);
+    }
+}
+
 void staging::release(const slot& s)
 {
+    if (s.size == slot_size_) {
+        release_slot(s.index);
+        return;
+    }
+    auto& k = carved_[s.index];
+    const unsigned cls = k.cls;
+    auto& c = classes_[cls];
+    const auto n = static_cast<std::uint32_t>(
+        (static_cast<std::uint64_t>(s.data - base_) - std::uint64_t{s.index} * slot_size_) >> cls);
+    if (k.free.empty())
+        c.partial.push_back(s.index);
+    k.free.push_back(n);
+    --k.used;
+    if (!c.waiters.empty()) {
+        serve_class(cls);
+        return;
+    }
+    if (k.used == 0) {
+        // Every piece is back: the slot is whole again.
+        std::erase(c.partial, s.index);
+        k = carving{};
+        release_slot(s.index);
+    }
+}
+
+void staging::release_slot(std::uint32_t index)
+{
+    const slot s{index, base_ + std::uint64_t{index} * slot_size_, slot_size_};
     if (!waiters_.empty()) {
         auto w = std::move(waiters_.front());
         waiters_.pop_front();
         w(s);
         return;
     }
-    free_.push_back(s.index);
+    free_.push_back(index);
 }
 
 }  // namespace iofwd::iod

@@ -3,6 +3,10 @@
 // with UCX once at start, cut into equal slots. Pulls land in slots; a slot is
 // held until its bytes are in the store. The region never grows: when every
 // slot is busy, requests wait in arrival order until a flush frees one.
+// A write of at most half a slot takes a piece of one instead (a power of
+// two, 64 KiB at least): a slot lent to such writes is cut into equal pieces
+// and comes back once every piece is free, so many small versions in flight
+// do not each hold a whole slot.
 // Used only from the event-loop thread.
 #include <cstddef>
 #include <cstdint>
@@ -18,7 +22,7 @@ namespace iofwd::iod {
 struct slot {
     std::uint32_t index = 0;
     std::byte* data = nullptr;
-    std::uint64_t size = 0;
+    std::uint64_t size = 0;  // below the slot size: a piece of slot `index`
 };
 
 class staging final {
@@ -32,8 +36,9 @@ public:
     std::error_code init(const ucx::context& ctx, std::uint64_t total, std::uint64_t slot_size);
 
     using waiter = std::function<void(slot)>;
-    // Calls `w` with a free slot, now or later (in the order of the calls).
-    void acquire(waiter w);
+    // Calls `w` with a free slot, now or later (in the order of the calls);
+    // with `bytes` at most half a slot, with a piece of at least that size.
+    void acquire(waiter w, std::uint64_t bytes = UINT64_MAX);
     void release(const slot& s);
     // Some acquire is waiting for a slot to be released.
     bool short_of_slots() const noexcept { return !waiters_.empty(); }
@@ -47,9 +52,31 @@ private:
     std::uint64_t mapped_ = 0;
     std::uint64_t slot_size_ = 0;
     std::uint32_t slots_ = 0;
+    // A whole slot, now or later, for a piece class (internal waiters too).
+    void acquire_slot(waiter w);
+    void release_slot(std::uint32_t index);
+    // Cuts slot `index` into pieces of 2^cls bytes and serves the class's
+    // waiting requests from them.
+    void carve(std::uint32_t index, unsigned cls);
+    void serve_class(unsigned cls);
+
     ucx::memory mem_;
     std::vector<std::uint32_t> free_;
     std::deque<waiter> waiters_;
+
+    static constexpr unsigned min_class = 16;  // 64 KiB pieces at least
+    struct carving {
+        unsigned cls = 0;
+        std::vector<std::uint32_t> free;  // piece numbers
+        std::uint32_t used = 0;
+    };
+    std::vector<carving> carved_;  // per slot; cls 0: not carved
+    struct piece_class {
+        std::vector<std::uint32_t> partial;  // carved slots with a free piece
+        std::deque<waiter> waiters;
+        bool slot_requested = false;          // a whole slot is on its way
+    };
+    std::vector<piece_class> classes_;  // by log2 of the piece size
 };
 
 }  // namespace iofwd::iod

@@ -107,7 +107,9 @@ void transfer::request_slot()
     waiting_for_slot_ = true;
     // One slot at a time per transfer: the next request queues behind other
     // ranks' requests, so concurrent writers share the staging memory fairly.
-    d_.acquire_slot([self = shared_from_this()](slot s) { self->on_slot(s); });
+    // A write of one chunk needs only a piece of a slot that size.
+    d_.acquire_slot([self = shared_from_this()](slot s) { self->on_slot(s); },
+                    crcs_.size() == 1 ? length_ : UINT64_MAX);
 }
 
 void transfer::on_slot(slot s)
