@@ -232,6 +232,26 @@ TEST_CASE("malformed messages get a clear error and the daemon keeps serving",
     CHECK(d.wait(10s).has_value());
 }
 
+TEST_CASE("a rank that breaks its mailbox is dropped with a protocol error; the daemon goes on",
+          "[failure][malformed]")
+{
+    cluster c;
+    auto d = c.daemon();
+    auto p = c.run({build_path("IOFWD_TEST_RAW_PEER"), c.socket(), "mailbox-garbage"});
+    REQUIRE(p.wait(20s).has_value());
+    INFO(p.output() << "\nlog:\n" << c.log());
+    CHECK(p.output().rfind("answer ERROR", 0) == 0);
+    CHECK(p.output().find("impossible") != std::string::npos);
+    CHECK(c.log().find("mailbox's tail 12345 is impossible") != std::string::npos);
+    REQUIRE(d.running());
+    // The daemon still answers the next peer.
+    auto q = c.run({build_path("IOFWD_TEST_RAW_PEER"), c.socket(), "unknown-type"});
+    REQUIRE(q.wait(20s).has_value());
+    CHECK(q.output().rfind("answer ERROR", 0) == 0);
+    d.signal(SIGTERM);
+    CHECK(d.wait(10s).has_value());
+}
+
 TEST_CASE("a full disk is reported to the rank and nothing partial is stored",
           "[failure][enospc]")
 {

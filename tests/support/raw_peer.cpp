@@ -3,9 +3,12 @@
 // peers the daemon must refuse.
 //   raw_peer SOCKET MODE
 // MODE: garbage | bad-version | oversized | truncated | unknown-type |
-//       write-before-connect | hello (a CONNECT with a fake address)
+//       write-before-connect | hello (a CONNECT with a fake address) |
+//       mailbox-garbage (a real UCX worker, admitted with a mailbox, then an
+//       impossible tail published in it and the doorbell rung)
 // Prints "answer <type> <domain> <value> <text>" or "closed" or "timeout".
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -16,7 +19,9 @@
 #include <string_view>
 #include <vector>
 
+#include "mailbox.hpp"
 #include "protocol.hpp"
+#include "ucx.hpp"
 
 namespace {
 
@@ -77,6 +82,60 @@ int main(int argc, char** argv)
         m.worker_address.assign(64, std::byte{1});
         m.rkey.assign(16, std::byte{2});
         bytes = proto::encode(m);
+    } else if (mode == "mailbox-garbage") {
+        ucx::context ctx;
+        ucx::worker worker;
+        proto::connect_msg m;
+        if (ucx::context::create(UCP_FEATURE_AM, "raw-peer", ctx) ||
+            ucx::worker::create(ctx, worker) || worker.address(m.worker_address))
+            return 3;
+        m.ranks = 1;
+        m.flags = proto::connect_flag_files | proto::connect_flag_mailbox;
+        m.job = "itest";
+        const auto hello = proto::encode(m);
+        ::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL);
+        // ACCEPT, with the mailbox's memfd and the doorbell.
+        std::vector<std::byte> in;
+        std::vector<int> fds;
+        proto::header h;
+        std::string why;
+        while (in.size() < proto::header_size ||
+               (!proto::decode_header(in, h, why) && in.size() < proto::header_size + h.length)) {
+            pollfd p{fd, POLLIN, 0};
+            if (::poll(&p, 1, 5000) <= 0)
+                return 4;
+            std::byte buf[8192];
+            iovec iov{buf, sizeof buf};
+            alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+            msghdr msg{};
+            msg.msg_iov = &iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control;
+            msg.msg_controllen = sizeof control;
+            const ssize_t n = ::recvmsg(fd, &msg, 0);
+            if (n <= 0)
+                return 5;
+            in.insert(in.end(), buf, buf + n);
+            for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+                for (std::size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
+                    int passed;
+                    std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof passed);
+                    fds.push_back(passed);
+                }
+        }
+        proto::message a;
+        if (proto::decode_payload(h, std::span(in).subspan(proto::header_size, h.length), a, why) ||
+            !std::holds_alternative<proto::accept_msg>(a) || fds.size() != 2)
+            return 6;
+        const std::size_t total = mailbox::header_bytes + std::get<proto::accept_msg>(a).mailbox_bytes;
+        void* shared = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+        if (shared == MAP_FAILED)
+            return 7;
+        const std::uint64_t tail = 12345;  // not a record boundary
+        std::memcpy(static_cast<std::byte*>(shared) + 64, &tail, sizeof tail);
+        const std::uint64_t one = 1;
+        if (::write(fds[1], &one, sizeof one) != sizeof one)
+            return 8;
     } else {
         return 2;
     }
