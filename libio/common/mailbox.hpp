@@ -11,8 +11,8 @@
 //
 // Layout: a header page, then `capacity` bytes of records. Each record is a
 // 32-byte head (kind, length, cookie, version or file offset, file) and its
-// bytes, padded to 64;
-// a record never wraps: a pad record fills the rest of the area instead.
+// bytes, padded to 64; a record never wraps: a pad record fills the rest of
+// the area instead.
 // `tail` (written by the rank) and `head` (by the daemon) count bytes ever
 // published and released. When the daemon's `asleep` word is set the rank
 // writes the daemon's eventfd after publishing.
