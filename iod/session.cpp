@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include <sys/eventfd.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,6 +15,7 @@
 #include "crc32c.hpp"
 #include "daemon.hpp"
 #include "errors.hpp"
+#include "fd_passing.hpp"
 #include "format.hpp"
 #include "files.hpp"
 #include "layout.hpp"
@@ -1027,26 +1027,11 @@ void session::send(const proto::message& m)
 void session::send_with_fds(const proto::message& m, std::initializer_list<int> fds)
 {
     std::vector<std::byte> bytes = proto::encode(m);
-    if (writing_ || !out_.empty() || !socket_open_ || fds.size() > 4) {
+    if (writing_ || !out_.empty() || !socket_open_) {
         fail(errc::protocol_error, "descriptors can only go with the first message");
         return;
     }
-    iovec iov{bytes.data(), bytes.size()};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)] = {};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    std::memcpy(CMSG_DATA(c), fds.begin(), sizeof(int) * fds.size());
-    ssize_t n = -1;
-    do
-        n = ::sendmsg(sock_.native_handle(), &msg, MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
+    const ssize_t n = iofwd::send_with_fds(sock_.native_handle(), bytes, fds);
     if (n <= 0) {
         // A fresh connection's buffer takes a few hundred bytes; anything else
         // means the rank is gone.

@@ -16,6 +16,7 @@
 
 #include "crc32c.hpp"
 #include "errors.hpp"
+#include "fd_passing.hpp"
 #include "format.hpp"
 #include "launcher.hpp"
 #include "store/catalog.hpp"
@@ -817,31 +818,6 @@ bool client::try_parse(proto::message& out, std::error_code& ec)
     return true;
 }
 
-ssize_t client::receive_some(std::byte* buf, std::size_t size)
-{
-    iovec iov{buf, size};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    const ssize_t n = ::recvmsg(control_.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    if (n <= 0)
-        return n;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-            continue;
-        const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (std::size_t i = 0; i < count; ++i) {
-            int fd;
-            std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-            passed_fds_.emplace_back(fd);  // closed unless ACCEPT wants them
-        }
-    }
-    return n;
-}
-
 std::error_code client::receive(proto::message& out, std::chrono::milliseconds timeout)
 {
     const auto deadline = clock::now() + timeout;
@@ -853,7 +829,8 @@ std::error_code client::receive(proto::message& out, std::chrono::milliseconds t
         if (try_parse(out, ec))
             return ec;
         std::byte buf[4096];
-        const ssize_t n = receive_some(buf, sizeof buf);
+        // Descriptors come only with ACCEPT; any others are closed unused.
+        const ssize_t n = receive_with_fds(control_.get(), buf, MSG_DONTWAIT, passed_fds_);
         if (n > 0) {
             rx_.insert(rx_.end(), buf, buf + n);
             continue;

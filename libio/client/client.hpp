@@ -68,9 +68,6 @@ private:
     // no limit (the daemon's death still ends the wait at once).
     std::error_code receive(proto::message& out, std::chrono::milliseconds timeout);
     bool try_parse(proto::message& out, std::error_code& ec);
-    // One non-blocking read from the control socket; descriptors passed with
-    // the bytes go to passed_fds_.
-    ssize_t receive_some(std::byte* buf, std::size_t size);
     std::error_code fail(std::error_code ec, std::string why);
     // The error for any request once the connection is broken (said once).
     std::error_code broken_error();

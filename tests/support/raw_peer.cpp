@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fd_passing.hpp"
 #include "mailbox.hpp"
 #include "protocol.hpp"
 #include "ucx.hpp"
@@ -96,7 +97,7 @@ int main(int argc, char** argv)
         ::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL);
         // ACCEPT, with the mailbox's memfd and the doorbell.
         std::vector<std::byte> in;
-        std::vector<int> fds;
+        std::vector<unique_fd> fds;
         proto::header h;
         std::string why;
         while (in.size() < proto::header_size ||
@@ -105,36 +106,23 @@ int main(int argc, char** argv)
             if (::poll(&p, 1, 5000) <= 0)
                 return 4;
             std::byte buf[8192];
-            iovec iov{buf, sizeof buf};
-            alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
-            msghdr msg{};
-            msg.msg_iov = &iov;
-            msg.msg_iovlen = 1;
-            msg.msg_control = control;
-            msg.msg_controllen = sizeof control;
-            const ssize_t n = ::recvmsg(fd, &msg, 0);
+            const ssize_t n = receive_with_fds(fd, buf, 0, fds);
             if (n <= 0)
                 return 5;
             in.insert(in.end(), buf, buf + n);
-            for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-                for (std::size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
-                    int passed;
-                    std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof passed);
-                    fds.push_back(passed);
-                }
         }
         proto::message a;
         if (proto::decode_payload(h, std::span(in).subspan(proto::header_size, h.length), a, why) ||
             !std::holds_alternative<proto::accept_msg>(a) || fds.size() != 2)
             return 6;
         const std::size_t total = mailbox::header_bytes + std::get<proto::accept_msg>(a).mailbox_bytes;
-        void* shared = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+        void* shared = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0].get(), 0);
         if (shared == MAP_FAILED)
             return 7;
         const std::uint64_t tail = 12345;  // not a record boundary
         std::memcpy(static_cast<std::byte*>(shared) + 64, &tail, sizeof tail);
         const std::uint64_t one = 1;
-        if (::write(fds[1], &one, sizeof one) != sizeof one)
+        if (::write(fds[1].get(), &one, sizeof one) != sizeof one)
             return 8;
     } else {
         return 2;
