@@ -214,7 +214,7 @@ void session::open_mailbox(proto::accept_msg& a, unique_fd& memfd)
         return;
     }
     mail_efd_.emplace(d_.loop(), efd);
-    a.mailbox_bytes = mailbox_bytes_ = d_.opts().mailbox_bytes;
+    a.mailbox_bytes = d_.opts().mailbox_bytes;
     wait_mail();
 }
 
@@ -258,7 +258,7 @@ bool session::take_mail()
         while (!pulling_ && !file_write_waiting_) {
             mailbox::reader::record r;
             std::string why;
-            auto got = mailbox_.next(r, why, mailbox_bytes_ / 2);
+            auto got = mailbox_.next(r, why, mailbox_.max_length());
             if (got == mailbox::reader::result::empty)
                 break;
             if (got == mailbox::reader::result::record)
@@ -334,6 +334,13 @@ void session::begin_file_write(mailbox::reader::record& r)
         else
             f->finished(m.offset, m.length);
     });
+}
+
+void session::staged(std::uint64_t mail_end)
+{
+    if (mail_end)
+        mailbox_.release(mail_end);
+    post_mail_progress();
 }
 
 void session::post_mail_progress()
@@ -427,11 +434,9 @@ void session::begin_write(std::uint64_t cookie, std::uint64_t length, std::vecto
         if (auto self = weak.lock()) {
             self->pulling_.reset();
             self->versions_[version].state = proto::version_state_t::flushing;
-            if (mail_end)
-                self->mailbox_.release(mail_end);
-            else
+            if (!mail_end)
                 self->send(proto::write_done_msg{cookie, version});
-            self->post_mail_progress();
+            self->staged(mail_end);
         }
     };
     h.finished = [self = shared_from_this(), cookie, version, rank, object,
@@ -441,12 +446,9 @@ void session::begin_write(std::uint64_t cookie, std::uint64_t length, std::vecto
         const bool was_pulling = self->pulling_ && self->pulling_->version() == version;
         // The rank waits in io_write for this version (not for a mailbox one).
         const bool waiting = was_pulling && !mail_end;
-        if (was_pulling)
-            self->pulling_.reset();
         if (was_pulling) {
-            if (mail_end)
-                self->mailbox_.release(mail_end);
-            self->post_mail_progress();
+            self->pulling_.reset();
+            self->staged(mail_end);
         }
         self->staged_.erase(version);
         auto& rec = self->versions_[version];
@@ -731,11 +733,9 @@ void session::start_file_write(std::shared_ptr<forwarded_file> f, proto::file_wr
             self->file_write_waiting_ = false;
             self->pulling_.reset();
             self->file_rkey_ = ucx::rkey{};
-            if (mail_end)
-                self->mailbox_.release(mail_end);
-            else
+            if (!mail_end)
                 self->send(proto::write_done_msg{cookie, 0});
-            self->post_mail_progress();
+            self->staged(mail_end);
         }
     };
     h.finished = [self = shared_from_this(), f, cookie, id, offset, length, what,
@@ -747,9 +747,7 @@ void session::start_file_write(std::shared_ptr<forwarded_file> f, proto::file_wr
             self->file_write_waiting_ = false;
             self->pulling_.reset();
             self->file_rkey_ = ucx::rkey{};
-            if (mail_end)
-                self->mailbox_.release(mail_end);
-            self->post_mail_progress();
+            self->staged(mail_end);
         }
         f->finished(offset, length);
         if (ec) {

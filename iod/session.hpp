@@ -74,6 +74,9 @@ private:
     bool take_mail();
     // take_mail, and then the socket message that was waiting for it.
     void mail_progress();
+    // The write being pulled is in staging (or was given up): its mailbox
+    // space (mail_end > 0) goes back, and the records behind it may go on.
+    void staged(std::uint64_t mail_end);
     void post_mail_progress();
     void wait_mail();
     void on_bye();
@@ -164,7 +167,6 @@ private:
     std::optional<boost::asio::posix::stream_descriptor> mail_efd_;  // the rank's doorbell
     std::optional<proto::message> deferred_;  // read from the socket, waits for the mailbox
     bool mail_posted_ = false;
-    std::uint64_t mailbox_bytes_ = 0;
     bool close_files_later_ = false;  // the socket closed with file writes in the mailbox
     bool file_write_waiting_ = false;    // a FILE_WRITE waits for its WRITE_DONE
     std::uint64_t last_cookie_ = 0;      // of the last write announced

@@ -56,9 +56,20 @@ void unmap(layout* s, std::size_t capacity) noexcept
         ::munmap(s, header_bytes + capacity);
 }
 
+// Half the area: a record always fits, wherever the last one ended.
+std::size_t max_record_length(std::size_t capacity) noexcept
+{
+    return capacity / 2 - record_head;
+}
+
 }  // namespace
 
 reader::~reader() { unmap(s_, capacity_); }
+
+std::size_t reader::max_length() const noexcept
+{
+    return s_ ? max_record_length(capacity_) : 0;
+}
 
 std::error_code reader::create(std::size_t capacity, reader& out, unique_fd& memfd,
                                std::string& why)
@@ -223,7 +234,7 @@ std::error_code writer::open(int memfd, std::size_t capacity, writer& out, std::
 
 std::size_t writer::max_length() const noexcept
 {
-    return s_ ? capacity_ / 2 - record_head : 0;
+    return s_ ? max_record_length(capacity_) : 0;
 }
 
 bool writer::put(std::uint64_t cookie, std::uint64_t version, std::span<const std::byte> data,

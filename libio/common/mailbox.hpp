@@ -60,6 +60,8 @@ public:
     };
     enum class result { empty, record, bad };
     explicit operator bool() const noexcept { return s_ != nullptr; }
+    // The largest write one record can carry (as writer::max_length).
+    std::size_t max_length() const noexcept;
     // The next record after the ones already taken, copied out (the rank
     // cannot change it afterwards). `bad`: `why` says what was wrong.
     result next(record& out, std::string& why, std::uint64_t max_length);
