@@ -238,12 +238,7 @@ void transfer::on_flushed(slot s, chunk c, std::uint32_t crc, std::error_code ec
     d_.stage().release(s);
     if (committed) {
         // The only chunk, written and committed by its job (ec: the commit's).
-        reported_ = true;
-        target_->writer.reset();
-        if (ec)
-            h_.finished(ec, fmt::format("committing {} failed: {}", object_, ec.message()), {});
-        else
-            h_.finished({}, {}, store::manifest_entry{rank_, length_, crc});
+        report_commit(ec, crc);
         return;
     }
     if (ec && target_->create_error) {
@@ -318,22 +313,21 @@ void transfer::check_done()
     std::uint32_t crc = 0;
     for (std::size_t i = 0; i < crcs_.size(); ++i)
         crc = i == 0 ? crcs_[0] : crc32c_combine(crc, crcs_[i], sizes_[i]);
-    const store::manifest_entry entry{rank_, length_, crc};
     d_.flush().submit([t = target_] { return t->writer->commit(); },
-                      [self = shared_from_this(), entry](std::error_code ec) {
+                      [self = shared_from_this(), crc](std::error_code ec) {
                           self->committing_ = false;
-                          self->reported_ = true;
-                          if (ec) {
-                              self->target_->writer.reset();
-                              self->h_.finished(ec,
-                                                fmt::format("committing {} failed: {}",
-                                                            self->object_, ec.message()),
-                                                {});
-                              return;
-                          }
-                          self->target_->writer.reset();
-                          self->h_.finished({}, {}, entry);
+                          self->report_commit(ec, crc);
                       });
+}
+
+void transfer::report_commit(std::error_code ec, std::uint32_t crc)
+{
+    reported_ = true;
+    target_->writer.reset();
+    if (ec)
+        h_.finished(ec, fmt::format("committing {} failed: {}", object_, ec.message()), {});
+    else
+        h_.finished({}, {}, store::manifest_entry{rank_, length_, crc});
 }
 
 }  // namespace iofwd::iod

@@ -100,6 +100,8 @@ private:
     void on_flushed(slot s, chunk c, std::uint32_t crc, std::error_code ec, bool committed);
     void fail(std::error_code ec, std::string why);
     void check_done();
+    // The commit's outcome (the whole object's crc32c) goes to h_.finished.
+    void report_commit(std::error_code ec, std::uint32_t crc);
     static void get_done(void* request, ucs_status_t status, void* user_data);
     static void recv_done(void* request, ucs_status_t status, std::size_t length, void* user_data);
     void drop_pending();
