@@ -312,6 +312,19 @@ std::error_code client::write(std::uint64_t len, std::uint64_t& version)
     return unexpected(m, fmt::format("WRITE_REQ {}", cookie));
 }
 
+client::control_state client::peek_control() const
+{
+    char c;
+    const ssize_t n = ::recv(control_.get(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0)
+        return control_state::unread;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return control_state::quiet;
+    if (n < 0 && errno == EINTR)
+        return control_state::unknown;
+    return control_state::gone;
+}
+
 bool client::mail(std::uint64_t len, const std::function<bool(std::uint64_t, bool&)>& put)
 {
     if (!mailbox_ || len == 0 || len > std::min<std::uint64_t>(eager_limit_, mailbox_.max_length()))
@@ -324,9 +337,7 @@ bool client::mail(std::uint64_t len, const std::function<bool(std::uint64_t, boo
     // would have lost it dying just after; the next wait or sync says so.
     const auto now = clock::now();
     if (now - socket_checked_ >= std::chrono::milliseconds(1)) {
-        char c;
-        const ssize_t n = ::recv(control_.get(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (!(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)))
+        if (peek_control() != control_state::quiet)
             return false;
         socket_checked_ = now;
     }
@@ -417,10 +428,7 @@ std::error_code client::wait_pushed(push_state& p)
         if (p.requests.empty())
             break;
         // A daemon that died never reads the rest: give up on them.
-        char c;
-        const ssize_t n = ::recv(control_.get(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-        const bool gone = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
-                                     errno != EINTR);
+        const bool gone = peek_control() == control_state::gone;
         if (gone && !cancelled) {
             // Force-closing the endpoint completes its outstanding sends
             // (cancelled); a send UCX still holds after a second is left to

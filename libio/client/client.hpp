@@ -84,6 +84,10 @@ private:
     std::error_code read_staged(std::uint64_t version, std::span<std::byte> out, bool& served,
                                 std::uint64_t& size);
     void release();
+    // A look at the control socket without reading or waiting: nothing
+    // there, a message waiting, the daemon gone, or interrupted.
+    enum class control_state { quiet, unread, gone, unknown };
+    control_state peek_control() const;
     // A small write through the mailbox: `put` writes the record (given its
     // cookie; sets whether to ring). False: take the socket instead.
     bool mail(std::uint64_t len, const std::function<bool(std::uint64_t, bool&)>& put);
