@@ -35,9 +35,10 @@ std::error_code fsync_dir(const std::string& dir)
     return {};
 }
 
-// mkdir -p; every directory it creates is made durable in its parent, so a
-// committed object is never lost with a directory entry above it.
-std::error_code make_dirs(const std::string& dir)
+// mkdir -p. `sync`: every directory it creates is made durable in its parent
+// at once; without it the caller makes them durable later (a commit does, see
+// directory_backend::dirs).
+std::error_code make_dirs(const std::string& dir, bool sync)
 {
     struct stat st {};
     if (::stat(dir.c_str(), &st) == 0)
@@ -45,14 +46,14 @@ std::error_code make_dirs(const std::string& dir)
                                    : std::error_code(ENOTDIR, std::system_category());
     const std::string parent = parent_of(dir);
     if (parent != dir && !parent.empty())
-        if (auto ec = make_dirs(parent))
+        if (auto ec = make_dirs(parent, sync))
             return ec;
     if (::mkdir(dir.c_str(), 0755) != 0) {
         if (errno == EEXIST)
             return {};
         return last_system_error();
     }
-    return fsync_dir(parent);
+    return sync ? fsync_dir(parent) : std::error_code{};
 }
 
 std::atomic<std::uint64_t> temp_counter{0};
@@ -62,9 +63,9 @@ constexpr std::uint64_t direct_align = 4096;
 class file_writer final : public object_writer {
 public:
     file_writer(unique_fd fd, unique_fd direct, std::string temp, std::string final_path,
-                std::uint64_t size)
+                std::uint64_t size, std::shared_ptr<durable_dirs> dirs)
         : fd_(std::move(fd)), direct_(std::move(direct)), temp_(std::move(temp)),
-          final_(std::move(final_path)), size_(size)
+          final_(std::move(final_path)), size_(size), dirs_(std::move(dirs))
     {
     }
     ~file_writer() override
@@ -95,12 +96,32 @@ public:
         return {};
     }
 
+    // Every change to the namespace comes first, every fsync after: on a
+    // journalling file system the file's fsync then commits the rename and
+    // the directories created for it in the same journal transaction, and
+    // the directory fsyncs that POSIX asks for find nothing left to write.
+    // A new name is taken with RENAME_NOREPLACE, so that if the fsync fails
+    // the name is ours to take back. An existing name (two daemons writing
+    // the same COMPLETE record) is replaced only by bytes already durable.
     std::error_code commit() override
     {
         direct_.reset();
         struct stat st {};
         if (::fstat(fd_.get(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) > size_ &&
             ::ftruncate(fd_.get(), static_cast<off_t>(size_)) != 0)
+            return last_system_error();
+        if (sys::rename(temp_.c_str(), final_.c_str(), false) == 0) {
+            committed_ = true;
+            std::error_code ec;
+            if (sys::fsync(fd_.get()) != 0 || ::close(fd_.release()) != 0)
+                ec = last_system_error();
+            else
+                ec = dirs_->sync(parent_of(final_));
+            if (ec)
+                ::unlink(final_.c_str());  // not durable: not there
+            return ec;
+        }
+        if (errno != EEXIST && errno != EINVAL)
             return last_system_error();
         if (sys::fsync(fd_.get()) != 0)
             return last_system_error();
@@ -109,7 +130,7 @@ public:
         if (sys::rename(temp_.c_str(), final_.c_str()) != 0)
             return last_system_error();
         committed_ = true;
-        return fsync_dir(parent_of(final_));
+        return dirs_->sync(parent_of(final_));
     }
 
 private:
@@ -118,12 +139,47 @@ private:
     std::string temp_;
     std::string final_;
     std::uint64_t size_;
+    std::shared_ptr<durable_dirs> dirs_;
     bool committed_ = false;
 };
 
 }  // namespace
 
-directory_backend::directory_backend(std::string root) : root_(std::move(root)) {}
+std::error_code durable_dirs::sync(const std::string& dir)
+{
+    // The object's own directory always: its new entry.
+    if (auto ec = fsync_dir(dir))
+        return ec;
+    // Then up to the root, each directory whose own entry is not known to
+    // be durable yet (created by create() without a sync, or found on disk
+    // and perhaps left unsynced by a daemon that crashed).
+    for (std::string d = dir; d.size() > root.size() && d.starts_with(root);) {
+        {
+            std::lock_guard lock(mutex);
+            if (known.contains(d))
+                return {};
+        }
+        const std::string parent = parent_of(d);
+        if (auto ec = fsync_dir(parent))
+            return ec;
+        std::lock_guard lock(mutex);
+        known.insert(d);
+        d = parent;
+    }
+    return {};
+}
+
+void durable_dirs::forget(const std::string& dir)
+{
+    std::lock_guard lock(mutex);
+    known.erase(dir);
+}
+
+directory_backend::directory_backend(std::string root)
+    : root_(std::move(root)), dirs_(std::make_shared<durable_dirs>())
+{
+    dirs_->root = root_;
+}
 
 std::error_code directory_backend::open(std::string path, std::unique_ptr<backend>& out,
                                         std::string& why)
@@ -142,7 +198,7 @@ std::error_code directory_backend::open(std::string path, std::unique_ptr<backen
     }
     while (path.size() > 1 && path.back() == '/')
         path.pop_back();
-    if (auto ec = make_dirs(path)) {
+    if (auto ec = make_dirs(path, true)) {
         why = fmt::format("cannot create store directory {}: {}", path, ec.message());
         return ec;
     }
@@ -165,7 +221,8 @@ std::error_code directory_backend::create(const std::string& name, std::uint64_t
 {
     const std::string path = root_ + "/" + name;
     const std::string dir = parent_of(path);
-    if (auto ec = make_dirs(dir))
+    // Made durable by the commit, together with the object.
+    if (auto ec = make_dirs(dir, false))
         return ec;
     const auto slash = path.rfind('/');
     const std::string temp = fmt::format("{}/.{}.tmp-{}-{}", dir, path.substr(slash + 1), getpid(),
@@ -187,7 +244,7 @@ std::error_code directory_backend::create(const std::string& name, std::uint64_t
     unique_fd direct;
     if (size >= direct_align)
         direct.reset(::open(temp.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC));
-    out = std::make_unique<file_writer>(std::move(fd), std::move(direct), temp, path, size);
+    out = std::make_unique<file_writer>(std::move(fd), std::move(direct), temp, path, size, dirs_);
     return {};
 }
 
@@ -238,8 +295,10 @@ std::error_code directory_backend::remove(const std::string& name)
     if (::unlink(path.c_str()) == 0)
         return fsync_dir(parent_of(path));
     if (errno == EISDIR || errno == EPERM) {
-        if (::rmdir(path.c_str()) == 0)
+        if (::rmdir(path.c_str()) == 0) {
+            dirs_->forget(path);
             return fsync_dir(parent_of(path));
+        }
     }
     return errno == ENOENT ? make_error_code(errc::not_found) : last_system_error();
 }
@@ -258,7 +317,7 @@ std::error_code directory_backend::claim_job(const std::string& job, const std::
                                              std::unique_ptr<claim>& out)
 {
     const std::string dir = root_ + "/" + job;
-    if (auto ec = make_dirs(dir))
+    if (auto ec = make_dirs(dir, true))
         return ec;
     const std::string path = dir + "/." + node + ".claim";
     unique_fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));

@@ -1,12 +1,31 @@
 #pragma once
 // The directory backend: objects are files under a root directory (a local
-// disk or a parallel file system mount). Commit is write to a hidden temporary
-// name, fsync, rename to the final name, fsync the directory.
+// disk or a parallel file system mount). An object is written under a hidden
+// temporary name; commit renames it to its final name, then fsyncs the file
+// and the directories on its path (see file_writer::commit for the order).
+#include <memory>
+#include <mutex>
+#include <set>
 #include <string>
+#include <system_error>
 
 #include "backend.hpp"
 
 namespace iofwd::store {
+
+// The directories under the root whose own entry this process has made
+// durable, so that a commit fsyncs the directories above its object once,
+// not every time. Shared by the backend and its writers (flusher threads).
+struct durable_dirs {
+    std::string root;
+    std::mutex mutex;
+    std::set<std::string> known;
+
+    // Makes `dir`'s entries durable, and every directory above it up to the
+    // root that is not known to be.
+    std::error_code sync(const std::string& dir);
+    void forget(const std::string& dir);
+};
 
 class directory_backend final : public backend {
 public:
@@ -33,6 +52,7 @@ public:
 
 private:
     std::string root_;
+    std::shared_ptr<durable_dirs> dirs_;
 };
 
 }  // namespace iofwd::store

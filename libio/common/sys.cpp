@@ -150,10 +150,12 @@ int fsync(int fd)
     return ::fsync(fd);
 }
 
-int rename(const char* from, const char* to)
+int rename(const char* from, const char* to, bool replace)
 {
     if (check(call::rename) == verdict::fail)
         return -1;
+    if (!replace)
+        return ::renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
     return ::rename(from, to);
 }
 

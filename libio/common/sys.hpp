@@ -38,7 +38,9 @@ bool inject_from_env(std::string& why);
 ssize_t pwrite(int fd, const void* buf, std::size_t n, off_t offset);
 ssize_t pread(int fd, void* buf, std::size_t n, off_t offset);
 int fsync(int fd);
-int rename(const char* from, const char* to);
+// replace = false: fails with EEXIST instead of replacing an existing `to`
+// (EINVAL where the file system cannot tell).
+int rename(const char* from, const char* to, bool replace = true);
 int open(const char* path, int flags, mode_t mode = 0);
 
 // Loops over short transfers and EINTR; -1 and errno on failure.

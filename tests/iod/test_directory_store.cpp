@@ -136,6 +136,63 @@ TEST_CASE("a failing fsync fails the commit and the object stays invisible", "[s
     CHECK(st->size("job/v00000001/n.r0000", size) == errc::not_found);
 }
 
+TEST_CASE("a failing fsync while replacing a record keeps the old bytes", "[store][fault]")
+{
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    fault_guard guard;
+    const auto old_bytes = data_of(100, 6), new_bytes = data_of(120, 7);
+    REQUIRE_FALSE(st->put("job/v00000001/COMPLETE", old_bytes));
+    // A second writer of the same name (two daemons writing the same record):
+    // the name exists, so the new bytes must be durable before they replace it.
+    sys::inject(sys::fault{sys::call::fsync, EIO});
+    CHECK(st->put("job/v00000001/COMPLETE", new_bytes) == std::error_code(EIO, std::system_category()));
+    sys::inject(std::nullopt);
+    std::vector<std::byte> back(old_bytes.size());
+    REQUIRE_FALSE(st->read("job/v00000001/COMPLETE", 0, back));
+    CHECK(back == old_bytes);
+    std::uint64_t size = 0;
+    REQUIRE_FALSE(st->size("job/v00000001/COMPLETE", size));
+    CHECK(size == old_bytes.size());
+    // Without the fault the replacement goes through.
+    REQUIRE_FALSE(st->put("job/v00000001/COMPLETE", new_bytes));
+    back.resize(new_bytes.size());
+    REQUIRE_FALSE(st->read("job/v00000001/COMPLETE", 0, back));
+    CHECK(back == new_bytes);
+}
+
+// A commit fsyncs the file, the object's directory, and each directory above
+// it whose own entry is not known to be durable: the fsync counted by the
+// seam shows which. A failure in any of them takes the new name back.
+TEST_CASE("a commit makes the directories above a new object durable, once", "[store][fault]")
+{
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    fault_guard guard;
+    const auto bytes = data_of(4096, 8);
+    // First object of a new version directory: file, v00000001, then job
+    // (the entry of v00000001). The third fsync fails: nothing is visible.
+    sys::inject(sys::fault{sys::call::fsync, EIO, false, 2, false});
+    CHECK(st->put("job/v00000001/a", bytes) == std::error_code(EIO, std::system_category()));
+    std::uint64_t size = 0;
+    CHECK(st->size("job/v00000001/a", size) == errc::not_found);
+    // Again, no fault: all three, and v00000001 is known durable from now on.
+    REQUIRE_FALSE(st->put("job/v00000001/b", bytes));
+    // Next object in the same directory: two fsyncs only; a fault armed for
+    // the third call never fires.
+    sys::inject(sys::fault{sys::call::fsync, EIO, false, 2, false});
+    CHECK_FALSE(st->put("job/v00000001/c", bytes));
+    // The fault is still armed: the next fsync (file of d) fails.
+    CHECK(st->put("job/v00000001/d", bytes) == std::error_code(EIO, std::system_category()));
+    sys::inject(std::nullopt);
+    std::vector<std::string> names;
+    REQUIRE_FALSE(st->list("job/v00000001/", names));
+    CHECK(names == std::vector<std::string>{"b", "c"});
+    std::vector<std::byte> back(bytes.size());
+    REQUIRE_FALSE(st->read("job/v00000001/c", 0, back));
+    CHECK(back == bytes);
+}
+
 TEST_CASE("short writes and EINTR are retried until every byte is written", "[store][fault]")
 {
     test::temp_dir tmp;
