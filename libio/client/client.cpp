@@ -397,7 +397,7 @@ std::error_code client::exchange(proto::message request, std::uint64_t cookie,
         if (auto ec = push(cookie, src->data, src->len, src->memh, pushed))
             return ec;
     // The bytes are the caller's again only once UCX is done with every chunk.
-    const std::error_code ec = receive(answer, std::chrono::milliseconds(0));
+    const std::error_code ec = receive(answer, std::chrono::milliseconds(0), true);
     if (!ec)
         return wait_pushed(pushed);
     // The first failure is the one to report.
@@ -826,12 +826,15 @@ bool client::try_parse(proto::message& out, std::error_code& ec)
     return true;
 }
 
-std::error_code client::receive(proto::message& out, std::chrono::milliseconds timeout)
+std::error_code client::receive(proto::message& out, std::chrono::milliseconds timeout,
+                                bool moving)
 {
     const auto deadline = clock::now() + timeout;
     // How long a blocking wait keeps polling after UCX last did something.
     static constexpr auto spin_window = std::chrono::milliseconds(2);
-    auto last_activity = clock::now();  // a request was just sent: expect an answer soon
+    // While the daemon moves our bytes, the request just sent counts as
+    // activity: expect UCX traffic soon.
+    auto last_activity = moving ? clock::now() : clock::time_point{};
     for (;;) {
         std::error_code ec;
         if (try_parse(out, ec))

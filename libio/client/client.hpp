@@ -65,8 +65,12 @@ public:
 private:
     std::error_code send(const proto::message& m);
     // Next message from the daemon, progressing UCX while waiting. timeout 0:
-    // no limit (the daemon's death still ends the wait at once).
-    std::error_code receive(proto::message& out, std::chrono::milliseconds timeout);
+    // no limit (the daemon's death still ends the wait at once). `moving`:
+    // the daemon is taking our bytes over UCX right now, so a blocking wait
+    // polls for a moment before it sleeps (replies to the daemon go out at
+    // once); otherwise it sleeps at once and leaves the cores to the daemon.
+    std::error_code receive(proto::message& out, std::chrono::milliseconds timeout,
+                            bool moving = false);
     bool try_parse(proto::message& out, std::error_code& ec);
     std::error_code fail(std::error_code ec, std::string why);
     // The error for any request once the connection is broken (said once).
