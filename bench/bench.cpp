@@ -7,10 +7,14 @@
 //           another rank and a short answer back, both ranks polling
 //   warm    io_write up to 64 KiB timed like ucx rtt: the mean of back-to-back
 //           calls (the io_write column is one call after a barrier)
+//   solo    with several writers, above 64 KiB: rank 0's io_write while the
+//           others wait (they write the same version after it): one pull
+//           with nothing beside it, the figure to hold against the limit
 //   posix   every rank: write + fsync of its buffer into its own file
 //   mpiio   MPI_File_write_at_all + MPI_File_sync into one shared file
 // Medians over --reps repetitions; the per-repetition figure is the slowest
-// rank's. Prints a table, writes a CSV, and plots bandwidth against size.
+// rank's. Prints a table, then each of the goals set for iofwd against this
+// run's figures, writes a CSV, and plots bandwidth against size.
 //
 //   mpiexec -n 2 bench [--sizes 4K,1M,64M] [--reps 5] [--writers N] [--store DIR|rados:POOL]
 //                      [--dir DIR] [--csv FILE]
@@ -256,6 +260,22 @@ struct ucx_pair {
     }
 };
 
+void write_or_abort(std::uint64_t size, std::uint64_t& version)
+{
+    if (io_write_version(size, &version)) {
+        std::fprintf(stderr, "bench: io_write: %s\n", io_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+void wait_or_abort(std::uint64_t version)
+{
+    if (io_wait(version)) {
+        std::fprintf(stderr, "bench: io_wait: %s\n", io_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
 std::vector<std::uint64_t> parse_sizes(const std::string& list)
 {
     std::vector<std::uint64_t> out;
@@ -275,13 +295,71 @@ struct row {
     double write_s = 0, durable_s = 0, limit_s = 0, ucx_s = 0, posix_s = 0, mpiio_s = 0;
     double rtt_s = 0;  // 0: not measured (above 64 KiB)
     double warm_s = 0;  // io_write back to back; 0: not measured (above 64 KiB)
-    // Median over repetitions of io_write's bandwidth over the limit's in the
-    // same repetition: paired, so a slow phase of a shared machine that hits
-    // both cancels out. 0: no limit measured (one rank).
+    double solo_s = 0;  // rank 0's io_write alone; 0: not measured
+    // Median over repetitions of one rank's io_write bandwidth (solo where
+    // measured) over the limit's in the same repetition: paired, so a slow
+    // phase of a shared machine that hits both cancels out. 0: no limit
+    // measured (one rank).
     double pull_vs_limit = 0;
     double daemon_cpu_s = 0, daemon_cpu_per_gib = 0;
     std::uint64_t daemon_rss = 0;
 };
+
+// The goals set for iofwd's data path, each against this run's figures: a
+// line per goal saying met or missed, and by how much.
+void print_goals(const std::vector<row>& rows, int ranks, int writers)
+{
+    auto verdict = [](bool ok) { return ok ? "met" : "MISSED"; };
+    auto size_name = [](std::uint64_t s) { return iofwd::human_bytes(s); };
+    fmt::print("goals, from this run:\n");
+
+    std::string pull;
+    bool pull_ok = true, pull_any = false;
+    for (const auto& r : rows)
+        if (r.size >= (64u << 20) && r.pull_vs_limit > 0) {
+            pull_any = true;
+            pull_ok = pull_ok && r.pull_vs_limit >= 0.85;
+            pull += fmt::format(" {} {:.0f}%", size_name(r.size), r.pull_vs_limit * 100);
+        }
+    if (pull_any)
+        fmt::print("  io_write >= 85% of the limit, 64 MiB and up, one rank:{}  {}\n", pull,
+                   verdict(pull_ok));
+    else
+        fmt::print("  io_write >= 85% of the limit: not measured (needs 2 ranks and a size >= 64 MiB)\n");
+
+    for (const auto& r : rows)
+        if (r.size == 4096 && r.warm_s > 0 && r.rtt_s > 0)
+            fmt::print("  4 KiB io_write <= 2x a UCX round trip: {:.1f} us against {:.1f} us = {:.1f}x  {}\n",
+                       r.warm_s * 1e6, r.rtt_s * 1e6, r.warm_s / r.rtt_s,
+                       verdict(r.warm_s <= 2 * r.rtt_s));
+
+    // The same bytes only when every rank writes through iofwd; otherwise
+    // bandwidths are compared.
+    std::string durable;
+    bool durable_ok = true;
+    for (const auto& r : rows) {
+        if (r.durable_s <= 0 || r.posix_s <= 0)
+            continue;
+        const double io_bw = static_cast<double>(r.size) * writers / r.durable_s;
+        const double posix_bw = static_cast<double>(r.size) * ranks / r.posix_s;
+        const double x = posix_bw / io_bw;
+        durable_ok = durable_ok && x <= 1.1;
+        durable += fmt::format(" {} {:.2f}x", size_name(r.size), x);
+    }
+    fmt::print("  time until durable <= 1.1x POSIX write+fsync:{}  {}\n", durable, verdict(durable_ok));
+
+    bool blocked_any = false;
+    for (const auto& r : rows)
+        if (r.size == (256u << 20) && ranks >= 2 && writers >= 2 && r.write_s > 0) {
+            blocked_any = true;
+            const double px = r.posix_s / r.write_s, mi = r.mpiio_s / r.write_s;
+            fmt::print("  blocked in io_write >= 5x shorter than both baselines, 256 MiB x {} ranks:"
+                       " POSIX {:.1f}x, MPI-IO {:.1f}x  {}\n",
+                       writers, px, mi, verdict(px >= 5 && mi >= 5));
+        }
+    if (!blocked_any)
+        fmt::print("  blocked 5x shorter at 256 MiB: not measured (needs 256M in --sizes and 2 writers)\n");
+}
 
 }  // namespace
 
@@ -366,7 +444,7 @@ int main(int argc, char** argv)
     for (const auto size : o.sizes) {
         row r;
         r.size = size;
-        std::vector<double> w, d, lim, ux, rt, px, mi, wm;
+        std::vector<double> w, d, lim, ux, rt, px, mi, wm, so;
         const double cpu0 = rank == 0 ? iofwd::process_cpu_seconds(daemon) : 0;
         for (int k = 0; k < o.reps; ++k) {
             // iofwd: blocked in io_write, then until durable.
@@ -375,15 +453,9 @@ int main(int argc, char** argv)
             double t1 = t0, t2 = t0;
             if (writer) {
                 std::uint64_t v = 0;
-                if ((rc = io_write_version(size, &v))) {
-                    std::fprintf(stderr, "bench: io_write: %s\n", io_last_error());
-                    MPI_Abort(MPI_COMM_WORLD, 1);
-                }
+                write_or_abort(size, v);
                 t1 = MPI_Wtime();
-                if ((rc = io_wait(v))) {
-                    std::fprintf(stderr, "bench: io_wait: %s\n", io_last_error());
-                    MPI_Abort(MPI_COMM_WORLD, 1);
-                }
+                wait_or_abort(v);
                 t2 = MPI_Wtime();
             }
             w.push_back(slowest(t1 - t0));
@@ -403,19 +475,13 @@ int main(int argc, char** argv)
                     for (int i = 0; i < small_warm + small_burst; ++i) {
                         if (i == small_warm)
                             s0 = MPI_Wtime();
-                        if ((rc = io_write_version(size, &v))) {
-                            std::fprintf(stderr, "bench: io_write: %s\n", io_last_error());
-                            MPI_Abort(MPI_COMM_WORLD, 1);
-                        }
+                        write_or_abort(size, v);
                         if (i == 0)
                             first = v;
                     }
                     t = (MPI_Wtime() - s0) / small_burst;
                     for (std::uint64_t k = first; k <= v; ++k)
-                        if ((rc = io_wait(k))) {
-                            std::fprintf(stderr, "bench: io_wait: %s\n", io_last_error());
-                            MPI_Abort(MPI_COMM_WORLD, 1);
-                        }
+                        wait_or_abort(k);
                 }
                 if (writers == ranks && rank == 0) {
                     std::uint64_t latest = 0;
@@ -429,6 +495,26 @@ int main(int argc, char** argv)
                     }
                 }
                 wm.push_back(slowest(t));
+            }
+
+            // solo: rank 0 writes alone; the other writers write the same
+            // version once its io_write has returned, so that versions stay
+            // aligned across ranks.
+            if (writers > 1 && size > small_max) {
+                barrier();
+                double t = 0;
+                std::uint64_t v = 0;
+                if (rank == 0) {
+                    const double s0 = MPI_Wtime();
+                    write_or_abort(size, v);
+                    t = MPI_Wtime() - s0;
+                }
+                barrier();
+                if (writer && rank != 0)
+                    write_or_abort(size, v);
+                if (writer)
+                    wait_or_abort(v);
+                so.push_back(slowest(t));
             }
 
             // limit: rank 1 copies rank 0's buffer with process_vm_readv.
@@ -500,10 +586,13 @@ int main(int argc, char** argv)
                     ::unlink(path.c_str());
             }
         }
+        // One rank's pull: solo when several write, else the io_write itself.
+        const std::vector<double>& one = so.empty() ? w : so;
         std::vector<double> paired;
-        for (std::size_t k = 0; k < lim.size() && k < w.size(); ++k)
-            if (w[k] > 0)
-                paired.push_back(lim[k] / w[k]);
+        for (std::size_t k = 0; k < lim.size() && k < one.size(); ++k)
+            if (one[k] > 0)
+                paired.push_back(lim[k] / one[k]);
+        r.solo_s = median(so);
         r.pull_vs_limit = median(paired);
         r.write_s = median(w);
         r.durable_s = median(d);
@@ -514,7 +603,8 @@ int main(int argc, char** argv)
         r.posix_s = median(px);
         r.mpiio_s = median(mi);
         if (rank == 0) {
-            const int per_rep = 1 + (size <= small_max ? small_warm + small_burst : 0);
+            const int per_rep = 1 + (size <= small_max ? small_warm + small_burst : 0) +
+                                (writers > 1 && size > small_max ? 1 : 0);
             const double gib =
                 static_cast<double>(size) * writers * o.reps * per_rep / (1ull << 30);
             r.daemon_cpu_s = iofwd::process_cpu_seconds(daemon) - cpu0;
@@ -528,13 +618,13 @@ int main(int argc, char** argv)
         auto gbs = [](std::uint64_t bytes, double s) { return s > 0 ? bytes / s / 1e9 : 0.0; };
         fmt::print("iofwd benchmark: {} ranks ({} writing through iofwd), {} repetitions (medians; "
                    "slowest rank each), transport {}\n", ranks, writers, o.reps, io_provider_name());
-        fmt::print("{:>9} | {:>10} {:>9} {:>7} {:>7} | {:>10} {:>9} | {:>9} {:>9} {:>9} | {:>9} {:>9} | {:>8} {:>9}\n",
-                   "size", "io_write", "GB/s/rk", "of lim", "warm", "durable", "GB/s agg", "limit",
+        fmt::print("{:>9} | {:>10} {:>9} {:>7} {:>7} {:>7} | {:>10} {:>9} | {:>9} {:>9} {:>9} | {:>9} {:>9} | {:>8} {:>9}\n",
+                   "size", "io_write", "GB/s/rk", "solo", "of lim", "warm", "durable", "GB/s agg", "limit",
                    "ucx get", "ucx rtt", "posix", "mpiio", "cpu s/GiB", "daemon rss");
         std::ofstream csv(o.csv);
         csv << "size,writers,io_write_s,durable_s,limit_s,ucx_get_s,posix_s,mpiio_s,"
                "daemon_cpu_s_per_gib,daemon_peak_rss,ranks,ucx_rtt_s,io_write_of_limit,"
-               "io_write_warm_s\n";
+               "io_write_warm_s,io_write_solo_s\n";
         for (const auto& r : rows) {
             const std::uint64_t agg = r.size * static_cast<std::uint64_t>(ranks);
             const std::uint64_t agg_io = r.size * static_cast<std::uint64_t>(writers);
@@ -546,23 +636,27 @@ int main(int argc, char** argv)
                 r.daemon_cpu_s >= 0.05 ? fmt::format("{:.3f}", r.daemon_cpu_per_gib) : "-";
             const std::string of_lim =
                 r.pull_vs_limit > 0 ? fmt::format("{:.0f}%", r.pull_vs_limit * 100) : "-";
-            fmt::print("{:>9} | {:>8.3f}ms {:>9.2f} {:>7} {:>7} | {:>8.3f}ms {:>9.2f} | {:>7.2f}GB {:>7.2f}GB "
+            const std::string solo = r.solo_s > 0 ? fmt::format("{:.2f}GB", gbs(r.size, r.solo_s)) : "-";
+            fmt::print("{:>9} | {:>8.3f}ms {:>9.2f} {:>7} {:>7} {:>7} | {:>8.3f}ms {:>9.2f} | {:>7.2f}GB {:>7.2f}GB "
                        "{:>9} | {:>7.2f}GB {:>7.2f}GB | {:>8} {:>10}\n",
-                       iofwd::human_bytes(r.size), r.write_s * 1e3, gbs(r.size, r.write_s), of_lim, warm,
+                       iofwd::human_bytes(r.size), r.write_s * 1e3, gbs(r.size, r.write_s), solo, of_lim, warm,
                        r.durable_s * 1e3, gbs(agg_io, r.durable_s), gbs(r.size, r.limit_s),
                        gbs(r.size, r.ucx_s), rtt, gbs(agg, r.posix_s), gbs(agg, r.mpiio_s),
                        cpu, iofwd::human_bytes(r.daemon_rss));
-            csv << fmt::format("{},{},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.4f},{},{},{:.9f},{:.4f},{:.9f}\n",
+            csv << fmt::format("{},{},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.4f},{},{},{:.9f},{:.4f},{:.9f},{:.9f}\n",
                                r.size, writers, r.write_s, r.durable_s, r.limit_s, r.ucx_s, r.posix_s,
                                r.mpiio_s, r.daemon_cpu_per_gib, r.daemon_rss, ranks, r.rtt_s,
-                               r.pull_vs_limit, r.warm_s);
+                               r.pull_vs_limit, r.warm_s, r.solo_s);
         }
-        fmt::print("(io_write GB/s/rk: one rank's bytes over its blocked time; of lim: that bandwidth"
-                   " over the limit's in the same repetition (median of the ratios);\n warm: one io_write of"
+        fmt::print("(io_write GB/s/rk: one rank's bytes over its blocked time; solo: rank 0's io_write"
+                   " while the other ranks wait (with several writers);\n of lim: one rank's io_write bandwidth"
+                   " (solo where measured) over the limit's in the same repetition (median of the ratios);\n"
+                   " warm: one io_write of"
                    " the size, the mean of 40 back to back (as ucx rtt is timed), up to 64 KiB;\n durable: the writers'"
                    " bytes, posix and mpiio: all ranks' bytes, over the time until durable;\n limit:"
                    " process_vm_readv of one rank's buffer; ucx get: a plain UCX get of it;\n ucx rtt: a plain"
                    " UCX message of the size and an answer, both ranks polling, up to 64 KiB)\n");
+        print_goals(rows, ranks, writers);
         fmt::print("csv: {}\n", o.csv);
     }
     rc = io_finalize();
