@@ -6,7 +6,7 @@ set logscale xy
 set xlabel 'bytes per rank'
 set ylabel 'GB/s'
 set grid
-set key left top
+set key right bottom
 set title 'iofwd: bandwidth against size (medians)'
 bw(bytes, s) = (s > 0) ? bytes / s / 1e9 : NaN
 plot csv every ::1 using 1:(bw($1, $5)) with linespoints lw 2 title 'limit: process\_vm\_readv', \
