@@ -9,6 +9,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -17,6 +21,25 @@
 #include "sys.hpp"
 
 namespace iofwd::store {
+
+// The directories under the root whose own entry this process has made
+// durable, so that a commit fsyncs the directories above its object once,
+// not every time. Shared by the backend and its writers (flusher threads).
+struct durable_dirs {
+    explicit durable_dirs(std::string r) : root(std::move(r)) {}
+
+    // Makes `dir`'s entries durable, and every directory above it up to the
+    // root that is not known to be.
+    std::error_code sync(const std::string& dir);
+    void forget(const std::string& dir);
+
+    const std::string root;
+
+private:
+    std::mutex mutex_;
+    std::set<std::string> known_;
+};
+
 namespace {
 
 std::string parent_of(const std::string& path)
@@ -155,15 +178,15 @@ std::error_code durable_dirs::sync(const std::string& dir)
     // and perhaps left unsynced by a daemon that crashed).
     for (std::string d = dir; d.size() > root.size() && d.starts_with(root);) {
         {
-            std::lock_guard lock(mutex);
-            if (known.contains(d))
+            std::lock_guard lock(mutex_);
+            if (known_.contains(d))
                 return {};
         }
         const std::string parent = parent_of(d);
         if (auto ec = fsync_dir(parent))
             return ec;
-        std::lock_guard lock(mutex);
-        known.insert(d);
+        std::lock_guard lock(mutex_);
+        known_.insert(d);
         d = parent;
     }
     return {};
@@ -171,14 +194,13 @@ std::error_code durable_dirs::sync(const std::string& dir)
 
 void durable_dirs::forget(const std::string& dir)
 {
-    std::lock_guard lock(mutex);
-    known.erase(dir);
+    std::lock_guard lock(mutex_);
+    known_.erase(dir);
 }
 
 directory_backend::directory_backend(std::string root)
-    : root_(std::move(root)), dirs_(std::make_shared<durable_dirs>())
+    : root_(std::move(root)), dirs_(std::make_shared<durable_dirs>(root_))
 {
-    dirs_->root = root_;
 }
 
 std::error_code directory_backend::open(std::string path, std::unique_ptr<backend>& out,

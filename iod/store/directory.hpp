@@ -4,8 +4,6 @@
 // temporary name; commit renames it to its final name, then fsyncs the file
 // and the directories on its path (see file_writer::commit for the order).
 #include <memory>
-#include <mutex>
-#include <set>
 #include <string>
 #include <system_error>
 
@@ -13,19 +11,9 @@
 
 namespace iofwd::store {
 
-// The directories under the root whose own entry this process has made
-// durable, so that a commit fsyncs the directories above its object once,
-// not every time. Shared by the backend and its writers (flusher threads).
-struct durable_dirs {
-    std::string root;
-    std::mutex mutex;
-    std::set<std::string> known;
-
-    // Makes `dir`'s entries durable, and every directory above it up to the
-    // root that is not known to be.
-    std::error_code sync(const std::string& dir);
-    void forget(const std::string& dir);
-};
+// Which directories above an object this process has made durable
+// (directory.cpp).
+struct durable_dirs;
 
 class directory_backend final : public backend {
 public:
