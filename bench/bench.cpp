@@ -445,6 +445,9 @@ int main(int argc, char** argv)
         row r;
         r.size = size;
         std::vector<double> w, d, lim, ux, rt, px, mi, wm, so;
+        // With several writers, sizes above the small ones also get a solo
+        // write per repetition (one more version).
+        const bool solo = writers > 1 && size > small_max;
         const double cpu0 = rank == 0 ? iofwd::process_cpu_seconds(daemon) : 0;
         for (int k = 0; k < o.reps; ++k) {
             // iofwd: blocked in io_write, then until durable.
@@ -500,7 +503,7 @@ int main(int argc, char** argv)
             // solo: rank 0 writes alone; the other writers write the same
             // version once its io_write has returned, so that versions stay
             // aligned across ranks.
-            if (writers > 1 && size > small_max) {
+            if (solo) {
                 barrier();
                 double t = 0;
                 std::uint64_t v = 0;
@@ -603,8 +606,8 @@ int main(int argc, char** argv)
         r.posix_s = median(px);
         r.mpiio_s = median(mi);
         if (rank == 0) {
-            const int per_rep = 1 + (size <= small_max ? small_warm + small_burst : 0) +
-                                (writers > 1 && size > small_max ? 1 : 0);
+            const int per_rep =
+                1 + (size <= small_max ? small_warm + small_burst : 0) + (solo ? 1 : 0);
             const double gib =
                 static_cast<double>(size) * writers * o.reps * per_rep / (1ull << 30);
             r.daemon_cpu_s = iofwd::process_cpu_seconds(daemon) - cpu0;
@@ -636,10 +639,11 @@ int main(int argc, char** argv)
                 r.daemon_cpu_s >= 0.05 ? fmt::format("{:.3f}", r.daemon_cpu_per_gib) : "-";
             const std::string of_lim =
                 r.pull_vs_limit > 0 ? fmt::format("{:.0f}%", r.pull_vs_limit * 100) : "-";
-            const std::string solo = r.solo_s > 0 ? fmt::format("{:.2f}GB", gbs(r.size, r.solo_s)) : "-";
+            const std::string solo_bw =
+                r.solo_s > 0 ? fmt::format("{:.2f}GB", gbs(r.size, r.solo_s)) : "-";
             fmt::print("{:>9} | {:>8.3f}ms {:>9.2f} {:>7} {:>7} {:>7} | {:>8.3f}ms {:>9.2f} | {:>7.2f}GB {:>7.2f}GB "
                        "{:>9} | {:>7.2f}GB {:>7.2f}GB | {:>8} {:>10}\n",
-                       iofwd::human_bytes(r.size), r.write_s * 1e3, gbs(r.size, r.write_s), solo, of_lim, warm,
+                       iofwd::human_bytes(r.size), r.write_s * 1e3, gbs(r.size, r.write_s), solo_bw, of_lim, warm,
                        r.durable_s * 1e3, gbs(agg_io, r.durable_s), gbs(r.size, r.limit_s),
                        gbs(r.size, r.ucx_s), rtt, gbs(agg, r.posix_s), gbs(agg, r.mpiio_s),
                        cpu, iofwd::human_bytes(r.daemon_rss));
