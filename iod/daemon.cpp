@@ -32,8 +32,6 @@ daemon::daemon(asio::io_context& loop, options opts)
 daemon::~daemon()
 {
     sessions_.clear();
-    if (efd_)
-        efd_->release();  // UCX owns the event fd
 }
 
 std::error_code daemon::take_lock(std::string& why)
@@ -122,7 +120,7 @@ std::error_code daemon::start(std::string& why)
     // value the user set wins.
     ::setenv("UCX_CMA_SEG_SIZE", std::to_string(opts_.chunk_bytes).c_str(), 0);
     if (auto ec = ucx::context::create(UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
-                                       "iod", context_)) {
+                                       "iod", context_, opts_.pull_threads > 0)) {
         why = fmt::format("UCX initialisation failed: {}", ec.message());
         return ec;
     }
@@ -143,16 +141,19 @@ std::error_code daemon::start(std::string& why)
             return make_ucx_error(st);
         }
     }
-    int fd = -1;
-    if (auto ec = worker_.event_fd(fd)) {
-        why = fmt::format("UCX gives no event fd: {}", ec.message());
-        return ec;
-    }
-    efd_.emplace(loop_, fd);
     if (auto ec = staging_.init(context_, opts_.staging_bytes, opts_.chunk_bytes)) {
         why = fmt::format("cannot set up {} of staging memory: {}",
                           human_bytes(opts_.staging_bytes), ec.message());
         return ec;
+    }
+    for (unsigned i = 0; i < opts_.pull_threads; ++i) {
+        pullers_.push_back(std::make_unique<puller>(
+            loop_, i, [this](puller& p, const proto::push_header& h, std::size_t length, void* desc) {
+                if (pushed(&p, h, length, desc) != UCS_INPROGRESS)
+                    p.release(desc);
+            }));
+        if (auto ec = pullers_.back()->start(context_, why))
+            return ec;
     }
     flusher_ = std::make_unique<flusher>(loop_, opts_.flush_threads, [this] { start_prune(); });
     catalog_ = std::make_unique<flusher>(loop_, 1);
@@ -164,15 +165,15 @@ std::error_code daemon::start(std::string& why)
         if (!ec)
             on_signal(signo);
     });
-    pump();
-    wait_events();
+    if (auto ec = driver_.start(why))
+        return ec;
     accept_next();
     arm_idle_timer();
 
-    log_info("ready: session {} socket {} store {} staging {} ({} slots of {}) flush threads {}{}",
+    log_info("ready: session {} socket {} store {} staging {} ({} slots of {}) flush threads {} pull threads {}{}",
              paths_.session, paths_.socket, store_->describe(), human_bytes(staging_.total()),
              staging_.total() / staging_.slot_size(), human_bytes(staging_.slot_size()),
-             opts_.flush_threads, opts_.auto_exit ? " auto-exit" : "");
+             opts_.flush_threads, opts_.pull_threads, opts_.auto_exit ? " auto-exit" : "");
     if (opts_.ready_fd >= 0) {
         static constexpr char ready[] = "ready\n";
         [[maybe_unused]] auto n = ::write(opts_.ready_fd, ready, sizeof ready - 1);
@@ -222,57 +223,18 @@ void daemon::accept_next()
     });
 }
 
-void daemon::pump()
-{
-    // Bounded: a transport that keeps reporting events (a peer dying mid-
-    // transfer) must not keep the loop from seeing that peer's socket close.
-    for (int round = 0; round < 64; ++round) {
-        worker_.drain();
-        const ucs_status_t st = worker_.arm();
-        if (st == UCS_OK)
-            return;
-        if (st != UCS_ERR_BUSY) {
-            log_error("ucp_worker_arm failed: {}", ucs_status_string(st));
-            return;
-        }
-    }
-    kick();
-}
-
-void daemon::wait_events()
-{
-    efd_->async_wait(asio::posix::stream_descriptor::wait_read,
-                     [this](boost::system::error_code ec) {
-                         if (ec || stopped_)
-                             return;
-                         pump();
-                         wait_events();
-                     });
-}
-
-void daemon::kick()
-{
-    if (kick_pending_)
-        return;
-    kick_pending_ = true;
-    asio::post(loop_, [this] {
-        kick_pending_ = false;
-        if (!stopped_)
-            pump();
-    });
-}
-
-void daemon::pull_started()
+void daemon::pull_started(bool loop_worker)
 {
     retention_pause_.store(true, std::memory_order_relaxed);
-    if (++pulls_active_ == 1 && !spinning_) {
-        spinning_ = true;
-        asio::post(loop_, [this] { spin(); });
-    }
+    ++pulls_active_;
+    if (loop_worker)
+        driver_.busy_begin();
 }
 
-void daemon::pull_finished()
+void daemon::pull_finished(bool loop_worker)
 {
+    if (loop_worker)
+        driver_.busy_end();
     if (pulls_active_ > 0 && --pulls_active_ == 0 && prune_job_)
         asio::post(loop_, [this] { start_prune(); });  // after the pull's own handling
 }
@@ -308,19 +270,6 @@ void daemon::release_flushes(const void* owner)
         flusher_->submit(std::move(h.work), std::move(h.done));
 }
 
-void daemon::spin()
-{
-    if (stopped_ || pulls_active_ == 0) {
-        spinning_ = false;
-        if (!stopped_)
-            pump();  // re-arm before sleeping on the event fd again
-        return;
-    }
-    worker_.drain(64);
-    // Re-posting lets sockets and flusher completions run in between.
-    asio::post(loop_, [this] { spin(); });
-}
-
 bool daemon::job_over() const
 {
     if (job_.empty())
@@ -336,22 +285,31 @@ ucs_status_t daemon::on_push(void* arg, const void* header, std::size_t header_l
 {
     auto* self = static_cast<daemon*>(arg);
     proto::push_header h;
-    if (!proto::decode_push_header(
-            {static_cast<const std::byte*>(header), header_length}, h)) {
-        log_warn("a pushed chunk with a {} byte header (not {}): refused", header_length,
-                 proto::push_header_size);
+    if (!decode_push(header, header_length, length, param, h))
         return UCS_ERR_INVALID_PARAM;
-    }
-    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
-        // Ranks push with rendezvous only; an eager chunk's bytes would
-        // vanish with this callback.
-        log_warn("a pushed chunk of {} bytes not sent by rendezvous: refused", length);
-        return UCS_ERR_INVALID_PARAM;
-    }
-    const auto it = self->sessions_.find(h.session);
-    if (it == self->sessions_.end())
+    return self->pushed(nullptr, h, length, data);
+}
+
+ucs_status_t daemon::pushed(puller* via, const proto::push_header& h, std::size_t length,
+                            void* desc)
+{
+    const auto it = sessions_.find(h.session);
+    if (it == sessions_.end())
         return UCS_ERR_CANCELED;
-    return it->second->pushed(h.cookie, h.offset, length, data);
+    return it->second->pushed(via, h.cookie, h.offset, length, desc);
+}
+
+puller* daemon::puller_for(std::uint32_t rank) noexcept
+{
+    return pullers_.empty() ? nullptr : pullers_[rank % pullers_.size()].get();
+}
+
+void daemon::release_pushed(puller* via, void* desc)
+{
+    if (via)
+        via->release(desc);
+    else
+        ucp_am_data_release(worker_.get(), desc);
 }
 
 std::error_code daemon::claim_store(const std::string& job, std::uint64_t& last,
@@ -637,8 +595,7 @@ void daemon::stop()
         acceptor_->close(ignored);
     idle_timer_.cancel();
     signals_.cancel(ignored);
-    if (efd_)
-        efd_->cancel(ignored);
+    driver_.stop();
     log_info("exit status {}", exit_status());
     loop_.stop();
 }

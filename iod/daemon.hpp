@@ -15,7 +15,6 @@
 #include <utility>  // before Asio (Boost 1.74 needs it)
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -25,10 +24,12 @@
 #include "layout.hpp"
 #include "options.hpp"
 #include "protocol.hpp"
+#include "puller.hpp"
 #include "rendezvous.hpp"
 #include "staging.hpp"
 #include "store/backend.hpp"
 #include "ucx.hpp"
+#include "worker_driver.hpp"
 
 namespace iofwd::iod {
 
@@ -56,12 +57,19 @@ public:
     store::backend& store() noexcept { return *store_; }
     file_table& files() noexcept { return files_; }
     // Progresses UCX soon: after posting an operation.
-    void kick();
-    // Pulls in flight: while there are any, the loop progresses UCX without
+    void kick() { driver_.kick(); }
+    // Pulls in flight (retention waits while there are any). `loop_worker`:
+    // a pull on the loop's own worker, which the loop then progresses without
     // sleeping (a get of user memory is many active-message fragments, and a
-    // wakeup per fragment costs more than the copy).
-    void pull_started();
-    void pull_finished();
+    // wakeup per fragment costs more than the copy); a puller spins its own.
+    void pull_started(bool loop_worker = true);
+    void pull_finished(bool loop_worker = true);
+    // The puller that copies the pushed chunks of node-local rank `rank`, or
+    // nullptr when the loop's worker does (--pull-threads 0).
+    puller* puller_for(std::uint32_t rank) noexcept;
+    // Gives a pushed chunk back unread, on the worker it came in on (`via`:
+    // its puller, nullptr for the loop's worker).
+    void release_pushed(puller* via, void* desc);
     // Staging slots for pulls: like stage().acquire, and a pull that has to
     // wait for a slot lets every held-back flush go (see flush_staged).
     void acquire_slot(staging::waiter w, std::uint64_t bytes = UINT64_MAX);
@@ -102,12 +110,12 @@ private:
                                 std::unique_ptr<store::claim>& claim, std::string& why);
     std::error_code listen(std::string& why);
     void accept_next();
-    void pump();
-    void wait_events();
-    void spin();
     void on_signal(int signo);
     static ucs_status_t on_push(void* arg, const void* header, std::size_t header_length,
                                 void* data, std::size_t length, const ucp_am_recv_param_t* param);
+    // A pushed chunk for session h.session, from `via` (nullptr: the loop's
+    // worker): UCS_INPROGRESS when taken, else why it is refused.
+    ucs_status_t pushed(puller* via, const proto::push_header& h, std::size_t length, void* desc);
     void arm_idle_timer();
     void stop();
     bool job_over() const;
@@ -125,8 +133,10 @@ private:
     std::unique_ptr<store::backend> store_;
     ucx::context context_;
     ucx::worker worker_;
-    std::optional<boost::asio::posix::stream_descriptor> efd_;
+    worker_driver driver_{loop_, worker_};
+    // Destroyed before the context and the staging memory they use.
     staging staging_;
+    std::vector<std::unique_ptr<puller>> pullers_;
     std::unique_ptr<flusher> flusher_;
     // Manifests and COMPLETE records, one version at a time, and retention on
     // a thread of its own: their small serial store round trips never hold a
@@ -155,7 +165,6 @@ private:
     std::error_code manifest_error_;
     std::uint64_t lost_versions_ = 0;
 
-    bool kick_pending_ = false;
     unsigned pulls_active_ = 0;
     struct held_flush {
         const void* owner;
@@ -163,7 +172,6 @@ private:
         flusher::done done;
     };
     std::vector<held_flush> held_flushes_;
-    bool spinning_ = false;
     bool shutting_down_ = false;
     bool stopped_ = false;
 };

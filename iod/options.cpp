@@ -90,6 +90,11 @@ const std::vector<option_def>& table()
         {"--flush-threads", "IOFWD_FLUSH_THREADS", "N",
          "threads writing to the store (default 2)",
          [](options& o, std::string_view v) { return to_unsigned(v, o.flush_threads) && o.flush_threads > 0; }},
+        {"--pull-threads", "IOFWD_PULL_THREADS", "N",
+         "threads that copy pushed chunks out of the ranks, each with a UCX\n"
+         "worker of its own; each rank is served by one, so several ranks'\n"
+         "bytes are copied at once (default 2; 0: the event loop copies)",
+         [](options& o, std::string_view v) { return to_unsigned(v, o.pull_threads) && o.pull_threads <= 64; }},
         {"--keep", "IOFWD_KEEP", "K",
          "keep the newest K complete versions of a job and delete older ones,\n"
          "only ever after a newer version is complete (default 0: keep all)",

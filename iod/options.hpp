@@ -15,6 +15,7 @@ struct options {
     std::uint64_t staging_bytes = 256ull << 20;
     std::uint64_t chunk_bytes = 16ull << 20;
     unsigned flush_threads = 2;
+    unsigned pull_threads = 2;   // pullers (UCX workers on threads) for pushed chunks; 0: the loop
     std::uint64_t mailbox_bytes = 256ull << 10;  // per rank, for small writes; 0: none
     unsigned keep = 0;         // complete versions to keep; 0: all
     bool auto_exit = false;

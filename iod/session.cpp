@@ -180,7 +180,11 @@ void session::on_connect(proto::connect_msg& m)
     a.transport = ucx::endpoint_transports(ep_);
     a.session = id_;
     if (hello_.flags & proto::connect_flag_push) {
-        if (auto ec = d_.worker().address(a.worker_address)) {
+        // The rank pushes to its puller, which copies on a thread of its own.
+        puller_ = d_.puller_for(hello_.rank);
+        if (puller_)
+            a.worker_address = puller_->address();
+        else if (auto ec = d_.worker().address(a.worker_address)) {
             fail(ec, fmt::format("the daemon's UCX worker address: {}", ec.message()));
             return;
         }
@@ -488,7 +492,7 @@ void session::begin_write(std::uint64_t cookie, std::uint64_t length, std::vecto
     };
     const bool push = data.empty() && (hello_.flags & proto::connect_flag_push);
     pulling_ = std::make_shared<transfer>(
-        d_, transfer::source{ep_, rkey_.get(), hello_.buffer_address, push}, rank, version, length,
+        d_, transfer::source{ep_, rkey_.get(), hello_.buffer_address, push, puller_}, rank, version, length,
         object, std::move(open), std::move(h), std::move(data));
     staged_[version] = pulling_;
     pulling_->start();
@@ -496,10 +500,12 @@ void session::begin_write(std::uint64_t cookie, std::uint64_t length, std::vecto
         adopt_early(cookie);
 }
 
-ucs_status_t session::pushed(std::uint64_t cookie, std::uint64_t offset, std::uint64_t length,
-                             void* desc)
+ucs_status_t session::pushed(puller* via, std::uint64_t cookie, std::uint64_t offset,
+                             std::uint64_t length, void* desc)
 {
-    if (!admitted_ || ended_ || !(hello_.flags & proto::connect_flag_push))
+    // Only from this rank's own puller: a chunk is received (or given back)
+    // on the worker it came in on.
+    if (!admitted_ || ended_ || !(hello_.flags & proto::connect_flag_push) || via != puller_)
         return UCS_ERR_CANCELED;
     if (pulling_ && cookie == pulling_cookie_)
         return pulling_->arrived(offset, length, desc);
@@ -527,7 +533,7 @@ void session::adopt_early(std::uint64_t cookie)
         const ucs_status_t st =
             pulling_ ? pulling_->arrived(c.offset, c.length, c.desc) : UCS_ERR_CANCELED;
         if (st != UCS_INPROGRESS)
-            ucp_am_data_release(d_.worker().get(), c.desc);
+            d_.release_pushed(puller_, c.desc);
     }
 }
 
@@ -536,7 +542,7 @@ void session::release_early(std::uint64_t cookie)
     std::erase_if(early_, [&](const early_chunk& c) {
         if (c.cookie != cookie && cookie != 0)
             return false;
-        ucp_am_data_release(d_.worker().get(), c.desc);
+        d_.release_pushed(puller_, c.desc);
         return true;
     });
 }
@@ -713,7 +719,7 @@ void session::start_file_write(std::shared_ptr<forwarded_file> f, proto::file_wr
     const std::string what =
         fmt::format("the write of {} bytes at offset {} to {}", length, offset, f->path());
     const bool push = m.data.empty() && m.rkey.empty();
-    transfer::source src{ep_, nullptr, m.address, push};
+    transfer::source src{ep_, nullptr, m.address, push, puller_};
     if (m.data.empty() && !push) {
         if (auto ec = ucx::rkey::unpack(ep_, m.rkey, file_rkey_)) {
             --active_;

@@ -29,6 +29,7 @@ namespace iofwd::iod {
 
 class daemon;
 class forwarded_file;
+class puller;
 class transfer;
 
 class session final : public std::enable_shared_from_this<session> {
@@ -51,10 +52,11 @@ public:
     bool done() const noexcept { return ended_ && active_ == 0 && !mailbox_.pending(); }
     // Called by the daemon when something it waits on for FINISHED changed.
     void maybe_finish();
-    // A chunk the rank pushed (proto::push_header); the status goes back to
-    // UCX (UCS_INPROGRESS: kept).
-    ucs_status_t pushed(std::uint64_t cookie, std::uint64_t offset, std::uint64_t length,
-                        void* desc);
+    // A chunk the rank pushed (proto::push_header) through `via` (its
+    // puller; nullptr: the loop's worker); the status goes back to UCX
+    // (UCS_INPROGRESS: kept).
+    ucs_status_t pushed(puller* via, std::uint64_t cookie, std::uint64_t offset,
+                        std::uint64_t length, void* desc);
 
 private:
     void read_header();
@@ -143,6 +145,7 @@ private:
     proto::connect_msg hello_;
     ucp_ep_h ep_ = nullptr;
     bool ep_failed_ = false;
+    puller* puller_ = nullptr;  // copies this rank's pushed chunks (nullptr: the loop)
     ucx::rkey rkey_;
 
     // What became of each version this rank wrote through this connection,

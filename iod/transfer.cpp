@@ -33,6 +33,7 @@ struct transfer::pull_request {
     // The transfer gave up on this pull (its rank died and UCX never completed
     // it); if UCX completes it after all, only the slot is returned.
     bool orphaned = false;
+    bool loop_worker = true;  // done by the loop's worker, not a puller
 };
 
 transfer::transfer(daemon& d, source src, std::uint32_t rank, std::uint64_t version,
@@ -72,7 +73,7 @@ ucs_status_t transfer::arrived(std::uint64_t offset, std::uint64_t length, void*
 void transfer::drop_pending()
 {
     for (auto& p : pending_)
-        ucp_am_data_release(d_.worker().get(), p.desc);
+        d_.release_pushed(src_.via, p.desc);
     pending_.clear();
 }
 
@@ -124,6 +125,11 @@ void transfer::on_slot(slot s)
         // The next pushed chunk, read from the rank by UCX (cma) into the slot.
         const pushed p = pending_.front();
         pending_.pop_front();
+        if (src_.via) {
+            receive_via_puller(s, p.c, p.desc);
+            request_slot();
+            return;
+        }
         pull_into(s, p.c, [&](ucp_request_param_t& param) {
             param.cb.recv_am = &transfer::recv_done;
             return ucp_am_recv_data_nbx(d_.worker().get(), p.desc, s.data, p.c.size, &param);
@@ -169,16 +175,31 @@ void transfer::pull_into(slot s, chunk c, Post&& post)
     }
 }
 
+void transfer::receive_via_puller(slot s, chunk c, void* desc)
+{
+    auto* req = new pull_request{shared_from_this(), s, c};
+    req->loop_worker = false;
+    ++pulls_in_flight_;
+    d_.pull_started(false);
+    in_flight_.push_back(req);
+    src_.via->receive(desc, s.data, c.size, d_.stage().memh(),
+                      [req](ucs_status_t st) { pull_done(req, st); });
+}
+
 void transfer::get_done(void* request, ucs_status_t status, void* user_data)
 {
-    auto* req = static_cast<pull_request*>(user_data);
     ucp_request_free(request);
+    pull_done(static_cast<pull_request*>(user_data), status);
+}
+
+void transfer::pull_done(pull_request* req, ucs_status_t status)
+{
     if (req->orphaned) {
         req->self->d_.stage().release(req->s);
         delete req;
         return;
     }
-    req->self->d_.pull_finished();
+    req->self->d_.pull_finished(req->loop_worker);
     std::erase(req->self->in_flight_, req);
     auto self = std::move(req->self);
     const slot s = req->s;
@@ -277,7 +298,7 @@ void transfer::source_gone()
         for (auto* req : self->in_flight_) {
             req->orphaned = true;
             --self->pulls_in_flight_;
-            self->d_.pull_finished();
+            self->d_.pull_finished(req->loop_worker);
         }
         self->in_flight_.clear();
         self->check_done();

@@ -30,6 +30,7 @@
 namespace iofwd::iod {
 
 class daemon;
+class puller;
 
 class transfer final : public std::enable_shared_from_this<transfer> {
 public:
@@ -40,6 +41,9 @@ public:
         // The rank pushes the chunks (active-message rendezvous) instead of
         // the daemon getting them; they come in through arrived().
         bool push = false;
+        // Where pushed chunks came in and are received: a puller, or
+        // nullptr for the loop's own worker.
+        puller* via = nullptr;
     };
     struct handlers {
         // Every byte is in staging memory: the rank may reuse its buffer.
@@ -102,8 +106,12 @@ private:
     void check_done();
     // The commit's outcome (the whole object's crc32c) goes to h_.finished.
     void report_commit(std::error_code ec, std::uint32_t crc);
+    // Receives pushed chunk `c` into slot `s` on its puller's thread.
+    void receive_via_puller(slot s, chunk c, void* desc);
     static void get_done(void* request, ucs_status_t status, void* user_data);
     static void recv_done(void* request, ucs_status_t status, std::size_t length, void* user_data);
+    // A pull ended (back on the loop), whichever worker did it.
+    static void pull_done(pull_request* req, ucs_status_t status);
     void drop_pending();
 
     daemon& d_;

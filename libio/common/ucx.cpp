@@ -25,7 +25,8 @@ context::~context()
         ucp_cleanup(std::exchange(h_, nullptr));
 }
 
-std::error_code context::create(std::uint64_t features, const char* name, context& out)
+std::error_code context::create(std::uint64_t features, const char* name, context& out,
+                                bool shared_workers)
 {
     ucp_config_t* config = nullptr;
     ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
@@ -35,6 +36,10 @@ std::error_code context::create(std::uint64_t features, const char* name, contex
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
     params.features = features;
     params.name = name;
+    if (shared_workers) {
+        params.field_mask |= UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+        params.mt_workers_shared = 1;
+    }
     ucp_context_h h = nullptr;
     st = ucp_init(&params, config, &h);
     ucp_config_release(config);
@@ -64,8 +69,8 @@ std::error_code worker::create(const context& ctx, worker& out)
 {
     ucp_worker_params_t params{};
     params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    // Each process drives its worker from one thread at a time (the client
-    // serialises its API calls; the daemon progresses from its event loop).
+    // Each worker is driven from one thread only (the client serialises its
+    // API calls; the daemon's event loop and each of its pullers own one).
     params.thread_mode = UCS_THREAD_MODE_SINGLE;
     ucp_worker_h h = nullptr;
     const ucs_status_t st = ucp_worker_create(ctx.get(), &params, &h);

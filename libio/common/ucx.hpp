@@ -22,7 +22,10 @@ public:
     ~context();
 
     // features: UCP_FEATURE_* bits. `name` shows up in UCX's own logs.
-    static std::error_code create(std::uint64_t features, const char* name, context& out);
+    // `shared_workers`: workers of this context run on different threads
+    // (UCX then locks what they share, e.g. the registration cache).
+    static std::error_code create(std::uint64_t features, const char* name, context& out,
+                                  bool shared_workers = false);
     ucp_context_h get() const noexcept { return h_; }
 
 private:

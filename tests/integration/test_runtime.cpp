@@ -229,10 +229,12 @@ TEST_CASE("the daemon's memory stays within its staging plus a constant while ra
     INFO("daemon peak RSS: " << before / 1048576 << " MiB at start, " << after / 1048576
                               << " MiB after 64 MiB written");
     CHECK(before >= (16ull << 20));
-    // Measured: 26 MiB at start (staging included), 27 MiB after. The writes
-    // may add a few MiB of bookkeeping, never anything like the 64 MiB written.
+    // Measured (2026-11-23): 37 MiB at start with no puller, each puller's
+    // UCX worker (shared-memory receive queues) 4.5 MiB more: 46 MiB with
+    // the default two; 1-2 MiB more after. The writes may add a few MiB of
+    // bookkeeping, never anything like the 64 MiB written.
     CHECK(after - before < (8ull << 20));
-    CHECK(after < (16ull << 20) + (32ull << 20));
+    CHECK(after < (16ull << 20) + (40ull << 20));
     std::string out;
     CHECK(c.verify(2, 2, out) == 0);
     d.signal(SIGTERM);

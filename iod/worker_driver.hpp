@@ -1,0 +1,52 @@
+#pragma once
+// Drives one UCX worker from an Asio event loop: asleep on the worker's event
+// fd while nothing is outstanding, progressing it without sleeping while
+// operations are (a cross-process read is many small events, and a wakeup
+// per event costs more than the copy). The daemon's loop drives its worker
+// with one, and each puller its own worker on its own thread.
+#include <optional>
+#include <string>
+#include <system_error>
+
+#include <utility>  // before Asio (Boost 1.74 needs it)
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+
+#include "ucx.hpp"
+
+namespace iofwd::iod {
+
+class worker_driver final {
+public:
+    worker_driver(boost::asio::io_context& loop, ucx::worker& w) : loop_(loop), worker_(w) {}
+    ~worker_driver();
+    worker_driver(const worker_driver&) = delete;
+    worker_driver& operator=(const worker_driver&) = delete;
+
+    // Watches the worker's event fd from now on. All calls, and every UCX
+    // callback of the worker, happen on the loop's thread.
+    std::error_code start(std::string& why);
+    // No more progress.
+    void stop();
+    // Progresses soon: after posting an operation.
+    void kick();
+    // Operations that complete only while the worker is progressed: the
+    // driver spins (re-posting itself between rounds) while any are counted.
+    void busy_begin();
+    void busy_end();
+
+private:
+    void pump();
+    void wait_events();
+    void spin();
+
+    boost::asio::io_context& loop_;
+    ucx::worker& worker_;
+    std::optional<boost::asio::posix::stream_descriptor> efd_;
+    unsigned busy_ = 0;
+    bool kick_pending_ = false;
+    bool spinning_ = false;
+    bool stopped_ = false;
+};
+
+}  // namespace iofwd::iod
