@@ -397,7 +397,7 @@ std::error_code client::exchange(proto::message request, std::uint64_t cookie,
         if (auto ec = push(cookie, src->data, src->len, src->memh, pushed))
             return ec;
     // The bytes are the caller's again only once UCX is done with every chunk.
-    const std::error_code ec = receive(answer, std::chrono::milliseconds(0), true);
+    const std::error_code ec = receive(answer, std::chrono::milliseconds(0), src == nullptr, src != nullptr);
     if (!ec)
         return wait_pushed(pushed);
     // The first failure is the one to report.
@@ -827,7 +827,7 @@ bool client::try_parse(proto::message& out, std::error_code& ec)
 }
 
 std::error_code client::receive(proto::message& out, std::chrono::milliseconds timeout,
-                                bool moving)
+                                bool moving, bool pushed)
 {
     const auto deadline = clock::now() + timeout;
     // How long a blocking wait keeps polling after UCX last did something.
@@ -854,7 +854,7 @@ std::error_code client::receive(proto::message& out, std::chrono::milliseconds t
                                     "killed; its log is {}",
                                     accept_.daemon_pid, paths_.socket, how, paths_.log));
         }
-        if (worker_.get() && worker_.drain() > 0)
+        if (worker_.get() && worker_.drain() > 0 && !pushed)
             last_activity = clock::now();
         int wait_ms = -1;
         if (timeout.count() > 0) {

@@ -69,8 +69,11 @@ private:
     // the daemon is taking our bytes over UCX right now, so a blocking wait
     // polls for a moment before it sleeps (replies to the daemon go out at
     // once); otherwise it sleeps at once and leaves the cores to the daemon.
+    // With `pushed`, the daemon reads the bytes itself and UCX traffic is
+    // only its acknowledgements: they do not prolong the polling, which would
+    // take a core from the daemon's copy.
     std::error_code receive(proto::message& out, std::chrono::milliseconds timeout,
-                            bool moving = false);
+                            bool moving = false, bool pushed = false);
     bool try_parse(proto::message& out, std::error_code& ec);
     std::error_code fail(std::error_code ec, std::string why);
     // The error for any request once the connection is broken (said once).
