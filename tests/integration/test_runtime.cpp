@@ -102,11 +102,16 @@ TEST_CASE("a buffer far larger than the staging memory streams through it in chu
 TEST_CASE("both ways to the daemon, pushed and got, store the same bytes",
           "[integration][pull-modes]")
 {
-    for (const char* mode : {"push", "get"}) {
-        INFO("IOFWD_PULL=" << mode);
+    // Pushed chunks are read by a puller per rank (2, the default), by one
+    // puller for both ranks, or by the event loop's own worker (0).
+    const std::pair<const char*, const char*> modes[] = {
+        {"push", "2"}, {"push", "1"}, {"push", "0"}, {"get", "2"}};
+    for (const auto& [mode, pullers] : modes) {
+        INFO("IOFWD_PULL=" << mode << " IOFWD_PULL_THREADS=" << pullers);
         cluster c;
         // Chunks of 1 MiB through 3 slots: pushed chunks wait for slots too.
         const std::map<std::string, std::string> env{{"IOFWD_PULL", mode},
+                                                     {"IOFWD_PULL_THREADS", pullers},
                                                      {"IOFWD_STAGING_SIZE", "3M"},
                                                      {"IOFWD_CHUNK_SIZE", "1M"}};
         auto r0 = c.rank(0, 2, {"--size", std::to_string((9 << 20) + 5), "--versions", "2"}, env);
@@ -117,6 +122,7 @@ TEST_CASE("both ways to the daemon, pushed and got, store the same bytes",
         CHECK(c.verify(2, 2, out) == 0);
         INFO(out);
         CHECK(out.find("2 complete versions, 0 incomplete, 4 objects") != std::string::npos);
+        CHECK(c.log().find(std::string("pull threads ") + pullers) != std::string::npos);
     }
     // Anything else is refused at io_init, in words.
     cluster c;
