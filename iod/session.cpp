@@ -492,8 +492,8 @@ void session::begin_write(std::uint64_t cookie, std::uint64_t length, std::vecto
     };
     const bool push = data.empty() && (hello_.flags & proto::connect_flag_push);
     pulling_ = std::make_shared<transfer>(
-        d_, transfer::source{ep_, rkey_.get(), hello_.buffer_address, push, puller_}, rank, version, length,
-        object, std::move(open), std::move(h), std::move(data));
+        d_, transfer::source{ep_, rkey_.get(), hello_.buffer_address, push, puller_}, rank,
+        version, length, object, std::move(open), std::move(h), std::move(data));
     staged_[version] = pulling_;
     pulling_->start();
     if (push)
