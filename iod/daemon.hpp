@@ -67,9 +67,9 @@ public:
     // The puller that copies the pushed chunks of node-local rank `rank`, or
     // nullptr when the loop's worker does (--pull-threads 0).
     puller* puller_for(std::uint32_t rank) noexcept;
-    // Gives a pushed chunk back unread, on the worker it came in on (`via`:
-    // its puller, nullptr for the loop's worker).
-    void release_pushed(puller* via, void* desc);
+    // Gives a pushed chunk of session `sender` back unread, on the worker it
+    // came in on (`via`: its puller, nullptr for the loop's worker).
+    void release_pushed(puller* via, std::uint64_t sender, void* desc);
     // Staging slots for pulls: like stage().acquire, and a pull that has to
     // wait for a slot lets every held-back flush go (see flush_staged).
     void acquire_slot(staging::waiter w, std::uint64_t bytes = UINT64_MAX);

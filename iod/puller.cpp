@@ -42,6 +42,15 @@ puller::~puller()
 {
     if (thread_.joinable()) {
         asio::post(io_, [this] {
+            for (auto& [sender, ep] : eps_) {
+                ucp_request_param_t param{};
+                param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+                param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+                ucs_status_ptr_t p = ucp_ep_close_nbx(ep, &param);
+                if (UCS_PTR_IS_PTR(p))
+                    ucp_request_free(p);
+            }
+            eps_.clear();
             driver_.stop();
             keep_.reset();
             io_.stop();
@@ -90,11 +99,53 @@ ucs_status_t puller::on_push(void* arg, const void* header, std::size_t header_l
     return UCS_INPROGRESS;
 }
 
-void puller::receive(void* desc, void* dest, std::size_t length, ucp_mem_h memh,
-                     std::function<void(ucs_status_t)> done)
+void puller::connect(std::uint64_t sender, std::vector<std::byte> rank_address)
+{
+    asio::post(io_, [this, sender, address = std::move(rank_address)] {
+        ucp_ep_params_t params{};
+        params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+        params.address = reinterpret_cast<const ucp_address_t*>(address.data());
+        // As the loop's endpoints: error mode NONE keeps the shared-memory
+        // transports; a dead rank is seen by its socket closing.
+        params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+        ucp_ep_h ep = nullptr;
+        if (ucs_status_t st = ucp_ep_create(worker_.get(), &params, &ep); st != UCS_OK) {
+            log_warn("puller {}: no endpoint to the rank of session {}: {}", index_, sender,
+                     ucs_status_string(st));
+            return;
+        }
+        eps_[sender] = ep;
+        driver_.kick();
+    });
+}
+
+void puller::disconnect(std::uint64_t sender)
+{
+    asio::post(io_, [this, sender] {
+        closed_.insert(sender);
+        const auto it = eps_.find(sender);
+        if (it == eps_.end())
+            return;
+        ucp_request_param_t param{};
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+        ucs_status_ptr_t p = ucp_ep_close_nbx(it->second, &param);
+        eps_.erase(it);
+        if (UCS_PTR_IS_PTR(p))
+            ucp_request_free(p);  // cancelled operations complete through progress
+        driver_.kick();
+    });
+}
+
+void puller::receive(std::uint64_t sender, void* desc, void* dest, std::size_t length,
+                     ucp_mem_h memh, std::function<void(ucs_status_t)> done)
 {
     auto* op = new receive_op{this, std::move(done)};
-    asio::post(io_, [this, op, desc, dest, length, memh] {
+    asio::post(io_, [this, op, sender, desc, dest, length, memh] {
+        if (closed_.contains(sender)) {
+            finish(op, UCS_ERR_CANCELED);
+            return;
+        }
         ucp_request_param_t param{};
         param.op_attr_mask =
             UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMH;
@@ -127,9 +178,12 @@ void puller::finish(receive_op* op, ucs_status_t st)
     });
 }
 
-void puller::release(void* desc)
+void puller::release(std::uint64_t sender, void* desc)
 {
-    asio::post(io_, [this, desc] { ucp_am_data_release(worker_.get(), desc); });
+    asio::post(io_, [this, sender, desc] {
+        if (!closed_.contains(sender))
+            ucp_am_data_release(worker_.get(), desc);
+    });
 }
 
 }  // namespace iofwd::iod

@@ -9,11 +9,14 @@
 // answers to the rank stay on the daemon's event loop, which hands work over
 // with receive() / release() and hears back through the loop.
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
 #include <system_error>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <utility>  // before Asio (Boost 1.74 needs it)
@@ -55,12 +58,24 @@ public:
     // Where a rank sends its pushes to reach this puller.
     const std::vector<std::byte>& address() const noexcept { return address_; }
 
-    // Copies the pushed chunk `desc` into [dest, dest + length) (registered
-    // as `memh`) on the puller's thread; `done` runs on the loop.
-    void receive(void* desc, void* dest, std::size_t length, ucp_mem_h memh,
-                 std::function<void(ucs_status_t)> done);
+    // A rank (its session `sender`) that pushes to this puller: an endpoint
+    // to its worker, which UCX pairs with the one the rank opens to us. Its
+    // chunks then belong to an endpoint the daemon owns. (One UCX makes by
+    // itself for the rank's connection is freed as soon as a read through it
+    // fails, when the rank dies; any later call with the rank's chunks, even
+    // giving them back, would then touch freed memory.)
+    void connect(std::uint64_t sender, std::vector<std::byte> rank_address);
+    // After every call about `sender` made so far: closes its endpoint.
+    // Chunks of it handed over later are dropped, never given to UCX.
+    void disconnect(std::uint64_t sender);
+
+    // Copies the pushed chunk `desc` of `sender` into [dest, dest + length)
+    // (registered as `memh`) on the puller's thread; `done` runs on the loop
+    // (UCS_ERR_CANCELED: `sender` was disconnected).
+    void receive(std::uint64_t sender, void* desc, void* dest, std::size_t length,
+                 ucp_mem_h memh, std::function<void(ucs_status_t)> done);
     // Gives a pushed chunk back unread: the rank's send of it fails.
-    void release(void* desc);
+    void release(std::uint64_t sender, void* desc);
 
 private:
     struct receive_op;
@@ -78,6 +93,9 @@ private:
     ucx::worker worker_;
     worker_driver driver_{io_, worker_};
     std::vector<std::byte> address_;
+    // The puller's thread only:
+    std::unordered_map<std::uint64_t, ucp_ep_h> eps_;  // connected senders
+    std::unordered_set<std::uint64_t> closed_;         // disconnected senders
     std::thread thread_;
 };
 

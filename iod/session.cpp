@@ -182,8 +182,10 @@ void session::on_connect(proto::connect_msg& m)
     if (hello_.flags & proto::connect_flag_push) {
         // The rank pushes to its puller, which copies on a thread of its own.
         puller_ = d_.puller_for(hello_.rank);
-        if (puller_)
+        if (puller_) {
             a.worker_address = puller_->address();
+            puller_->connect(id_, hello_.worker_address);
+        }
         else if (auto ec = d_.worker().address(a.worker_address)) {
             fail(ec, fmt::format("the daemon's UCX worker address: {}", ec.message()));
             return;
@@ -492,8 +494,8 @@ void session::begin_write(std::uint64_t cookie, std::uint64_t length, std::vecto
     };
     const bool push = data.empty() && (hello_.flags & proto::connect_flag_push);
     pulling_ = std::make_shared<transfer>(
-        d_, transfer::source{ep_, rkey_.get(), hello_.buffer_address, push, puller_}, rank,
-        version, length, object, std::move(open), std::move(h), std::move(data));
+        d_, transfer::source{ep_, rkey_.get(), hello_.buffer_address, push, puller_, id_},
+        rank, version, length, object, std::move(open), std::move(h), std::move(data));
     staged_[version] = pulling_;
     pulling_->start();
     if (push)
@@ -533,7 +535,7 @@ void session::adopt_early(std::uint64_t cookie)
         const ucs_status_t st =
             pulling_ ? pulling_->arrived(c.offset, c.length, c.desc) : UCS_ERR_CANCELED;
         if (st != UCS_INPROGRESS)
-            d_.release_pushed(puller_, c.desc);
+            d_.release_pushed(puller_, id_, c.desc);
     }
 }
 
@@ -542,7 +544,7 @@ void session::release_early(std::uint64_t cookie)
     std::erase_if(early_, [&](const early_chunk& c) {
         if (c.cookie != cookie && cookie != 0)
             return false;
-        d_.release_pushed(puller_, c.desc);
+        d_.release_pushed(puller_, id_, c.desc);
         return true;
     });
 }
@@ -719,7 +721,7 @@ void session::start_file_write(std::shared_ptr<forwarded_file> f, proto::file_wr
     const std::string what =
         fmt::format("the write of {} bytes at offset {} to {}", length, offset, f->path());
     const bool push = m.data.empty() && m.rkey.empty();
-    transfer::source src{ep_, nullptr, m.address, push, puller_};
+    transfer::source src{ep_, nullptr, m.address, push, puller_, id_};
     if (m.data.empty() && !push) {
         if (auto ec = ucx::rkey::unpack(ep_, m.rkey, file_rkey_)) {
             --active_;
@@ -935,6 +937,10 @@ void session::maybe_finish()
 
 void session::close_endpoint(bool force)
 {
+    if (puller_ && !puller_closed_) {
+        puller_closed_ = true;
+        puller_->disconnect(id_);
+    }
     if (!ep_) {
         finish_closing();
         return;

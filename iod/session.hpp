@@ -146,6 +146,7 @@ private:
     ucp_ep_h ep_ = nullptr;
     bool ep_failed_ = false;
     puller* puller_ = nullptr;  // copies this rank's pushed chunks (nullptr: the loop)
+    bool puller_closed_ = false;
     ucx::rkey rkey_;
 
     // What became of each version this rank wrote through this connection,

@@ -73,7 +73,7 @@ ucs_status_t transfer::arrived(std::uint64_t offset, std::uint64_t length, void*
 void transfer::drop_pending()
 {
     for (auto& p : pending_)
-        d_.release_pushed(src_.via, p.desc);
+        d_.release_pushed(src_.via, src_.sender, p.desc);
     pending_.clear();
 }
 
@@ -182,7 +182,7 @@ void transfer::receive_via_puller(slot s, chunk c, void* desc)
     ++pulls_in_flight_;
     d_.pull_started(false);
     in_flight_.push_back(req);
-    src_.via->receive(desc, s.data, c.size, d_.stage().memh(),
+    src_.via->receive(src_.sender, desc, s.data, c.size, d_.stage().memh(),
                       [req](ucs_status_t st) { pull_done(req, st); });
 }
 
@@ -217,11 +217,14 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
 {
     --pulls_in_flight_;
     if (st != UCS_OK) {
-        d_.stage().release(s);
+        // Failed first, then the slot back: a release may hand the slot
+        // straight to this transfer's own waiting request, which must not
+        // read another chunk from a rank whose read just failed.
         fail(make_ucx_error(st),
              fmt::format("pulling bytes [{}, {}) of rank {} version {} failed: {}; the partial "
                          "version is discarded",
                          c.offset, c.offset + c.size, rank_, version_, ucs_status_string(st)));
+        d_.stage().release(s);
         check_done();
         return;
     }

@@ -44,6 +44,7 @@ public:
         // Where pushed chunks came in and are received: a puller, or
         // nullptr for the loop's own worker.
         puller* via = nullptr;
+        std::uint64_t sender = 0;  // the rank's session, as the puller knows it
     };
     struct handlers {
         // Every byte is in staging memory: the rank may reuse its buffer.
