@@ -28,6 +28,14 @@ std::vector<std::byte> data_of(std::size_t n, unsigned seed)
     return v;
 }
 
+// The first n bytes of object `name`, which must be readable.
+std::vector<std::byte> read_back(store::backend& st, const std::string& name, std::size_t n)
+{
+    std::vector<std::byte> back(n);
+    REQUIRE_FALSE(st.read(name, 0, back));
+    return back;
+}
+
 std::unique_ptr<store::backend> open_store(const test::temp_dir& tmp)
 {
     std::unique_ptr<store::backend> st;
@@ -63,9 +71,7 @@ TEST_CASE("an object is invisible until commit, then holds exactly the bytes", "
     std::uint64_t size = 0;
     REQUIRE_FALSE(st->size("job/v00000001/n.r0000", size));
     CHECK(size == bytes.size());
-    std::vector<std::byte> back(bytes.size());
-    REQUIRE_FALSE(st->read("job/v00000001/n.r0000", 0, back));
-    CHECK(back == bytes);
+    CHECK(read_back(*st, "job/v00000001/n.r0000", bytes.size()) == bytes);
 }
 
 TEST_CASE("an abandoned object leaves nothing behind", "[store]")
@@ -146,19 +152,16 @@ TEST_CASE("a failing fsync while replacing a record keeps the old bytes", "[stor
     // A second writer of the same name (two daemons writing the same record):
     // the name exists, so the new bytes must be durable before they replace it.
     sys::inject(sys::fault{sys::call::fsync, EIO});
-    CHECK(st->put("job/v00000001/COMPLETE", new_bytes) == std::error_code(EIO, std::system_category()));
+    CHECK(st->put("job/v00000001/COMPLETE", new_bytes) ==
+          std::error_code(EIO, std::system_category()));
     sys::inject(std::nullopt);
-    std::vector<std::byte> back(old_bytes.size());
-    REQUIRE_FALSE(st->read("job/v00000001/COMPLETE", 0, back));
-    CHECK(back == old_bytes);
+    CHECK(read_back(*st, "job/v00000001/COMPLETE", old_bytes.size()) == old_bytes);
     std::uint64_t size = 0;
     REQUIRE_FALSE(st->size("job/v00000001/COMPLETE", size));
     CHECK(size == old_bytes.size());
     // Without the fault the replacement goes through.
     REQUIRE_FALSE(st->put("job/v00000001/COMPLETE", new_bytes));
-    back.resize(new_bytes.size());
-    REQUIRE_FALSE(st->read("job/v00000001/COMPLETE", 0, back));
-    CHECK(back == new_bytes);
+    CHECK(read_back(*st, "job/v00000001/COMPLETE", new_bytes.size()) == new_bytes);
 }
 
 // A commit fsyncs the file, the object's directory, and each directory above
@@ -188,9 +191,7 @@ TEST_CASE("a commit makes the directories above a new object durable, once", "[s
     std::vector<std::string> names;
     REQUIRE_FALSE(st->list("job/v00000001/", names));
     CHECK(names == std::vector<std::string>{"b", "c"});
-    std::vector<std::byte> back(bytes.size());
-    REQUIRE_FALSE(st->read("job/v00000001/c", 0, back));
-    CHECK(back == bytes);
+    CHECK(read_back(*st, "job/v00000001/c", bytes.size()) == bytes);
 }
 
 TEST_CASE("short writes and EINTR are retried until every byte is written", "[store][fault]")
@@ -207,9 +208,7 @@ TEST_CASE("short writes and EINTR are retried until every byte is written", "[st
         REQUIRE_FALSE(w->write_at(bytes, 0));
         sys::inject(std::nullopt);
         REQUIRE_FALSE(w->commit());
-        std::vector<std::byte> back(bytes.size());
-        REQUIRE_FALSE(st->read("job/v00000001/n.r0000", 0, back));
-        CHECK(back == bytes);
+        CHECK(read_back(*st, "job/v00000001/n.r0000", bytes.size()) == bytes);
     }
 }
 
@@ -254,9 +253,7 @@ TEST_CASE("staged writes go direct, padded within the slot, and are trimmed to t
     std::uint64_t size = 0;
     REQUIRE_FALSE(st->size("job/v00000001/n.r0000", size));
     CHECK(size == 9000);
-    std::vector<std::byte> back(9000);
-    REQUIRE_FALSE(st->read("job/v00000001/n.r0000", 0, back));
-    CHECK(back == bytes);
+    CHECK(read_back(*st, "job/v00000001/n.r0000", 9000) == bytes);
 
     // An unaligned buffer, or no room to pad, falls back to a plain write.
     std::unique_ptr<store::object_writer> w2;
@@ -265,9 +262,8 @@ TEST_CASE("staged writes go direct, padded within the slot, and are trimmed to t
     REQUIRE_FALSE(w2->commit());
     REQUIRE_FALSE(st->size("job/v00000001/n.r0001", size));
     CHECK(size == 5000);
-    std::vector<std::byte> back2(5000);
-    REQUIRE_FALSE(st->read("job/v00000001/n.r0001", 0, back2));
-    CHECK(std::memcmp(back2.data(), slot + 1, 5000) == 0);
+    const auto back = read_back(*st, "job/v00000001/n.r0001", 5000);
+    CHECK(std::memcmp(back.data(), slot + 1, 5000) == 0);
     std::free(slot);
 }
 
@@ -306,7 +302,5 @@ TEST_CASE("retention paused after a version goes on where it stopped", "[store]"
     std::vector<std::string> dirs;
     REQUIRE_FALSE(st->list("job/", dirs));
     CHECK(dirs == std::vector<std::string>{"v00000004"});
-    std::vector<std::byte> back(4096);
-    REQUIRE_FALSE(st->read(store::data_object("job", 4, "n", 0), 0, back));
-    CHECK(back == data_of(4096, 4));
+    CHECK(read_back(*st, store::data_object("job", 4, "n", 0), 4096) == data_of(4096, 4));
 }
