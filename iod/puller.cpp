@@ -42,14 +42,8 @@ puller::~puller()
 {
     if (thread_.joinable()) {
         asio::post(io_, [this] {
-            for (auto& [sender, ep] : eps_) {
-                ucp_request_param_t param{};
-                param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-                param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-                ucs_status_ptr_t p = ucp_ep_close_nbx(ep, &param);
-                if (UCS_PTR_IS_PTR(p))
-                    ucp_request_free(p);
-            }
+            for (auto& [sender, ep] : eps_)
+                ucx::close_now(ep);
             eps_.clear();
             driver_.stop();
             keep_.reset();
@@ -102,14 +96,9 @@ ucs_status_t puller::on_push(void* arg, const void* header, std::size_t header_l
 void puller::connect(std::uint64_t sender, std::vector<std::byte> rank_address)
 {
     asio::post(io_, [this, sender, address = std::move(rank_address)] {
-        ucp_ep_params_t params{};
-        params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-        params.address = reinterpret_cast<const ucp_address_t*>(address.data());
-        // As the loop's endpoints: error mode NONE keeps the shared-memory
-        // transports; a dead rank is seen by its socket closing.
-        params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
         ucp_ep_h ep = nullptr;
-        if (ucs_status_t st = ucp_ep_create(worker_.get(), &params, &ep); st != UCS_OK) {
+        if (ucs_status_t st = ucx::connect(worker_.get(), address, nullptr, nullptr, ep);
+            st != UCS_OK) {
             log_warn("puller {}: no endpoint to the rank of session {}: {}", index_, sender,
                      ucs_status_string(st));
             return;
@@ -126,14 +115,9 @@ void puller::disconnect(std::uint64_t sender)
         const auto it = eps_.find(sender);
         if (it == eps_.end())
             return;
-        ucp_request_param_t param{};
-        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-        ucs_status_ptr_t p = ucp_ep_close_nbx(it->second, &param);
+        ucx::close_now(it->second);
         eps_.erase(it);
-        if (UCS_PTR_IS_PTR(p))
-            ucp_request_free(p);  // cancelled operations complete through progress
-        driver_.kick();
+        driver_.kick();  // the cancelled operations complete through progress
     });
 }
 

@@ -143,18 +143,10 @@ void session::on_connect(proto::connect_msg& m)
     hello_ = std::move(m);
     admitted_ = true;
 
-    ucp_ep_params_t params{};
-    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    params.address = reinterpret_cast<const ucp_address_t*>(hello_.worker_address.data());
-    // Not UCP_ERR_HANDLING_MODE_PEER: in UCX 1.13 it rules out the shared-memory
-    // transports (posix, sysv, cma) and leaves tcp, ~10x slower here. A dead
-    // rank is detected by its control socket closing instead, and its endpoint
+    // A dead rank is detected by its control socket closing, and its endpoint
     // is then force-closed, which cancels the pulls still outstanding.
-    params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
-    params.err_handler.cb = &session::ep_error;
-    params.err_handler.arg = this;
-    ucs_status_t st = ucp_ep_create(d_.worker().get(), &params, &ep_);
+    ucs_status_t st =
+        ucx::connect(d_.worker().get(), hello_.worker_address, &session::ep_error, this, ep_);
     if (st != UCS_OK) {
         ep_ = nullptr;
         fail(make_ucx_error(st),
@@ -947,28 +939,23 @@ void session::close_endpoint(bool force)
     }
     ucp_ep_h ep = std::exchange(ep_, nullptr);
     rkey_ = ucx::rkey{};
-    ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    param.flags = (force || ep_failed_) ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-    if (!force) {
-        param.op_attr_mask |= UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-        param.cb.send = &session::ep_closed;
-        param.user_data = new std::weak_ptr<session>(weak_from_this());
+    if (force) {
+        ucx::close_now(ep);
+        d_.kick();  // the cancelled operations complete through progress
+        return;
     }
+    ucp_request_param_t param{};
+    param.op_attr_mask =
+        UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.flags = ep_failed_ ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    param.cb.send = &session::ep_closed;
+    param.user_data = new std::weak_ptr<session>(weak_from_this());
     ucs_status_ptr_t p = ucp_ep_close_nbx(ep, &param);
     ucs_status_t st = UCS_OK;
     if (ucx::request_finished(p, st)) {
         d_.kick();
-        if (!force) {
-            delete static_cast<std::weak_ptr<session>*>(param.user_data);
-            finish_closing();
-        }
-        return;
-    }
-    if (force) {
-        // The cancelled operations complete through progress.
-        ucp_request_free(p);
-        d_.kick();
+        delete static_cast<std::weak_ptr<session>*>(param.user_data);
+        finish_closing();
         return;
     }
     d_.kick();

@@ -216,6 +216,31 @@ std::string endpoint_transports(ucp_ep_h ep)
     return out.empty() ? "unknown" : out;
 }
 
+ucs_status_t connect(ucp_worker_h w, std::span<const std::byte> address,
+                     ucp_err_handler_cb_t on_error, void* arg, ucp_ep_h& out)
+{
+    ucp_ep_params_t params{};
+    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    params.address = reinterpret_cast<const ucp_address_t*>(address.data());
+    params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    if (on_error) {
+        params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        params.err_handler.cb = on_error;
+        params.err_handler.arg = arg;
+    }
+    return ucp_ep_create(w, &params, &out);
+}
+
+void close_now(ucp_ep_h ep)
+{
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    ucs_status_ptr_t p = ucp_ep_close_nbx(ep, &param);
+    if (UCS_PTR_IS_PTR(p))
+        ucp_request_free(p);
+}
+
 bool request_finished(ucs_status_ptr_t ptr, ucs_status_t& status) noexcept
 {
     if (ptr == nullptr) {

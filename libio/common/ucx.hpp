@@ -101,6 +101,16 @@ private:
     ucp_rkey_h h_ = nullptr;
 };
 
+// An endpoint of `w` to the worker at `address`, as the daemon opens them to
+// its ranks. Error mode NONE: in UCX 1.13 PEER rules out the shared-memory
+// transports (posix, sysv, cma) and leaves tcp, ~10x slower here; a dead rank
+// is seen by its control socket closing instead. `on_error` may be null.
+ucs_status_t connect(ucp_worker_h w, std::span<const std::byte> address,
+                     ucp_err_handler_cb_t on_error, void* arg, ucp_ep_h& out);
+// Closes `ep` at once: operations still on it are cancelled and complete
+// through progress; the close itself is not waited for.
+void close_now(ucp_ep_h ep);
+
 // Names of the UCX transports an endpoint uses, e.g. "cma/memory, posix/memory",
 // read from UCX's own description of the endpoint.
 std::string endpoint_transports(ucp_ep_h ep);
