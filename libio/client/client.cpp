@@ -397,7 +397,8 @@ std::error_code client::exchange(proto::message request, std::uint64_t cookie,
         if (auto ec = push(cookie, src->data, src->len, src->memh, pushed))
             return ec;
     // The bytes are the caller's again only once UCX is done with every chunk.
-    const std::error_code ec = receive(answer, std::chrono::milliseconds(0), src == nullptr, src != nullptr);
+    const std::error_code ec = receive(answer, std::chrono::milliseconds(0),
+                                       src ? polling::never : polling::moving);
     if (!ec)
         return wait_pushed(pushed);
     // The first failure is the one to report.
@@ -827,14 +828,14 @@ bool client::try_parse(proto::message& out, std::error_code& ec)
 }
 
 std::error_code client::receive(proto::message& out, std::chrono::milliseconds timeout,
-                                bool moving, bool pushed)
+                                polling poll)
 {
     const auto deadline = clock::now() + timeout;
     // How long a blocking wait keeps polling after UCX last did something.
     static constexpr auto spin_window = std::chrono::milliseconds(2);
     // While the daemon moves our bytes, the request just sent counts as
     // activity: expect UCX traffic soon.
-    auto last_activity = moving ? clock::now() : clock::time_point{};
+    auto last_activity = poll == polling::moving ? clock::now() : clock::time_point{};
     for (;;) {
         std::error_code ec;
         if (try_parse(out, ec))
@@ -854,7 +855,7 @@ std::error_code client::receive(proto::message& out, std::chrono::milliseconds t
                                     "killed; its log is {}",
                                     accept_.daemon_pid, paths_.socket, how, paths_.log));
         }
-        if (worker_.get() && worker_.drain() > 0 && !pushed)
+        if (worker_.get() && worker_.drain() > 0 && poll != polling::never)
             last_activity = clock::now();
         int wait_ms = -1;
         if (timeout.count() > 0) {

@@ -64,16 +64,21 @@ public:
 
 private:
     std::error_code send(const proto::message& m);
+    // When a blocking wait polls before it sleeps on the socket and UCX.
+    enum class polling {
+        // For a moment after UCX last did something.
+        after_activity,
+        // From the start too: the daemon is getting our bytes over UCX right
+        // now, and replies to it must go out at once.
+        moving,
+        // Never: the daemon reads pushed bytes itself and UCX traffic is only
+        // its acknowledgements; polling would take a core from its copy.
+        never,
+    };
     // Next message from the daemon, progressing UCX while waiting. timeout 0:
-    // no limit (the daemon's death still ends the wait at once). `moving`:
-    // the daemon is taking our bytes over UCX right now, so a blocking wait
-    // polls for a moment before it sleeps (replies to the daemon go out at
-    // once); otherwise it sleeps at once and leaves the cores to the daemon.
-    // With `pushed`, the daemon reads the bytes itself and UCX traffic is
-    // only its acknowledgements: they do not prolong the polling, which would
-    // take a core from the daemon's copy.
+    // no limit (the daemon's death still ends the wait at once).
     std::error_code receive(proto::message& out, std::chrono::milliseconds timeout,
-                            bool moving = false, bool pushed = false);
+                            polling poll = polling::after_activity);
     bool try_parse(proto::message& out, std::error_code& ec);
     std::error_code fail(std::error_code ec, std::string why);
     // The error for any request once the connection is broken (said once).
