@@ -54,7 +54,6 @@ public:
     // the thread. On failure `why` says what.
     std::error_code start(const ucx::context& ctx, std::string& why);
 
-    unsigned index() const noexcept { return index_; }
     // Where a rank sends its pushes to reach this puller.
     const std::vector<std::byte>& address() const noexcept { return address_; }
 
