@@ -17,11 +17,15 @@
 // run's figures, writes a CSV, and plots bandwidth against size.
 //
 //   mpiexec -n 2 bench [--sizes 4K,1M,64M] [--reps 5] [--writers N] [--store DIR|rados:POOL]
-//                      [--dir DIR] [--csv FILE]
+//                      [--dir DIR] [--csv FILE] [--iofwd-only]
 // --dir: where the POSIX and MPI-IO baselines write (default: the store when it
 // is a directory, else bench-out).
 // --writers N: only the first N ranks call io_write (the others still take
 // part in the baselines); 0 means all.
+// --iofwd-only: iofwd's own figures (io_write, warm, durable) without solo,
+// limit, ucx and the POSIX and MPI-IO baselines: for a remote store, where the
+// figure to compare is the store's own (bench/ceph.sh compares it with `rados
+// bench`), and the local disk's baselines would only add noise.
 #include <fcntl.h>
 #include <mpi.h>
 #include <sys/stat.h>
@@ -54,6 +58,7 @@ struct options {
     std::string store = "bench-out/store";
     std::string dir;  // where the POSIX and MPI-IO baselines write (default: the store, if a directory)
     std::string csv = "bench-out/bench.csv";
+    bool iofwd_only = false;
 };
 
 double median(std::vector<double> v)
@@ -346,11 +351,16 @@ void print_goals(const std::vector<row>& rows, int ranks, int writers)
         durable_ok = durable_ok && x <= 1.1;
         durable += fmt::format(" {} {:.2f}x", size_name(r.size), x);
     }
-    fmt::print("  time until durable <= 1.1x POSIX write+fsync:{}  {}\n", durable, verdict(durable_ok));
+    if (durable.empty())
+        fmt::print("  time until durable <= 1.1x POSIX: not measured (no POSIX baseline)\n");
+    else
+        fmt::print("  time until durable <= 1.1x POSIX write+fsync:{}  {}\n", durable,
+                   verdict(durable_ok));
 
     bool blocked_any = false;
     for (const auto& r : rows)
-        if (r.size == (256u << 20) && ranks >= 2 && writers >= 2 && r.write_s > 0) {
+        if (r.size == (256u << 20) && ranks >= 2 && writers >= 2 && r.write_s > 0 &&
+            r.posix_s > 0 && r.mpiio_s > 0) {
             blocked_any = true;
             const double px = r.posix_s / r.write_s, mi = r.mpiio_s / r.write_s;
             fmt::print("  blocked in io_write >= 5x shorter than both baselines, 256 MiB x {} ranks:"
@@ -358,7 +368,8 @@ void print_goals(const std::vector<row>& rows, int ranks, int writers)
                        writers, px, mi, verdict(px >= 5 && mi >= 5));
         }
     if (!blocked_any)
-        fmt::print("  blocked 5x shorter at 256 MiB: not measured (needs 256M in --sizes and 2 writers)\n");
+        fmt::print("  blocked 5x shorter at 256 MiB: not measured (needs 256M in --sizes, 2 writers"
+                   " and the baselines)\n");
 }
 
 }  // namespace
@@ -383,10 +394,11 @@ int main(int argc, char** argv)
         else if (a == "--writers" && has) o.writers = std::max(0, std::atoi(argv[++i]));
         else if (a == "--dir" && has) o.dir = argv[++i];
         else if (a == "--csv" && has) o.csv = argv[++i];
+        else if (a == "--iofwd-only") o.iofwd_only = true;
         else {
             if (rank == 0)
                 std::fputs("usage: mpiexec -n R bench [--sizes 4K,1M,64M] [--reps N] [--writers N]"
-                           " [--store DIR|rados:POOL] [--dir DIR] [--csv FILE]\n", stderr);
+                           " [--store DIR|rados:POOL] [--dir DIR] [--csv FILE] [--iofwd-only]\n", stderr);
             MPI_Finalize();
             return a == "--help" ? 0 : 2;
         }
@@ -417,7 +429,7 @@ int main(int argc, char** argv)
     // The baselines' UCX pair exists before iofwd's (the daemon is spawned by
     // io_init; nothing here forks).
     ucx_pair pair;
-    if (ranks >= 2)
+    if (ranks >= 2 && !o.iofwd_only)
         pair.setup(rank, rank == 0 ? buf : peer, max_size);
 
     MPI_Comm node;
@@ -447,7 +459,7 @@ int main(int argc, char** argv)
         std::vector<double> w, d, lim, ux, rt, px, mi, wm, so;
         // With several writers, sizes above the small ones also get a solo
         // write per repetition (one more version).
-        const bool solo = writers > 1 && size > small_max;
+        const bool solo = writers > 1 && size > small_max && !o.iofwd_only;
         const double cpu0 = rank == 0 ? iofwd::process_cpu_seconds(daemon) : 0;
         for (int k = 0; k < o.reps; ++k) {
             // iofwd: blocked in io_write, then until durable.
@@ -519,6 +531,9 @@ int main(int argc, char** argv)
                     wait_or_abort(v);
                 so.push_back(slowest(t));
             }
+
+            if (o.iofwd_only)
+                continue;
 
             // limit: rank 1 copies rank 0's buffer with process_vm_readv.
             if (ranks >= 2) {
@@ -641,11 +656,15 @@ int main(int argc, char** argv)
                 r.pull_vs_limit > 0 ? fmt::format("{:.0f}%", r.pull_vs_limit * 100) : "-";
             const std::string solo_bw =
                 r.solo_s > 0 ? fmt::format("{:.2f}GB", gbs(r.size, r.solo_s)) : "-";
-            fmt::print("{:>9} | {:>8.3f}ms {:>9.2f} {:>7} {:>7} {:>7} | {:>8.3f}ms {:>9.2f} | {:>7.2f}GB {:>7.2f}GB "
-                       "{:>9} | {:>7.2f}GB {:>7.2f}GB | {:>8} {:>10}\n",
+            // A baseline not measured (--iofwd-only, one rank) prints as "-".
+            auto base = [&](std::uint64_t bytes, double s) {
+                return s > 0 ? fmt::format("{:.2f}GB", gbs(bytes, s)) : std::string("-");
+            };
+            fmt::print("{:>9} | {:>8.3f}ms {:>9.2f} {:>7} {:>7} {:>7} | {:>8.3f}ms {:>9.2f} | {:>9} {:>9} "
+                       "{:>9} | {:>9} {:>9} | {:>8} {:>10}\n",
                        iofwd::human_bytes(r.size), r.write_s * 1e3, gbs(r.size, r.write_s), solo_bw, of_lim, warm,
-                       r.durable_s * 1e3, gbs(agg_io, r.durable_s), gbs(r.size, r.limit_s),
-                       gbs(r.size, r.ucx_s), rtt, gbs(agg, r.posix_s), gbs(agg, r.mpiio_s),
+                       r.durable_s * 1e3, gbs(agg_io, r.durable_s), base(r.size, r.limit_s),
+                       base(r.size, r.ucx_s), rtt, base(agg, r.posix_s), base(agg, r.mpiio_s),
                        cpu, iofwd::human_bytes(r.daemon_rss));
             csv << fmt::format("{},{},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.4f},{},{},{:.9f},{:.4f},{:.9f},{:.9f}\n",
                                r.size, writers, r.write_s, r.durable_s, r.limit_s, r.ucx_s, r.posix_s,
