@@ -1,14 +1,42 @@
 #!/usr/bin/env bash
-# iofwd flushing to Ceph next to `rados bench` with the same object size and
-# concurrency, in one run, on a throwaway cluster.
-#   bench/ceph.sh [RANKS] [bench options...]
-# Prints rados bench's write bandwidth before and after the benchmark, the
-# benchmark's table, and iofwd's flush throughput (its "durable" column) as a
-# share of the mean of the two rados bench runs.
+# iofwd flushing to Ceph against `rados bench` writing the same bytes in the
+# same shape, interleaved on one throwaway cluster.
+#   bench/ceph.sh [RANKS] [--sizes 64M,256M,1G] [--rounds 5] [--reps 3]
+#
+# The shape is the daemon's: 16 MiB writes (IOFWD_CHUNK_SIZE) into objects of
+# 64 MiB (the rados store's pieces), 4 in flight (IOFWD_FLUSH_THREADS). For
+# each round and size:
+#   1. `rados bench -b 16M -O 64M -t 4 --max-objects N`, three times (the
+#      median): N objects hold what the ranks are about to write (RANKS x size);
+#   2. the benchmark, iofwd only, --reps REPS: RANKS ranks each write the size
+#      and wait until it is durable (median of the reps; the pull from the
+#      ranks, the flush and the commit are all in that time);
+#   3. the same three `rados bench` runs again.
+# iofwd's figure is held against the mean of the two rados bench runs around
+# it: the cluster's own speed drifts by 10-20 % within minutes, and pairing
+# cancels that. The summary gives, per size, the median share over the rounds.
+# A 10 s `rados bench` at the start and the end shows the steady speed.
 set -euo pipefail
+shopt -s inherit_errexit  # a failed rados bench inside $(...) ends the script
 cd "$(dirname "$0")/.."
-ranks=${1:-2}
-shift || true
+ranks=2
+if [[ ${1:-} =~ ^[0-9]+$ ]]; then
+  ranks=$1
+  shift
+fi
+sizes=64M,256M,1G
+rounds=5
+reps=3
+while (($#)); do
+  case $1 in
+    --sizes) sizes=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --reps) reps=$2; shift 2 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench/ceph.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
 bash scripts/setup.sh --ceph
 bash scripts/build.sh
 work=$PWD/bench-out/ceph
@@ -17,30 +45,75 @@ trap 'bash scripts/ceph-stop.sh "$work"' EXIT
 conf=$(bash scripts/ceph-start.sh "$work" iofwd 2>/dev/null)
 # Every repetition writes a version: keep the newest two (the OSD has 20 GiB).
 export IOFWD_CEPH_CONF=$conf IOFWD_RUNTIME_DIR=$PWD/bench-out/rt IOFWD_KEEP=${IOFWD_KEEP:-2}
-# Same shape as the daemon's flushing: 16 MiB writes, 4 in flight.
-export IOFWD_CHUNK_SIZE=16M IOFWD_FLUSH_THREADS=4
-# rados bench before and after iofwd: the cluster's speed drifts during a run
-# (the OSD fills, the host is shared); iofwd is compared with their mean.
-rados_bench() {
-  echo "== rados bench 10 write -b 16M -t 4 ($1)" >&2
-  local out mibs
-  out=$(rados -c "$conf" -p iofwd bench 10 write -b 16777216 -t 4 2>/dev/null)
-  rados -c "$conf" -p iofwd cleanup >/dev/null 2>&1 || true
-  grep -E "Bandwidth \(MB/sec\)|Average Latency" <<<"$out" >&2
-  mibs=$(awk '/Bandwidth \(MB\/sec\)/ {print $3}' <<<"$out")
-  echo "${mibs:-0}"
-}
-before=$(rados_bench before)
-echo "== mpiexec -n $ranks bench --store rados:iofwd $*"
+op=16777216 object=67108864 inflight=4
+export IOFWD_CHUNK_SIZE=$op IOFWD_FLUSH_THREADS=$inflight
 mkdir -p bench-out
-timeout --kill-after=10 1800 mpiexec -n "$ranks" build/bench/bench --store rados:iofwd \
-  --dir bench-out --csv bench-out/bench-ceph.csv "$@"
-after=$(rados_bench after)
-# rados bench's "MB/sec" is MiB/s; the benchmark's durable figure is all
-# writers' bytes over the time until io_wait said durable.
-echo "== iofwd flush throughput against rados bench (MiB/s; mean of before and after)"
-awk -F, -v b="$before" -v a="$after" 'NR > 1 {
-  mibs = $1 * $2 / $4 / 1048576; ref = (b + a) / 2
-  printf "%10.0f MiB/rank  iofwd %7.1f MiB/s  rados bench %7.1f (%s, %s)  %5.1f %%\n",
-         $1 / 1048576, mibs, ref, b, a, (ref > 0 ? 100 * mibs / ref : 0)
-}' bench-out/bench-ceph.csv
+
+bytes_of() {  # 64M -> 67108864
+  numfmt --from=iec "${1^^}"
+}
+
+# rados bench SECONDS [--max-objects N]: prints MiB/s ("MB/sec" there is MiB/s).
+rados_bench() {
+  local seconds=$1 out mibs
+  shift
+  out=$(timeout --kill-after=10 300 rados -c "$conf" -p iofwd bench "$seconds" write \
+    -b $op -O $object -t $inflight "$@" 2>/dev/null) || true
+  rados -c "$conf" -p iofwd cleanup >/dev/null 2>&1 || true
+  mibs=$(awk '/Bandwidth \(MB\/sec\)/ {print $3}' <<<"$out")
+  if [[ -z $mibs ]]; then
+    echo "bench/ceph.sh: rados bench failed; is the cluster up? ($work/log)" >&2
+    exit 1
+  fi
+  echo "$mibs"
+}
+
+# The median of three bursts: one burst is a fraction of a second.
+rados_burst() {
+  local runs=() i
+  for i in 1 2 3; do
+    runs+=("$(rados_bench 60 --max-objects "$1")")
+  done
+  printf '%s\n' "${runs[@]}" | sort -g | sed -n 2p
+}
+
+echo "== rados bench 10 write -b 16M -O 64M -t 4 (steady, before): $(rados_bench 10) MiB/s"
+csv=bench-out/ceph-rounds.csv
+echo "size,round,rados_before_mibs,iofwd_mibs,rados_after_mibs,share" >"$csv"
+IFS=, read -r -a size_list <<<"$sizes"
+for ((round = 1; round <= rounds; round++)); do
+  for s in "${size_list[@]}"; do
+    size=$(bytes_of "$s")
+    per_rank=$(((size + object - 1) / object))
+    objects=$((ranks * per_rank))
+    before=$(rados_burst "$objects")
+    timeout --kill-after=10 900 mpiexec -n "$ranks" build/bench/bench --store rados:iofwd \
+      --dir bench-out --csv bench-out/bench-ceph.csv --sizes "$s" --reps "$reps" --iofwd-only \
+      >bench-out/bench-ceph.out
+    durable=$(awk -F, 'NR == 2 {print $4}' bench-out/bench-ceph.csv)
+    after=$(rados_burst "$objects")
+    awk -v s="$s" -v r="$round" -v n="$ranks" -v size="$size" -v d="$durable" \
+      -v b="$before" -v a="$after" -v csv="$csv" 'BEGIN {
+      io = n * size / d / 1048576; ref = (b + a) / 2; share = 100 * io / ref
+      printf "round %d %6s x %d ranks: rados bench %7.1f MiB/s, iofwd %7.1f MiB/s, rados bench %7.1f MiB/s: %5.1f %%\n",
+             r, s, n, b, io, a, share
+      printf "%d,%d,%.1f,%.1f,%.1f,%.1f\n", size, r, b, io, a, share >> csv
+    }'
+  done
+done
+echo "== rados bench 10 write -b 16M -O 64M -t 4 (steady, after): $(rados_bench 10) MiB/s"
+
+echo "== iofwd's flush throughput as a share of rados bench writing the same bytes (goal: 90 %)"
+for s in "${size_list[@]}"; do
+  size=$(bytes_of "$s")
+  awk -F, -v size="$size" '$1 == size {print $6}' "$csv" | sort -n | awk -v s="$s" -v r="$rounds" '
+    { v[NR] = $1 }
+    END {
+      m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+      met = 0
+      for (i = 1; i <= NR; i++) if (v[i] >= 90) met++
+      printf "%6s per rank: median %5.1f %% (%d rounds, %.1f-%.1f %%, %d of them at 90 %% or more)  %s\n",
+             s, m, NR, v[1], v[NR], met, (m >= 90 ? "met" : "MISSED")
+    }'
+done
+echo "csv: $csv"
