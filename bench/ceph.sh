@@ -87,7 +87,10 @@ for ((round = 1; round <= rounds; round++)); do
     per_rank=$(((size + object - 1) / object))
     objects=$((ranks * per_rank))
     before=$(rados_burst "$objects")
-    timeout --kill-after=10 900 mpiexec -n "$ranks" build/bench/bench --store rados:iofwd \
+    # A job per size: retention (the newest two kept) then removes versions
+    # of this size only, as in an application's steady run, not the last
+    # round's 2 GiB under a 128 MiB flush.
+    IOFWD_JOB=bench-$s timeout --kill-after=10 900 mpiexec -n "$ranks" build/bench/bench --store rados:iofwd \
       --dir bench-out --csv bench-out/bench-ceph.csv --sizes "$s" --reps "$reps" --iofwd-only \
       >bench-out/bench-ceph.out
     durable=$(awk -F, 'NR == 2 {print $4}' bench-out/bench-ceph.csv)
