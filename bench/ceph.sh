@@ -29,10 +29,10 @@ rounds=5
 reps=3
 while (($#)); do
   case $1 in
-    --sizes) sizes=$2; shift 2 ;;
-    --rounds) rounds=$2; shift 2 ;;
-    --reps) reps=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --sizes) sizes=${2:?--sizes wants a list like 64M,256M,1G}; shift 2 ;;
+    --rounds) rounds=${2:?--rounds wants a number}; shift 2 ;;
+    --reps) reps=${2:?--reps wants a number}; shift 2 ;;
+    -h|--help) awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$0"; exit 0 ;;
     *) echo "bench/ceph.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
