@@ -654,15 +654,14 @@ int main(int argc, char** argv)
                 r.daemon_cpu_s >= 0.05 ? fmt::format("{:.3f}", r.daemon_cpu_per_gib) : "-";
             const std::string of_lim =
                 r.pull_vs_limit > 0 ? fmt::format("{:.0f}%", r.pull_vs_limit * 100) : "-";
-            const std::string solo_bw =
-                r.solo_s > 0 ? fmt::format("{:.2f}GB", gbs(r.size, r.solo_s)) : "-";
-            // A baseline not measured (--iofwd-only, one rank) prints as "-".
+            // A figure not measured (solo with one writer; the baselines with
+            // --iofwd-only or one rank) prints as "-".
             auto base = [&](std::uint64_t bytes, double s) {
                 return s > 0 ? fmt::format("{:.2f}GB", gbs(bytes, s)) : std::string("-");
             };
             fmt::print("{:>9} | {:>8.3f}ms {:>9.2f} {:>7} {:>7} {:>7} | {:>8.3f}ms {:>9.2f} | {:>9} {:>9} "
                        "{:>9} | {:>9} {:>9} | {:>8} {:>10}\n",
-                       iofwd::human_bytes(r.size), r.write_s * 1e3, gbs(r.size, r.write_s), solo_bw, of_lim, warm,
+                       iofwd::human_bytes(r.size), r.write_s * 1e3, gbs(r.size, r.write_s), base(r.size, r.solo_s), of_lim, warm,
                        r.durable_s * 1e3, gbs(agg_io, r.durable_s), base(r.size, r.limit_s),
                        base(r.size, r.ucx_s), rtt, base(agg, r.posix_s), base(agg, r.mpiio_s),
                        cpu, iofwd::human_bytes(r.daemon_rss));

@@ -109,7 +109,7 @@ echo "== rados bench 10 write -b 16M -O 64M -t 4 (steady, after): $(rados_bench 
 echo "== iofwd's flush throughput as a share of rados bench writing the same bytes (goal: 90 %)"
 for s in "${size_list[@]}"; do
   size=$(bytes_of "$s")
-  awk -F, -v size="$size" '$1 == size {print $6}' "$csv" | sort -n | awk -v s="$s" -v r="$rounds" '
+  awk -F, -v size="$size" '$1 == size {print $6}' "$csv" | sort -n | awk -v s="$s" '
     { v[NR] = $1 }
     END {
       m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
