@@ -439,7 +439,7 @@ void session::begin_write(std::uint64_t cookie, std::uint64_t length, std::vecto
     };
     h.finished = [self = shared_from_this(), cookie, version, rank, object,
                   mail_end](std::error_code ec, const std::string& why,
-                            const store::manifest_entry& entry) {
+                            const store::manifest_entry& entry, transfer::flush_span span) {
         --self->active_;
         const bool was_pulling = self->pulling_ && self->pulling_->version() == version;
         // The rank waits in io_write for this version (not for a mailbox one).
@@ -467,6 +467,9 @@ void session::begin_write(std::uint64_t cookie, std::uint64_t length, std::vecto
         } else {
             rec.state = proto::version_state_t::durable;
             rec.crc32c = entry.crc32c;
+            rec.durable_ns = span.durable_ns;
+            // An empty version has no write: its flush is its commit.
+            rec.flush_start_ns = span.start_ns ? span.start_ns : span.durable_ns;
             ++self->versions_durable_;
             self->bytes_durable_ += entry.size;
             log_info("flushed {} ({}, crc32c {:08x})", object, human_bytes(entry.size),
@@ -568,7 +571,9 @@ void session::on_query(const proto::query_msg& m)
                                     m.cookie));
         return;
     }
-    send(proto::version_state_msg{m.cookie, m.version, st, it->second.size, it->second.crc32c});
+    const auto& rec = it->second;
+    send(proto::version_state_msg{m.cookie, m.version, st, rec.size, rec.crc32c,
+                                  rec.flush_start_ns, rec.durable_ns});
 }
 
 void session::on_read_req(const proto::read_req_msg& m)
@@ -740,7 +745,7 @@ void session::start_file_write(std::shared_ptr<forwarded_file> f, proto::file_wr
     };
     h.finished = [self = shared_from_this(), f, cookie, id, offset, length, what,
                   mail_end](std::error_code ec, const std::string& why,
-                            const store::manifest_entry&) {
+                            const store::manifest_entry&, transfer::flush_span) {
         --self->active_;
         const bool was_pulling = self->file_write_waiting_ && self->pulling_cookie_ == cookie;
         if (was_pulling) {

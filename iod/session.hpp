@@ -157,6 +157,9 @@ private:
         std::uint32_t crc32c = 0;
         std::error_code error;
         std::string why;
+        // When durable: its flush began and ended (proto::monotonic_ns()).
+        std::uint64_t flush_start_ns = 0;
+        std::uint64_t durable_ns = 0;
     };
     std::map<std::uint64_t, version_record> versions_;
     std::multimap<std::uint64_t, std::uint64_t> waits_;  // version -> cookie

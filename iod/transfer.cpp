@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cstring>
 
 #include "crc32c.hpp"
@@ -9,6 +10,7 @@
 #include "errors.hpp"
 #include "format.hpp"
 #include "log.hpp"
+#include "protocol.hpp"
 
 namespace iofwd::iod {
 
@@ -16,6 +18,13 @@ struct transfer::target {
     std::once_flag once;
     std::error_code create_error;
     std::unique_ptr<store::object_writer> writer;
+    std::atomic<std::uint64_t> first_job_ns{0};  // when the first flush job began
+
+    void job_started() noexcept
+    {
+        std::uint64_t none = 0;
+        first_job_ns.compare_exchange_strong(none, proto::monotonic_ns(), std::memory_order_relaxed);
+    }
 
     // Whichever chunk job runs first creates the object; the others wait for
     // it inside call_once. No job ever waits for one queued behind it.
@@ -241,6 +250,7 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
     d_.flush_staged(
         this, !all_pulled() && !error_,
         [t = target_, open = &open_, size = length_, s, c, crc, committing] {
+            t->job_started();
             if (auto ec = t->ensure(*open, size))
                 return ec;
             if (auto ec = t->writer->write_checksummed({s.data, c.size}, c.offset, s.size, *crc))
@@ -328,7 +338,7 @@ void transfer::check_done()
     if (error_) {
         reported_ = true;
         target_->writer.reset();  // abandons the temporary object
-        h_.finished(error_, why_, {});
+        h_.finished(error_, why_, {}, {});
         return;
     }
     if (flushed_bytes_ != length_)
@@ -349,9 +359,11 @@ void transfer::report_commit(std::error_code ec, std::uint32_t crc)
     reported_ = true;
     target_->writer.reset();
     if (ec)
-        h_.finished(ec, fmt::format("committing {} failed: {}", object_, ec.message()), {});
+        h_.finished(ec, fmt::format("committing {} failed: {}", object_, ec.message()), {}, {});
     else
-        h_.finished({}, {}, store::manifest_entry{rank_, length_, crc});
+        h_.finished({}, {}, store::manifest_entry{rank_, length_, crc},
+                    flush_span{target_->first_job_ns.load(std::memory_order_relaxed),
+                               proto::monotonic_ns()});
 }
 
 }  // namespace iofwd::iod

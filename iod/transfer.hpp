@@ -46,12 +46,20 @@ public:
         puller* via = nullptr;
         std::uint64_t sender = 0;  // the rank's session, as the puller knows it
     };
+    // When the first chunk's flush job began (creating the object, writing)
+    // and when the commit was back on the loop, on proto::monotonic_ns()'s
+    // clock: the span a flush throughput is measured over.
+    struct flush_span {
+        std::uint64_t start_ns = 0;
+        std::uint64_t durable_ns = 0;
+    };
     struct handlers {
         // Every byte is in staging memory: the rank may reuse its buffer.
         std::function<void()> pulled;
-        // The end: committed (ec empty, entry filled) or abandoned (ec, why).
+        // The end: committed (ec empty, entry and span filled) or abandoned
+        // (ec, why).
         std::function<void(std::error_code ec, const std::string& why,
-                           const store::manifest_entry& entry)>
+                           const store::manifest_entry& entry, flush_span span)>
             finished;
     };
 

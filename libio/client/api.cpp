@@ -100,6 +100,22 @@ int io_test(uint64_t version, int* state)
     });
 }
 
+int io_flush_span(uint64_t version, double* start, double* durable)
+{
+    std::lock_guard lock(api_mutex);
+    return guarded("io_flush_span", [&] {
+        if (!start || !durable)
+            return std::error_code(iofwd::errc::invalid_argument);
+        std::uint64_t s = 0, d = 0;
+        auto ec = the_client().flush_span(version, s, d);
+        if (!ec) {
+            *start = static_cast<double>(s) * 1e-9;
+            *durable = static_cast<double>(d) * 1e-9;
+        }
+        return ec;
+    });
+}
+
 int io_read(uint64_t version, void* buffer, uint64_t len, uint64_t* size)
 {
     std::lock_guard lock(api_mutex);

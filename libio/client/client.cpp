@@ -596,6 +596,26 @@ std::error_code client::wait(std::uint64_t version, proto::version_state_msg& ou
     return {};
 }
 
+std::error_code client::flush_span(std::uint64_t version, std::uint64_t& start_ns,
+                                   std::uint64_t& durable_ns)
+{
+    proto::version_state_msg st;
+    if (auto ec = query(version, false, st))
+        return ec;
+    using state = proto::version_state_t;
+    if (st.state == state::unknown)
+        return fail(errc::not_found, fmt::format("version {} was not written by rank {} in this run",
+                                                 version, rank_));
+    if (st.state != state::durable)
+        return fail(errc::invalid_argument,
+                    fmt::format("version {} of rank {} is not durable ({}): it has no flush span; "
+                                "io_wait for it first",
+                                version, rank_, st.state == state::failed ? "it failed" : "not yet"));
+    start_ns = st.flush_start_ns;
+    durable_ns = st.durable_ns;
+    return {};
+}
+
 std::error_code client::test(std::uint64_t version, proto::version_state_t& out)
 {
     proto::version_state_msg st;

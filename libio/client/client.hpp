@@ -41,6 +41,9 @@ public:
     std::error_code finalize();
     std::error_code wait(std::uint64_t version, proto::version_state_msg& out);
     std::error_code test(std::uint64_t version, proto::version_state_t& out);
+    // The daemon's first write of a durable version and its commit (monotonic ns).
+    std::error_code flush_span(std::uint64_t version, std::uint64_t& start_ns,
+                               std::uint64_t& durable_ns);
     std::error_code read(std::uint64_t version, std::span<std::byte> out, std::uint64_t& size);
     std::error_code latest(bool verify, std::uint64_t& version);
 

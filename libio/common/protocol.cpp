@@ -1,6 +1,7 @@
 #include "protocol.hpp"
 
 #include <cstring>
+#include <ctime>
 
 #include <fmt/format.h>
 
@@ -161,6 +162,8 @@ void encode_body(writer& w, const version_state_msg& m)
     w.u32(static_cast<std::uint32_t>(m.state));
     w.u64(m.size);
     w.u32(m.crc32c);
+    w.u64(m.flush_start_ns);
+    w.u64(m.durable_ns);
 }
 
 void encode_body(writer& w, const read_req_msg& m)
@@ -307,8 +310,13 @@ version_state_msg decode_version_state(reader& r)
     const auto state = r.u32("state");
     m.size = r.u64("size");
     m.crc32c = r.u32("crc32c");
+    m.flush_start_ns = r.u64("flush start");
+    m.durable_ns = r.u64("durable time");
     if (r.ok() && state > static_cast<std::uint32_t>(version_state_t::failed))
         r.fail(fmt::format("unknown version state {}", state));
+    else if (r.ok() && m.durable_ns < m.flush_start_ns)
+        r.fail(fmt::format("durable at {} ns, before its flush started at {} ns", m.durable_ns,
+                           m.flush_start_ns));
     m.state = static_cast<version_state_t>(state);
     return m;
 }
@@ -458,6 +466,14 @@ msg_type type_of(const message& m) noexcept
     return static_cast<msg_type>(m.index() + 1);
 }
 
+std::uint64_t monotonic_ns() noexcept
+{
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
+           static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
 std::uint64_t max_payload(msg_type t) noexcept
 {
     switch (t) {
@@ -469,7 +485,7 @@ std::uint64_t max_payload(msg_type t) noexcept
     case msg_type::finished: return 16;
     case msg_type::error: return 20 + max_text;
     case msg_type::query: return 20;
-    case msg_type::version_state: return 32;
+    case msg_type::version_state: return 48;
     case msg_type::read_req: return 16;
     case msg_type::read_data: return 20 + max_eager;
     case msg_type::file_open: return 20 + max_path;

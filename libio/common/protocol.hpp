@@ -16,7 +16,8 @@
 //   C<-S WRITE_DONE  the bytes are in daemon memory; the buffer may be reused
 //   C->S QUERY       the state of one of the rank's versions; with `wait`, answered
 //                    only once it is durable (or failed)
-//   C<-S VERSION_STATE the answer: pulling, flushing, durable or failed, size, crc32c
+//   C<-S VERSION_STATE the answer: pulling, flushing, durable or failed, size, crc32c;
+//                    when durable, also when its flush began and ended (monotonic_ns)
 //   C->S READ_REQ    a version's bytes from daemon memory, if it still holds all of them
 //   C<-S READ_DATA   a piece of them (<= max_eager bytes at an offset), then a
 //                    VERSION_STATE ends the answer: state flushing = served whole
@@ -50,7 +51,7 @@
 namespace iofwd::proto {
 
 inline constexpr std::uint32_t magic = 0x57464f49;  // "IOFW" in memory order
-inline constexpr std::uint16_t version = 3;
+inline constexpr std::uint16_t version = 4;
 inline constexpr std::size_t header_size = 16;
 
 enum class msg_type : std::uint16_t {
@@ -200,6 +201,11 @@ struct version_state_msg {
     version_state_t state = version_state_t::unknown;
     std::uint64_t size = 0;
     std::uint32_t crc32c = 0;  // valid when durable
+    // When durable: the daemon's first write of the version to the store and
+    // its commit, on monotonic_ns()'s clock (0 for data that never went
+    // through a flush, e.g. a version found in the store).
+    std::uint64_t flush_start_ns = 0;
+    std::uint64_t durable_ns = 0;
     bool operator==(const version_state_msg&) const = default;
 };
 
@@ -264,6 +270,10 @@ using message = std::variant<connect_msg, accept_msg, write_req_msg, write_done_
                              file_drain_msg, file_done_msg>;
 
 msg_type type_of(const message& m) noexcept;
+
+// The clock of the times in messages: CLOCK_MONOTONIC in nanoseconds, one
+// clock for every process of a node (not comparable between nodes).
+std::uint64_t monotonic_ns() noexcept;
 
 // Largest payload a message of this type may carry.
 std::uint64_t max_payload(msg_type t) noexcept;

@@ -65,6 +65,16 @@ enum io_state {
 };
 IO_API int io_test(uint64_t version, int *state);
 
+/* When the daemon began writing `version` of this process's data to the store
+ * and when that version was durable there, in seconds of this node's
+ * CLOCK_MONOTONIC clock (clock_gettime: comparable between the processes of
+ * one node, not between nodes). The version's flush throughput is its bytes
+ * over *durable - *start; a checkpoint's, on a node, all its ranks' bytes over
+ * the earliest start to the latest durable time. EINVAL for a version that is
+ * not durable (yet: call io_wait first), ENOENT for one this process did not
+ * write in this run. */
+IO_API int io_flush_span(uint64_t version, double *start, double *durable);
+
 /* Reads this process's data of `version` back into `buffer` (at most `len`
  * bytes; EFBIG if the version is larger) and checks its crc32c: EBADMSG, with
  * the object and version named in io_last_error(), when the bytes are

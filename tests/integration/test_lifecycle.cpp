@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <time.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -18,6 +19,13 @@
 using namespace test;
 
 namespace {
+
+double monotonic_now()
+{
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 void require_exit(process& p, int code)
 {
@@ -180,16 +188,26 @@ TEST_CASE("io_wait and io_test follow a version to durable", "[lifecycle][wait]"
     auto d = c.daemon();
     REQUIRE(io_init(buf.data(), buf.size(), 0, 1, nullptr, 1) == 0);
     std::uint64_t v = 0;
+    const double before = monotonic_now();
     REQUIRE(io_write_version(buf.size(), &v) == 0);
     int state = -1;
     REQUIRE(io_test(v, &state) == 0);
     CHECK((state == IO_STATE_FLUSHING || state == IO_STATE_DURABLE));
     CHECK(io_wait(v) == 0);
+    const double after = monotonic_now();
     REQUIRE(io_test(v, &state) == 0);
     CHECK(state == IO_STATE_DURABLE);
     REQUIRE(io_test(v + 7, &state) == 0);
     CHECK(state == IO_STATE_UNKNOWN);
     CHECK(io_wait(v + 7) == ENOENT);
+    // The flush lies inside the write-to-wait window, on the caller's clock.
+    double start = 0, durable = 0;
+    REQUIRE(io_flush_span(v, &start, &durable) == 0);
+    CHECK(before <= start);
+    CHECK(start <= durable);
+    CHECK(durable <= after);
+    CHECK(io_flush_span(v + 7, &start, &durable) == ENOENT);
+    CHECK(io_flush_span(v, nullptr, &durable) == EINVAL);
     std::vector<std::byte> back(buf.size());
     std::uint64_t size = 0;
     CHECK(io_read(v, back.data(), back.size(), &size) == 0);
@@ -234,7 +252,12 @@ TEST_CASE("io_read of a version still in daemon memory is served from there", "[
         buf[i] = static_cast<std::byte>((i * 7 + 3) & 0xff);
     REQUIRE(io_init(buf.data(), buf.size(), 0, 1, nullptr, 1) == 0);
     std::uint64_t v = 0;
+    const double before = monotonic_now();
     REQUIRE(io_write_version(buf.size(), &v) == 0);
+    double start = 0, durable = 0;
+    CHECK(io_flush_span(v, &start, &durable) == EINVAL);  // not durable yet
+    CHECK(std::string(io_last_error()).find("version 1 of rank 0 is not durable (not yet)") !=
+          std::string::npos);
     std::vector<std::byte> back(buf.size() + 100);
     std::uint64_t size = 0;
     REQUIRE(io_read(v, back.data(), back.size(), &size) == 0);
@@ -247,6 +270,13 @@ TEST_CASE("io_read of a version still in daemon memory is served from there", "[
     CHECK(io_read(v, back.data(), 10, &size) == EFBIG);
     // Once durable, the same read comes from the store.
     CHECK(io_wait(v) == 0);
+    const double after = monotonic_now();
+    // Its flush span holds the slow writes (each a second late), inside
+    // the write-to-wait window.
+    REQUIRE(io_flush_span(v, &start, &durable) == 0);
+    CHECK(before <= start);
+    CHECK(durable - start >= 1.0);
+    CHECK(durable <= after);
     std::fill(back.begin(), back.end(), std::byte{0});
     REQUIRE(io_read(v, back.data(), back.size(), &size) == 0);
     CHECK(std::memcmp(back.data(), buf.data(), buf.size()) == 0);

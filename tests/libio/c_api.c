@@ -18,6 +18,8 @@ int main(void)
     if (strcmp(io_strerror(0), "success") != 0) { puts("io_strerror(0)"); ++failures; }
     uint64_t v = 0;
     if (io_next_version(&v) != ENOTCONN) { puts("io_next_version before init"); ++failures; }
+    double start = 0, durable = 0;
+    if (io_flush_span(1, &start, &durable) != ENOTCONN) { puts("io_flush_span before init"); ++failures; }
     printf("%s\n", failures ? "FAILED" : "c api ok");
     return failures;
 }

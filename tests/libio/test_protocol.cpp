@@ -70,7 +70,7 @@ TEST_CASE("every message survives encode and decode unchanged", "[protocol]")
     query_msg q{8, 12, 1};
     CHECK(std::get<query_msg>(round_trip(q)) == q);
 
-    version_state_msg vs{8, 12, version_state_t::durable, 5ull << 30, 0xcafef00d};
+    version_state_msg vs{8, 12, version_state_t::durable, 5ull << 30, 0xcafef00d, 1000, 2500};
     CHECK(std::get<version_state_msg>(round_trip(vs)) == vs);
 
     read_req_msg rr{9, 4};
@@ -277,6 +277,16 @@ TEST_CASE("QUERY with a bad wait flag and an unknown state are rejected", "[prot
     vs[header_size + 16] = std::byte{9};
     CHECK(decode_all(vs, why) == errc::protocol_error);
     CHECK(why.find("unknown version state 9") != std::string::npos);
+}
+
+TEST_CASE("VERSION_STATE that is durable before its flush started is rejected", "[protocol]")
+{
+    std::string why;
+    CHECK_FALSE(decode_all(encode(version_state_msg{1, 2, version_state_t::durable, 3, 4, 50, 50}),
+                           why));
+    CHECK(decode_all(encode(version_state_msg{1, 2, version_state_t::durable, 3, 4, 51, 50}),
+                     why) == errc::protocol_error);
+    CHECK(why.find("durable at 50 ns, before its flush started at 51 ns") != std::string::npos);
 }
 
 TEST_CASE("inline data must match the write's length and the eager limit", "[protocol]")
