@@ -12,6 +12,8 @@
 //           with nothing beside it, the figure to hold against the limit
 //   posix   every rank: write + fsync of its buffer into its own file
 //   mpiio   MPI_File_write_at_all + MPI_File_sync into one shared file
+// and, beside iofwd's time until durable, its flush alone: from the daemon's
+// first write to the store to the last rank durable (io_flush_span).
 // Medians over --reps repetitions; the per-repetition figure is the slowest
 // rank's. Prints a table, then each of the goals set for iofwd against this
 // run's figures, writes a CSV, and plots bandwidth against size.
@@ -91,13 +93,33 @@ void barrier()
     wait_politely(r);
 }
 
-double slowest(double mine)
+double reduce(double mine, MPI_Op op, MPI_Comm comm)
 {
     double out = 0;
     MPI_Request r;
-    MPI_Iallreduce(&mine, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &r);
+    MPI_Iallreduce(&mine, &out, 1, MPI_DOUBLE, op, comm, &r);
     wait_politely(r);
     return out;
+}
+
+double slowest(double mine)
+{
+    return reduce(mine, MPI_MAX, MPI_COMM_WORLD);
+}
+
+// The flush of a version: on each node, from the daemon's first write of any
+// of the node's ranks to the last one durable (io_flush_span, one clock per
+// node); the slowest node's. Non-writers pass no span.
+double flush_span(bool writer, std::uint64_t version, MPI_Comm node)
+{
+    double start = 1e300, durable = -1e300;
+    if (writer && io_flush_span(version, &start, &durable)) {
+        std::fprintf(stderr, "bench: io_flush_span: %s\n", io_last_error());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    start = reduce(start, MPI_MIN, node);
+    durable = reduce(durable, MPI_MAX, node);
+    return slowest(durable > start ? durable - start : 0);
 }
 
 // Sizes up to `small_max` are timed as the mean of `small_iters` back-to-back
@@ -298,6 +320,9 @@ std::vector<std::uint64_t> parse_sizes(const std::string& list)
 struct row {
     std::uint64_t size = 0;
     double write_s = 0, durable_s = 0, limit_s = 0, ucx_s = 0, posix_s = 0, mpiio_s = 0;
+    // The daemon's flush: from its first write to the store to the last rank
+    // durable (the span `rados bench` times: its data is in memory already).
+    double flush_s = 0;
     double rtt_s = 0;  // 0: not measured (above 64 KiB)
     double warm_s = 0;  // io_write back to back; 0: not measured (above 64 KiB)
     double solo_s = 0;  // rank 0's io_write alone; 0: not measured
@@ -456,7 +481,7 @@ int main(int argc, char** argv)
     for (const auto size : o.sizes) {
         row r;
         r.size = size;
-        std::vector<double> w, d, lim, ux, rt, px, mi, wm, so;
+        std::vector<double> w, d, fl, lim, ux, rt, px, mi, wm, so;
         // With several writers, sizes above the small ones also get a solo
         // write per repetition (one more version).
         const bool solo = writers > 1 && size > small_max && !o.iofwd_only;
@@ -466,15 +491,16 @@ int main(int argc, char** argv)
             barrier();
             const double t0 = MPI_Wtime();
             double t1 = t0, t2 = t0;
+            std::uint64_t version = 0;
             if (writer) {
-                std::uint64_t v = 0;
-                write_or_abort(size, v);
+                write_or_abort(size, version);
                 t1 = MPI_Wtime();
-                wait_or_abort(v);
+                wait_or_abort(version);
                 t2 = MPI_Wtime();
             }
             w.push_back(slowest(t1 - t0));
             d.push_back(slowest(t2 - t0));
+            fl.push_back(flush_span(writer, version, node));
 
             // warm: small writes back to back, each a version, as ucx rtt is
             // timed; then wait until all of them are durable, and with every
@@ -614,6 +640,7 @@ int main(int argc, char** argv)
         r.pull_vs_limit = median(paired);
         r.write_s = median(w);
         r.durable_s = median(d);
+        r.flush_s = median(fl);
         r.limit_s = median(lim);
         r.ucx_s = median(ux);
         r.rtt_s = median(rt);
@@ -636,13 +663,13 @@ int main(int argc, char** argv)
         auto gbs = [](std::uint64_t bytes, double s) { return s > 0 ? bytes / s / 1e9 : 0.0; };
         fmt::print("iofwd benchmark: {} ranks ({} writing through iofwd), {} repetitions (medians; "
                    "slowest rank each), transport {}\n", ranks, writers, o.reps, io_provider_name());
-        fmt::print("{:>9} | {:>10} {:>9} {:>7} {:>7} {:>7} | {:>10} {:>9} | {:>9} {:>9} {:>9} | {:>9} {:>9} | {:>8} {:>9}\n",
-                   "size", "io_write", "GB/s/rk", "solo", "of lim", "warm", "durable", "GB/s agg", "limit",
+        fmt::print("{:>9} | {:>10} {:>9} {:>7} {:>7} {:>7} | {:>10} {:>9} {:>10} {:>9} | {:>9} {:>9} {:>9} | {:>9} {:>9} | {:>8} {:>9}\n",
+                   "size", "io_write", "GB/s/rk", "solo", "of lim", "warm", "durable", "GB/s agg", "flush", "GB/s agg", "limit",
                    "ucx get", "ucx rtt", "posix", "mpiio", "cpu s/GiB", "daemon rss");
         std::ofstream csv(o.csv);
         csv << "size,writers,io_write_s,durable_s,limit_s,ucx_get_s,posix_s,mpiio_s,"
                "daemon_cpu_s_per_gib,daemon_peak_rss,ranks,ucx_rtt_s,io_write_of_limit,"
-               "io_write_warm_s,io_write_solo_s\n";
+               "io_write_warm_s,io_write_solo_s,flush_s\n";
         for (const auto& r : rows) {
             const std::uint64_t agg = r.size * static_cast<std::uint64_t>(ranks);
             const std::uint64_t agg_io = r.size * static_cast<std::uint64_t>(writers);
@@ -659,23 +686,26 @@ int main(int argc, char** argv)
             auto base = [&](std::uint64_t bytes, double s) {
                 return s > 0 ? fmt::format("{:.2f}GB", gbs(bytes, s)) : std::string("-");
             };
-            fmt::print("{:>9} | {:>8.3f}ms {:>9.2f} {:>7} {:>7} {:>7} | {:>8.3f}ms {:>9.2f} | {:>9} {:>9} "
+            fmt::print("{:>9} | {:>8.3f}ms {:>9.2f} {:>7} {:>7} {:>7} | {:>8.3f}ms {:>9.2f} {:>8.3f}ms {:>9.2f} | {:>9} {:>9} "
                        "{:>9} | {:>9} {:>9} | {:>8} {:>10}\n",
                        iofwd::human_bytes(r.size), r.write_s * 1e3, gbs(r.size, r.write_s), base(r.size, r.solo_s), of_lim, warm,
-                       r.durable_s * 1e3, gbs(agg_io, r.durable_s), base(r.size, r.limit_s),
+                       r.durable_s * 1e3, gbs(agg_io, r.durable_s), r.flush_s * 1e3, gbs(agg_io, r.flush_s),
+                       base(r.size, r.limit_s),
                        base(r.size, r.ucx_s), rtt, base(agg, r.posix_s), base(agg, r.mpiio_s),
                        cpu, iofwd::human_bytes(r.daemon_rss));
-            csv << fmt::format("{},{},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.4f},{},{},{:.9f},{:.4f},{:.9f},{:.9f}\n",
+            csv << fmt::format("{},{},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.9f},{:.4f},{},{},{:.9f},{:.4f},{:.9f},{:.9f},{:.9f}\n",
                                r.size, writers, r.write_s, r.durable_s, r.limit_s, r.ucx_s, r.posix_s,
                                r.mpiio_s, r.daemon_cpu_per_gib, r.daemon_rss, ranks, r.rtt_s,
-                               r.pull_vs_limit, r.warm_s, r.solo_s);
+                               r.pull_vs_limit, r.warm_s, r.solo_s, r.flush_s);
         }
         fmt::print("(io_write GB/s/rk: one rank's bytes over its blocked time; solo: rank 0's io_write"
                    " while the other ranks wait (with several writers);\n of lim: one rank's io_write bandwidth"
                    " (solo where measured) over the limit's in the same repetition (median of the ratios);\n"
                    " warm: one io_write of"
                    " the size, the mean of 40 back to back (as ucx rtt is timed), up to 64 KiB;\n durable: the writers'"
-                   " bytes, posix and mpiio: all ranks' bytes, over the time until durable;\n limit:"
+                   " bytes, posix and mpiio: all ranks' bytes, over the time until durable;\n flush: the daemon's"
+                   " first write to the store to the last rank durable (io_flush_span; the slowest node), and the\n"
+                   " writers' bytes over it; limit:"
                    " process_vm_readv of one rank's buffer; ucx get: a plain UCX get of it;\n ucx rtt: a plain"
                    " UCX message of the size and an answer, both ranks polling, up to 64 KiB)\n");
         print_goals(rows, ranks, writers);
