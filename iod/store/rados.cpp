@@ -300,7 +300,16 @@ private:
                 const std::uint32_t piece = ~bl.crc32c(~0u);
                 *crc = i == 0 ? piece : crc32c_combine(*crc, piece, r.len);
             }
-            const int rc = ctx.aio_write(r.object, done[i], bl, r.len, r.off);
+            // The allocation hint rados bench sends too: with the write size
+            // known, BlueStore checksums in larger blocks (measured: half the
+            // OSD's crc time; on a node the OSD shares, +2-4 % at 1 GiB).
+            librados::ObjectWriteOperation op;
+            op.set_alloc_hint2(piece_size, data.size(),
+                               librados::ALLOC_HINT_FLAG_SEQUENTIAL_WRITE |
+                                   librados::ALLOC_HINT_FLAG_SEQUENTIAL_READ |
+                                   librados::ALLOC_HINT_FLAG_IMMUTABLE);
+            op.write(r.off, bl);
+            const int rc = ctx.aio_operate(r.object, done[i], &op);
             if (rc < 0 && !first_error)
                 first_error = rc;
         }
