@@ -255,11 +255,9 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
     }
     passed_fds_.clear();
     if (push && !accept_.worker_address.empty()) {
-        ucp_ep_params_t params{};
-        params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
-        params.address = reinterpret_cast<const ucp_address_t*>(accept_.worker_address.data());
-        params.err_mode = UCP_ERR_HANDLING_MODE_NONE;  // see session.cpp: PEER rules out cma
-        if (ucs_status_t st = ucp_ep_create(worker_.get(), &params, &daemon_ep_); st != UCS_OK) {
+        if (ucs_status_t st =
+                ucx::connect(worker_.get(), accept_.worker_address, nullptr, nullptr, daemon_ep_);
+            st != UCS_OK) {
             daemon_ep_ = nullptr;
             return undo(make_ucx_error(st), fmt::format("cannot reach the daemon over UCX: {}",
                                                         ucs_status_string(st)));

@@ -101,10 +101,11 @@ private:
     ucp_rkey_h h_ = nullptr;
 };
 
-// An endpoint of `w` to the worker at `address`, as the daemon opens them to
-// its ranks. Error mode NONE: in UCX 1.13 PEER rules out the shared-memory
-// transports (posix, sysv, cma) and leaves tcp, ~10x slower here; a dead rank
-// is seen by its control socket closing instead. `on_error` may be null.
+// An endpoint of `w` to the worker at `address`, as the daemon and the ranks
+// open them to each other. Error mode NONE: in UCX 1.13 PEER rules out the
+// shared-memory transports (posix, sysv, cma) and leaves tcp, ~10x slower
+// here; a dead peer is seen by its control socket closing instead.
+// `on_error` may be null.
 ucs_status_t connect(ucp_worker_h w, std::span<const std::byte> address,
                      ucp_err_handler_cb_t on_error, void* arg, ucp_ep_h& out);
 // Closes `ep` at once: operations still on it are cancelled and complete
