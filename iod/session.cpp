@@ -467,9 +467,8 @@ void session::begin_write(std::uint64_t cookie, std::uint64_t length, std::vecto
         } else {
             rec.state = proto::version_state_t::durable;
             rec.crc32c = entry.crc32c;
+            rec.flush_start_ns = span.start_ns;
             rec.durable_ns = span.durable_ns;
-            // An empty version has no write: its flush is its commit.
-            rec.flush_start_ns = span.start_ns ? span.start_ns : span.durable_ns;
             ++self->versions_durable_;
             self->bytes_durable_ += entry.size;
             log_info("flushed {} ({}, crc32c {:08x})", object, human_bytes(entry.size),

@@ -360,10 +360,13 @@ void transfer::report_commit(std::error_code ec, std::uint32_t crc)
     target_->writer.reset();
     if (ec)
         h_.finished(ec, fmt::format("committing {} failed: {}", object_, ec.message()), {}, {});
-    else
+    else {
+        const std::uint64_t now = proto::monotonic_ns();
+        const std::uint64_t first = target_->first_job_ns.load(std::memory_order_relaxed);
+        // An empty write has no flush job: its flush is its commit.
         h_.finished({}, {}, store::manifest_entry{rank_, length_, crc},
-                    flush_span{target_->first_job_ns.load(std::memory_order_relaxed),
-                               proto::monotonic_ns()});
+                    flush_span{first ? first : now, now});
+    }
 }
 
 }  // namespace iofwd::iod

@@ -48,7 +48,8 @@ public:
     };
     // When the first chunk's flush job began (creating the object, writing)
     // and when the commit was back on the loop, on proto::monotonic_ns()'s
-    // clock: the span a flush throughput is measured over.
+    // clock: the span a flush throughput is measured over. An empty write
+    // has no job: its span starts at the commit too.
     struct flush_span {
         std::uint64_t start_ns = 0;
         std::uint64_t durable_ns = 0;
