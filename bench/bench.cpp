@@ -24,7 +24,7 @@
 // is a directory, else bench-out).
 // --writers N: only the first N ranks call io_write (the others still take
 // part in the baselines); 0 means all.
-// --iofwd-only: iofwd's own figures (io_write, warm, durable) without solo,
+// --iofwd-only: iofwd's own figures (io_write, warm, durable, flush) without solo,
 // limit, ucx and the POSIX and MPI-IO baselines: for a remote store, where the
 // figure to compare is the store's own (bench/ceph.sh compares it with `rados
 // bench`), and the local disk's baselines would only add noise.
