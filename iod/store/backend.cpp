@@ -20,6 +20,16 @@ std::error_code backend::put(const std::string& name, std::span<const std::byte>
     return w->commit();
 }
 
+std::error_code backend::put_new(const std::string& name, std::span<const std::byte> data)
+{
+    std::unique_ptr<object_writer> w;
+    if (auto ec = create(name, data.size(), w))
+        return ec;
+    if (auto ec = w->write_at(data, 0))
+        return ec;
+    return w->commit_exclusive();
+}
+
 std::error_code open(const std::string& location, std::unique_ptr<backend>& out, std::string& why)
 {
     std::string path = location;

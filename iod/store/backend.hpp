@@ -46,6 +46,13 @@ public:
         return write_staged(data, offset, capacity);
     }
     virtual std::error_code commit() = 0;
+    // Like commit(), but only if the name is free: errc::exists (and nothing
+    // committed) when another object took it first. Backends with names
+    // override it.
+    virtual std::error_code commit_exclusive()
+    {
+        return std::make_error_code(std::errc::operation_not_supported);
+    }
 };
 
 // Proof that this process is the only writer of a job's objects for one node;
@@ -71,6 +78,8 @@ public:
 
     // A small object in one step (create, write, commit).
     virtual std::error_code put(const std::string& name, std::span<const std::byte> data);
+    // The same with commit_exclusive(): errc::exists when the name is taken.
+    std::error_code put_new(const std::string& name, std::span<const std::byte> data);
 
     virtual std::error_code read(const std::string& name, std::uint64_t offset,
                                  std::span<std::byte> out) = 0;

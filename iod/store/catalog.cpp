@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "crc32c.hpp"
 #include "errors.hpp"
@@ -269,6 +270,100 @@ std::error_code prune(backend& st, const std::string& job, unsigned keep,
             return ec;
         removed.push_back(*v);
     }
+    return {};
+}
+
+namespace {
+
+// The nodes whose manifest `version` holds, sorted.
+std::vector<std::string> manifest_nodes(backend& st, const std::string& job, std::uint64_t version)
+{
+    std::vector<std::string> names, nodes;
+    if (st.list(version_dir(job, version) + "/", names))
+        return nodes;
+    const std::string suffix = manifest_suffix;
+    for (const auto& n : names)
+        if (n.size() > suffix.size() && n.ends_with(suffix))
+            nodes.push_back(n.substr(0, n.size() - suffix.size()));
+    return nodes;
+}
+
+}  // namespace
+
+std::error_code join_run(backend& st, const std::string& job, const std::string& run,
+                         std::uint32_t nodes, const std::string& node, std::uint64_t next,
+                         run_record& out, std::string& why)
+{
+    const std::string name = run_object(job, run);
+    run_record rec{job, run, next, nodes};
+    const std::string text = format_run(rec);
+    bool created = false;
+    if (auto ec = st.put_new(name, std::as_bytes(std::span(text))); !ec) {
+        created = true;
+    } else if (ec != errc::exists) {
+        why = fmt::format("cannot create the record of run {} ({}): {}", run, name, ec.message());
+        return ec;
+    } else {
+        std::string found;
+        if (auto rec_ec = read_all(st, name, found)) {
+            why = fmt::format("cannot read the record of run {} ({}): {}", run, name,
+                              rec_ec.message());
+            return rec_ec;
+        }
+        std::string bad;
+        if (auto p = parse_run(found, rec, bad)) {
+            why = fmt::format("{}: {}", name, bad);
+            return p;
+        }
+    }
+    if (rec.job != job || rec.run != run) {
+        why = fmt::format("{} is the record of job {} run {}, not of job {} run {}", name, rec.job,
+                          rec.run, job, run);
+        return make_error_code(errc::corrupt);
+    }
+    if (rec.nodes != nodes) {
+        why = fmt::format("run {} of job {} was started with {} nodes, this node says {} "
+                          "(IOFWD_NODES, or the communicator given to io_init_comm)",
+                          run, job, rec.nodes, nodes);
+        return make_error_code(errc::rank_mismatch);
+    }
+    if (!created) {
+        // A run name used by an earlier run: this node's objects are there already.
+        std::vector<std::string> names;
+        if (!st.list(version_dir(job, rec.first_version) + "/", names))
+            for (const auto& n : names)
+                if (n.starts_with(node + ".")) {
+                    why = fmt::format("run {} of job {} was already written by node {} ({}/{}); "
+                                      "each run needs a name of its own (IOFWD_RUN)",
+                                      run, job, node, version_dir(job, rec.first_version), n);
+                    return make_error_code(errc::exists);
+                }
+    }
+    out = std::move(rec);
+    return {};
+}
+
+std::error_code committed(backend& st, const std::string& job, std::uint64_t version, bool& yes,
+                          std::string& why)
+{
+    std::uint64_t size = 0;
+    if (!st.size(complete_object(job, version), size)) {
+        yes = true;
+        return {};
+    }
+    std::vector<std::uint64_t> complete;
+    if (auto ec = complete_versions(st, job, complete); ec && ec != errc::not_found)
+        return ec;
+    if (!complete.empty() && complete.back() > version) {
+        yes = true;
+        return {};
+    }
+    yes = false;
+    const auto nodes = manifest_nodes(st, job, version);
+    why = nodes.empty() ? fmt::format("version {} has no node's manifest", version)
+                        : fmt::format("version {} has the manifests of {} node{} ({})", version,
+                                      nodes.size(), nodes.size() == 1 ? "" : "s",
+                                      fmt::join(nodes, ", "));
     return {};
 }
 

@@ -58,4 +58,19 @@ std::error_code prune(backend& st, const std::string& job, unsigned keep,
                       std::vector<std::uint64_t>& removed,
                       const std::function<bool()>& pause = {});
 
+// The record of a named run (layout.hpp): read, or created by the first
+// daemon of the run to look, with first-version `next` (the version after
+// every one in the store). Refuses a record that names another job or run or
+// another number of nodes, and a run under which `node` has written already
+// (one run name given to two runs).
+std::error_code join_run(backend& st, const std::string& job, const std::string& run,
+                         std::uint32_t nodes, const std::string& node, std::uint64_t next,
+                         run_record& out, std::string& why);
+
+// Whether `version` of `job` is complete job-wide, or was (a newer version is
+// complete: retention may have removed it since). When it is not, `why` says
+// which nodes' manifests the version has.
+std::error_code committed(backend& st, const std::string& job, std::uint64_t version,
+                          bool& yes, std::string& why);
+
 }  // namespace iofwd::store

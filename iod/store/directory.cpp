@@ -126,14 +126,25 @@ public:
     // A new name is taken with RENAME_NOREPLACE, so that if the fsync fails
     // the name is ours to take back. An existing name (two daemons writing
     // the same COMPLETE record) is replaced only by bytes already durable.
-    std::error_code commit() override
+    std::error_code commit() override { return commit(false); }
+    std::error_code commit_exclusive() override { return commit(true); }
+
+private:
+    std::error_code commit(bool exclusive)
     {
         direct_.reset();
         struct stat st {};
         if (::fstat(fd_.get(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) > size_ &&
             ::ftruncate(fd_.get(), static_cast<off_t>(size_)) != 0)
             return last_system_error();
-        if (sys::rename(temp_.c_str(), final_.c_str(), false) == 0) {
+        int rc = sys::rename(temp_.c_str(), final_.c_str(), false);
+        if (rc != 0 && errno == EINVAL && exclusive) {
+            // No RENAME_NOREPLACE here: link() takes a name just as atomically.
+            rc = ::link(temp_.c_str(), final_.c_str());
+            if (rc == 0)
+                ::unlink(temp_.c_str());
+        }
+        if (rc == 0) {
             committed_ = true;
             std::error_code ec;
             if (sys::fsync(fd_.get()) != 0 || ::close(fd_.release()) != 0)
@@ -144,6 +155,8 @@ public:
                 ::unlink(final_.c_str());  // not durable: not there
             return ec;
         }
+        if (exclusive && errno == EEXIST)
+            return make_error_code(errc::exists);
         if (errno != EEXIST && errno != EINVAL)
             return last_system_error();
         if (sys::fsync(fd_.get()) != 0)
@@ -156,7 +169,6 @@ public:
         return dirs_->sync(parent_of(final_));
     }
 
-private:
     unique_fd fd_;
     unique_fd direct_;  // the same file opened O_DIRECT; empty where unsupported
     std::string temp_;

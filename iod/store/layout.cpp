@@ -30,6 +30,11 @@ std::string complete_object(const std::string& job, std::uint64_t version)
     return fmt::format("{}/{}", version_dir(job, version), complete_name);
 }
 
+std::string run_object(const std::string& job, const std::string& run)
+{
+    return fmt::format("{}/{}/{}", job, runs_dir, run);
+}
+
 std::optional<std::uint64_t> parse_version_dir(std::string_view name)
 {
     if (name.size() < 2 || name[0] != 'v')
@@ -168,6 +173,39 @@ std::error_code parse_complete(std::string_view text, complete_record& out, std:
     if (!next_line(text, line) || line != "end")
         return bad("missing end line (truncated record?)");
     out = std::move(c);
+    return {};
+}
+
+std::string format_run(const run_record& r)
+{
+    return fmt::format("iofwd-run 1\njob {}\nrun {}\nfirst-version {}\nnodes {}\nend\n", r.job,
+                       r.run, r.first_version, r.nodes);
+}
+
+std::error_code parse_run(std::string_view text, run_record& out, std::string& why)
+{
+    run_record r;
+    std::string_view line, v;
+    auto bad = [&](std::string msg) {
+        why = std::move(msg);
+        return make_error_code(errc::corrupt);
+    };
+    if (!next_line(text, line) || line != "iofwd-run 1")
+        return bad("not an iofwd run record (first line)");
+    if (!next_line(text, line) || !field(line, "job", v))
+        return bad("missing job line");
+    r.job = v;
+    if (!next_line(text, line) || !field(line, "run", v))
+        return bad("missing run line");
+    r.run = v;
+    if (!next_line(text, line) || !field(line, "first-version", v) ||
+        !number(v, r.first_version) || r.first_version == 0)
+        return bad("missing or bad first-version line");
+    if (!next_line(text, line) || !field(line, "nodes", v) || !number(v, r.nodes) || r.nodes == 0)
+        return bad("missing or bad nodes line");
+    if (!next_line(text, line) || line != "end")
+        return bad("missing end line (truncated record?)");
+    out = std::move(r);
     return {};
 }
 

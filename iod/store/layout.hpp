@@ -5,12 +5,18 @@
 //   <job>/v<version, 8 digits>/<node>.r<rank>          a rank's bytes, exactly as written
 //   <job>/v<version, 8 digits>/<node>.manifest         that node's ranks: sizes, crc32c
 //   <job>/v<version, 8 digits>/COMPLETE                 the version is complete job-wide
+//   <job>/runs/<run>                                    a run's first version (run_record)
 //
 // A node's manifest is written (atomically, after every object it lists is
 // committed) once all of the node's ranks have that version durable. After
 // writing its manifest a daemon lists the version; the one that finds every
 // node's manifest writes COMPLETE, atomically and last. Only versions with a
 // COMPLETE record exist for a restart.
+//
+// All nodes of a run must number its versions alike. When the run has a name
+// (the same on every node), the first daemon to look creates the run's
+// record, exclusively, with the version after every one in the store; the
+// others read it, whenever they start.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -26,7 +32,9 @@ std::string data_object(const std::string& job, std::uint64_t version, const std
 std::string manifest_object(const std::string& job, std::uint64_t version,
                             const std::string& node);
 std::string complete_object(const std::string& job, std::uint64_t version);
+std::string run_object(const std::string& job, const std::string& run);
 inline constexpr const char* complete_name = "COMPLETE";
+inline constexpr const char* runs_dir = "runs";
 inline constexpr const char* manifest_suffix = ".manifest";
 
 // "v00000012" -> 12; nullopt for anything else.
@@ -80,5 +88,22 @@ struct complete_record {
 };
 std::string format_complete(const complete_record& c);
 std::error_code parse_complete(std::string_view text, complete_record& out, std::string& why);
+
+// A run's record:
+//   iofwd-run 1
+//   job <job>
+//   run <run>
+//   first-version <n>
+//   nodes <n>
+//   end
+struct run_record {
+    std::string job;
+    std::string run;
+    std::uint64_t first_version = 0;
+    std::uint32_t nodes = 0;
+    bool operator==(const run_record&) const = default;
+};
+std::string format_run(const run_record& r);
+std::error_code parse_run(std::string_view text, run_record& out, std::string& why);
 
 }  // namespace iofwd::store

@@ -342,7 +342,11 @@ private:
     }
 
 public:
-    std::error_code commit() override
+    std::error_code commit() override { return commit(false); }
+    std::error_code commit_exclusive() override { return commit(true); }
+
+private:
+    std::error_code commit(bool exclusive)
     {
         // Every piece must exist, even one never written (a zero-length object).
         for (std::uint64_t n = 0; n < pieces(); ++n) {
@@ -372,6 +376,10 @@ public:
         std::string old_text;
         head old;
         bool had_old = false;
+        if (rc == -EEXIST && exclusive) {
+            index_add_finish(indexed);  // the name exists: its entry stays right
+            return make_error_code(errc::exists);
+        }
         if (rc < 0) {
             had_old = read_head(old_text) && parse_head(old_text, old) && old.id != id_;
             rc = with_retries(
@@ -390,7 +398,6 @@ public:
         return {};
     }
 
-private:
     std::uint64_t pieces() const { return size_ == 0 ? 1 : (size_ + piece_size - 1) / piece_size; }
     // write_at runs on several flusher threads at once.
     void mark_written(std::uint64_t piece)

@@ -29,6 +29,8 @@ public:
         case errc::corrupt: return "stored data fails its checksum";
         case errc::not_found: return "no such object or version";
         case errc::shutting_down: return "the daemon is shutting down";
+        case errc::exists: return "the object exists already";
+        case errc::incomplete: return "a checkpoint version is not complete on every node";
         }
         return "unknown iofwd error " + std::to_string(value);
     }
@@ -82,6 +84,8 @@ int runtime_to_errno(errc e)
     case errc::corrupt: return EBADMSG;
     case errc::not_found: return ENOENT;
     case errc::shutting_down: return ESHUTDOWN;
+    case errc::exists: return EEXIST;
+    case errc::incomplete: return EIO;
     }
     return EIO;
 }

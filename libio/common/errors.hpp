@@ -32,6 +32,8 @@ enum class errc : int {
     corrupt,               // stored bytes do not match their checksum
     not_found,             // no such object / version
     shutting_down,         // the daemon is stopping and takes no new work
+    exists,                // (store) the name is taken: an exclusive create lost
+    incomplete,            // a version this rank wrote is not complete job-wide
 };
 
 const std::error_category& runtime_category() noexcept;

@@ -304,3 +304,86 @@ TEST_CASE("retention paused after a version goes on where it stopped", "[store]"
     CHECK(dirs == std::vector<std::string>{"v00000004"});
     CHECK(read_back(*st, store::data_object("job", 4, "n", 0), 4096) == data_of(4096, 4));
 }
+
+TEST_CASE("put_new takes a free name once and never replaces", "[store]")
+{
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    const std::string first = "one", second = "two";
+    REQUIRE_FALSE(st->put_new("job/runs/r", std::as_bytes(std::span(first))));
+    CHECK(st->put_new("job/runs/r", std::as_bytes(std::span(second))) == errc::exists);
+    std::string text;
+    REQUIRE_FALSE(store::read_all(*st, "job/runs/r", text));
+    CHECK(text == "one");
+    std::vector<std::string> names;
+    REQUIRE_FALSE(st->list("job/runs/", names));
+    CHECK(names == std::vector<std::string>{"r"});  // the loser left no temporary
+    std::size_t entries = 0;
+    for ([[maybe_unused]] auto& e : std::filesystem::directory_iterator(tmp / "store/job/runs"))
+        ++entries;
+    CHECK(entries == 1);
+}
+
+TEST_CASE("every node of a run gets the first version of its record", "[store]")
+{
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    // Versions 1-3 are in the store already (an earlier run).
+    const std::string x = "x";
+    for (int v = 1; v <= 3; ++v)
+        REQUIRE_FALSE(st->put(store::data_object("job", v, "old", 0), std::as_bytes(std::span(x))));
+    store::run_record a, b;
+    std::string why;
+    REQUIRE_FALSE(store::join_run(*st, "job", "run-1", 2, "nodeA", 4, a, why));
+    CHECK(a.first_version == 4);
+    // Node B starts after A wrote versions 4 and 5: it still begins at 4.
+    REQUIRE_FALSE(st->put(store::data_object("job", 4, "nodeA", 0), std::as_bytes(std::span(x))));
+    REQUIRE_FALSE(st->put(store::data_object("job", 5, "nodeA", 0), std::as_bytes(std::span(x))));
+    REQUIRE_FALSE(store::join_run(*st, "job", "run-1", 2, "nodeB", 6, b, why));
+    CHECK(b.first_version == 4);
+    // A node that already wrote into the run: the name was used twice.
+    CHECK(store::join_run(*st, "job", "run-1", 2, "nodeA", 6, b, why) == errc::exists);
+    CHECK(why.find("already written by node nodeA") != std::string::npos);
+    // Another number of nodes.
+    CHECK(store::join_run(*st, "job", "run-1", 3, "nodeC", 6, b, why) == errc::rank_mismatch);
+    CHECK(why.find("2 nodes") != std::string::npos);
+    // A record copied from another job or run is refused.
+    std::string text;
+    REQUIRE_FALSE(store::read_all(*st, "job/runs/run-1", text));
+    REQUIRE_FALSE(st->put("job/runs/run-2", std::as_bytes(std::span(text))));
+    CHECK(store::join_run(*st, "job", "run-2", 2, "nodeC", 6, b, why) == errc::corrupt);
+    CHECK(why.find("not of job job run run-2") != std::string::npos);
+}
+
+TEST_CASE("committed: a version complete, superseded, or naming its manifests", "[store]")
+{
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    auto put_text = [&](const std::string& name, const std::string& text) {
+        REQUIRE_FALSE(st->put(name, std::as_bytes(std::span(text))));
+    };
+    bool yes = true;
+    std::string why;
+    put_text(store::manifest_object("job", 1, "nodeA"), "m");
+    REQUIRE_FALSE(store::committed(*st, "job", 1, yes, why));
+    CHECK_FALSE(yes);
+    CHECK(why == "version 1 has the manifests of 1 node (nodeA)");
+    put_text(store::manifest_object("job", 1, "nodeB"), "m");
+    REQUIRE_FALSE(store::committed(*st, "job", 1, yes, why));
+    CHECK_FALSE(yes);
+    CHECK(why == "version 1 has the manifests of 2 nodes (nodeA, nodeB)");
+    put_text(store::complete_object("job", 1), "c");
+    REQUIRE_FALSE(store::committed(*st, "job", 1, yes, why));
+    CHECK(yes);
+    // Version 2 incomplete, version 3 complete: 2 counts as superseded
+    // (retention removes versions older than the oldest complete one kept).
+    put_text(store::manifest_object("job", 2, "nodeA"), "m");
+    REQUIRE_FALSE(store::committed(*st, "job", 2, yes, why));
+    CHECK_FALSE(yes);
+    put_text(store::complete_object("job", 3), "c");
+    REQUIRE_FALSE(store::committed(*st, "job", 2, yes, why));
+    CHECK(yes);
+    REQUIRE_FALSE(store::committed(*st, "job", 4, yes, why));
+    CHECK_FALSE(yes);
+    CHECK(why == "version 4 has no node's manifest");
+}

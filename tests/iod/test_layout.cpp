@@ -63,3 +63,24 @@ TEST_CASE("a COMPLETE record round-trips and rejects damage", "[layout]")
     bad.replace(bad.find("ranks 4"), 7, "ranks x");
     CHECK(parse_complete(bad, back, why) == errc::corrupt);
 }
+
+TEST_CASE("a run record round-trips and refuses damaged text", "[layout]")
+{
+    CHECK(run_object("job", "r1") == "job/runs/r1");
+    const run_record r{"job", "20261123T164512-3f9a2b7c01d4e5f6", 17, 4};
+    const auto text = format_run(r);
+    CHECK(text == "iofwd-run 1\njob job\nrun 20261123T164512-3f9a2b7c01d4e5f6\nfirst-version 17\n"
+                  "nodes 4\nend\n");
+    run_record back;
+    std::string why;
+    REQUIRE_FALSE(parse_run(text, back, why));
+    CHECK(back == r);
+    CHECK(parse_run(text.substr(0, text.size() - 4), back, why) == errc::corrupt);
+    CHECK(why.find("end line") != std::string::npos);
+    CHECK(parse_run("iofwd-run 1\njob j\nrun r\nfirst-version 0\nnodes 1\nend\n", back, why) ==
+          errc::corrupt);
+    CHECK(why.find("first-version") != std::string::npos);
+    CHECK(parse_run("iofwd-run 1\njob j\nrun r\nfirst-version 3\nnodes x\nend\n", back, why) ==
+          errc::corrupt);
+    CHECK(why.find("nodes") != std::string::npos);
+}
