@@ -17,6 +17,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "errors.hpp"
 #include "format.hpp"
@@ -311,7 +312,7 @@ bool daemon::job_over() const
     if (job_.empty())
         return false;
     for (auto s : ranks_state_)
-        if (s != rank_state::ended)
+        if (s != rank_state::ended && s != rank_state::died)
             return false;
     return true;
 }
@@ -379,7 +380,15 @@ std::error_code daemon::admit(session&, const proto::connect_msg& m, std::uint64
         why = "the daemon is shutting down";
         return errc::shutting_down;
     }
-    if (job_.empty() || (job_over() && sessions_.size() <= 1 && !manifests_pending_)) {
+    // A job whose ranks have all gone (or never came) is forgotten when a
+    // rank that cannot belong to it connects.
+    const bool joinable = !job_.empty() && m.job == job_ && m.run == run_ && m.ranks == ranks_ &&
+                          m.nodes == nodes_ && m.rank < ranks_state_.size() &&
+                          ranks_state_[m.rank] == rank_state::absent;
+    const bool gone = std::none_of(ranks_state_.begin(), ranks_state_.end(),
+                                   [](rank_state r) { return r == rank_state::connected; }) &&
+                      sessions_.size() <= 1 && !manifests_pending_;
+    if (job_.empty() || (gone && !joinable)) {
         // First rank of a job: find where its versions continue in the store,
         // and claim the job there. A job that only writes files through the
         // shim keeps no versions in the store and claims nothing.
@@ -389,17 +398,38 @@ std::error_code daemon::admit(session&, const proto::connect_msg& m, std::uint64
         if (!(m.flags & proto::connect_flag_files))
             if (auto ec = claim_store(m.job, last, claim, why))
                 return ec;
+        std::uint64_t first = last + 1;
+        if (!m.run.empty() && !(m.flags & proto::connect_flag_files)) {
+            // Every node numbers this run's versions from one record.
+            store::run_record rec;
+            if (auto ec = store::join_run(*store_, m.job, m.run, m.nodes, opts_.node, first, rec,
+                                          why)) {
+                job_.clear();
+                return ec;
+            }
+            if (rec.first_version != first)
+                log_info("run {} of job {}: versions from {}, as its record says", m.run, m.job,
+                         rec.first_version);
+            first = rec.first_version;
+        }
+        abandon_partial_versions();
         job_claim_ = std::move(claim);
         job_ = m.job;
+        run_ = m.run;
         ranks_ = m.ranks;
         nodes_ = m.nodes;
         ranks_state_.assign(ranks_, rank_state::absent);
         versions_.clear();
-        first_version_ = last + 1;
+        first_version_ = first;
     } else if (m.job != job_) {
         why = fmt::format("this daemon serves job '{}' on session {}; rank {} asked for job '{}' "
                           "(give each job its own IOFWD_SESSION)",
                           job_, paths_.session, m.rank, m.job);
+        return errc::invalid_argument;
+    } else if (m.run != run_) {
+        why = fmt::format("this daemon serves run '{}' of job {}; rank {} belongs to run '{}' "
+                          "(give each run its own IOFWD_SESSION, or finish the first)",
+                          run_, job_, m.rank, m.run);
         return errc::invalid_argument;
     } else if (m.nodes != nodes_) {
         why = fmt::format("rank {} says the job has {} nodes, earlier ranks said {} (IOFWD_NODES)",
@@ -477,6 +507,33 @@ void daemon::rank_durable(const std::string& job, std::uint32_t ranks, std::uint
         });
 }
 
+std::size_t daemon::abandon_partial_versions()
+{
+    std::size_t lost = 0;
+    for (const auto& [version, pv] : versions_) {
+        std::vector<std::uint32_t> missing, died;
+        for (std::uint32_t r = 0; r < pv.entries.size(); ++r)
+            if (!pv.entries[r])
+                (r < ranks_state_.size() && ranks_state_[r] == rank_state::died ? died : missing)
+                    .push_back(r);
+        if (missing.empty()) {
+            log_warn("version {} of job {} on node {}: discarded, rank{} {} died before writing "
+                     "it",
+                     version, job_, opts_.node, died.size() == 1 ? "" : "s", fmt::join(died, ", "));
+            continue;
+        }
+        ++lost;
+        log_error("version {} of job {} on node {}: rank{} {} never wrote it, so the node has no "
+                  "manifest for it and it can never be complete; every rank must write every "
+                  "version",
+                  version, job_, opts_.node, missing.size() == 1 ? "" : "s",
+                  fmt::join(missing, ", "));
+    }
+    lost_versions_ += lost;
+    versions_.clear();
+    return lost;
+}
+
 void daemon::prune(const std::string& job)
 {
     if (opts_.keep == 0)
@@ -545,10 +602,10 @@ void daemon::version_failed(std::error_code ec)
         ++lost_versions_;
 }
 
-void daemon::session_ended(session& s, bool)
+void daemon::session_ended(session& s, bool clean)
 {
     if (s.admitted() && s.rank() < ranks_state_.size())
-        ranks_state_[s.rank()] = rank_state::ended;
+        ranks_state_[s.rank()] = clean ? rank_state::ended : rank_state::died;
     boost::asio::post(loop_, [this] { check_exit(); });
 }
 
@@ -571,7 +628,8 @@ void daemon::check_exit()
         return;
     }
     if (opts_.auto_exit && job_over() && idle) {
-        log_info("job {}: all {} ranks done, everything durable; exiting", job_, ranks_);
+        if (abandon_partial_versions() == 0)
+            log_info("job {}: all {} ranks done, everything durable; exiting", job_, ranks_);
         stop();
         return;
     }

@@ -97,7 +97,8 @@ public:
     void check_exit();
 
 private:
-    enum class rank_state { absent, connected, ended };
+    // ended: said BYE; died: its connection closed without one.
+    enum class rank_state { absent, connected, ended, died };
     struct pending_version {
         std::vector<std::optional<store::manifest_entry>> entries;
         std::uint32_t count = 0;
@@ -116,6 +117,11 @@ private:
     // A pushed chunk for session h.session, from `via` (nullptr: the loop's
     // worker): UCS_INPROGRESS when taken, else why it is refused.
     ucs_status_t pushed(puller* via, const proto::push_header& h, std::size_t length, void* desc);
+    // Versions of the job that some node-local rank wrote and another never
+    // will (the job is over), logged and forgotten; those a rank that said BYE
+    // left out count as lost (every rank must write every version), those of
+    // a rank that died only as discarded. Returns how many were lost.
+    std::size_t abandon_partial_versions();
     void arm_idle_timer();
     void stop();
     bool job_over() const;
@@ -152,6 +158,7 @@ private:
     std::uint64_t next_session_id_ = 1;
 
     std::string job_;
+    std::string run_;  // its run's name (connect_msg::run); empty: unnamed
     std::unique_ptr<store::claim> job_claim_;
     std::uint32_t ranks_ = 0;
     std::uint32_t nodes_ = 1;

@@ -126,6 +126,11 @@ void session::on_connect(proto::connect_msg& m)
              fmt::format("job name '{}' is not usable (letters, digits, '.', '_', '-')", m.job));
         return;
     }
+    if (!m.run.empty() && !valid_name(m.run)) {
+        fail(errc::invalid_argument,
+             fmt::format("run name '{}' is not usable (letters, digits, '.', '_', '-')", m.run));
+        return;
+    }
     const bool files_only = m.flags & proto::connect_flag_files;
     if (m.buffer_length == 0 && !files_only) {
         fail(errc::invalid_argument, "the registered buffer is empty");
@@ -185,7 +190,8 @@ void session::on_connect(proto::connect_msg& m)
     }
     unique_fd memfd;
     open_mailbox(a, memfd);
-    log_info("connect job {} {} buffer {} transport {} next version {}{}", hello_.job, who(),
+    log_info("connect job {}{} {} buffer {} transport {} next version {}{}", hello_.job,
+             hello_.run.empty() ? std::string() : " run " + hello_.run, who(),
              human_bytes(hello_.buffer_length), a.transport, next_version_,
              memfd ? fmt::format(", mailbox {}", human_bytes(a.mailbox_bytes)) : std::string());
     if (memfd)

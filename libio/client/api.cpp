@@ -60,6 +60,52 @@ int io_init(void* buffer, uint64_t len, uint32_t rank, uint32_t ranks, char** da
     });
 }
 
+int io_init_run(void* buffer, uint64_t len, uint32_t rank, uint32_t ranks, uint32_t nodes,
+                const char* run, char** daemon_args, int blocking)
+{
+    std::lock_guard lock(api_mutex);
+    return guarded("io_init_run", [&] {
+        auto ec = the_client().init(buffer, len, rank, ranks, daemon_args, blocking != 0,
+                                    {nodes, run ? std::string(run) : std::string()});
+        if (!ec) {
+            const auto& info = the_client().daemon_info();
+            provider = info.transport;
+            store_location = info.store;
+            node_name = info.node;
+        }
+        return ec;
+    });
+}
+
+int io_new_run_name(char* out, size_t size)
+{
+    std::lock_guard lock(api_mutex);
+    return guarded("io_new_run_name", [&] {
+        std::string name;
+        if (auto ec = iofwd::client::new_run_name(name))
+            return ec;
+        if (!out || size <= name.size())
+            return the_client().reject(
+                iofwd::errc::invalid_argument,
+                fmt::format("the buffer holds {} bytes; a run name needs {}", out ? size : 0,
+                            name.size() + 1));
+        std::memcpy(out, name.c_str(), name.size() + 1);
+        return std::error_code{};
+    });
+}
+
+int io_set_barrier(int (*barrier)(void* ctx, double timeout_s), void* ctx)
+{
+    std::lock_guard lock(api_mutex);
+    return guarded("io_set_barrier", [&] {
+        if (!the_client().initialized())
+            return the_client().reject(iofwd::errc::not_initialized,
+                                       "call io_init (or io_init_run) first");
+        the_client().set_barrier(barrier, ctx);
+        return std::error_code{};
+    });
+}
+
 int io_write_version(uint64_t len, uint64_t* version)
 {
     std::lock_guard lock(api_mutex);
@@ -91,7 +137,7 @@ int io_test(uint64_t version, int* state)
     std::lock_guard lock(api_mutex);
     return guarded("io_test", [&] {
         if (!state)
-            return std::error_code(iofwd::errc::invalid_argument);
+            return the_client().reject(iofwd::errc::invalid_argument, "state is NULL");
         iofwd::proto::version_state_t st{};
         auto ec = the_client().test(version, st);
         if (!ec)
@@ -105,7 +151,8 @@ int io_flush_span(uint64_t version, double* start, double* durable)
     std::lock_guard lock(api_mutex);
     return guarded("io_flush_span", [&] {
         if (!start || !durable)
-            return std::error_code(iofwd::errc::invalid_argument);
+            return the_client().reject(iofwd::errc::invalid_argument,
+                                       !start ? "start is NULL" : "durable is NULL");
         std::uint64_t s = 0, d = 0;
         auto ec = the_client().flush_span(version, s, d);
         if (!ec) {
@@ -121,7 +168,8 @@ int io_read(uint64_t version, void* buffer, uint64_t len, uint64_t* size)
     std::lock_guard lock(api_mutex);
     return guarded("io_read", [&] {
         if (!buffer && len > 0)
-            return std::error_code(iofwd::errc::invalid_argument);
+            return the_client().reject(iofwd::errc::invalid_argument,
+                                       fmt::format("buffer is NULL with len {}", len));
         std::uint64_t n = 0;
         auto ec = the_client().read(
             version, std::span(static_cast<std::byte*>(buffer), static_cast<std::size_t>(len)), n);
@@ -136,7 +184,7 @@ int io_latest(uint64_t* version)
     std::lock_guard lock(api_mutex);
     return guarded("io_latest", [&] {
         if (!version)
-            return std::error_code(iofwd::errc::invalid_argument);
+            return the_client().reject(iofwd::errc::invalid_argument, "version is NULL");
         return the_client().latest(false, *version);
     });
 }
@@ -146,7 +194,7 @@ int io_latest_verified(uint64_t* version)
     std::lock_guard lock(api_mutex);
     return guarded("io_latest_verified", [&] {
         if (!version)
-            return std::error_code(iofwd::errc::invalid_argument);
+            return the_client().reject(iofwd::errc::invalid_argument, "version is NULL");
         auto ec = the_client().latest(true, *version);
         if (!ec && !the_client().why().empty())
             last_error = "io_latest_verified: " + the_client().why();
@@ -159,9 +207,9 @@ int io_next_version(uint64_t* version)
     std::lock_guard lock(api_mutex);
     return guarded("io_next_version", [&] {
         if (!the_client().initialized())
-            return std::error_code(iofwd::errc::not_initialized);
+            return the_client().reject(iofwd::errc::not_initialized, "call io_init first");
         if (!version)
-            return std::error_code(iofwd::errc::invalid_argument);
+            return the_client().reject(iofwd::errc::invalid_argument, "version is NULL");
         *version = the_client().next_version();
         return std::error_code{};
     });

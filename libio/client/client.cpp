@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +12,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -62,6 +65,20 @@ std::chrono::milliseconds env_seconds(const char* name, double fallback)
 }
 
 }  // namespace
+
+std::error_code new_run_name(std::string& out)
+{
+    std::uint64_t bits = 0;
+    if (::getrandom(&bits, sizeof bits, 0) != static_cast<ssize_t>(sizeof bits))
+        return last_system_error();
+    const std::time_t now = std::time(nullptr);
+    std::tm utc{};
+    ::gmtime_r(&now, &utc);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%S", &utc);
+    out = fmt::format("{}-{:016x}", stamp, bits);
+    return {};
+}
 
 client::~client()
 {
@@ -116,7 +133,8 @@ void client::release()
 }
 
 std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank,
-                             std::uint32_t ranks, char** daemon_args, bool blocking)
+                             std::uint32_t ranks, char** daemon_args, bool blocking,
+                             const run_info& run)
 {
     if (initialized_)
         return fail(errc::already_initialized,
@@ -128,7 +146,21 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
         return fail(errc::invalid_argument,
                     fmt::format("rank {} is not below ranks {} (both node-local)", rank, ranks));
 
+    {
+        std::string why;
+        nodes_ = run.nodes ? run.nodes : default_nodes(why);
+        if (nodes_ == 0 || nodes_ > 100000)
+            return fail(errc::invalid_argument,
+                        why.empty() ? fmt::format("{} nodes is not a plausible job", run.nodes) : why);
+        run_ = run.run.empty() ? default_run_name() : run.run;
+        if (!run_.empty() && !valid_name(run_))
+            return fail(errc::invalid_argument,
+                        fmt::format("run name '{}' is not usable: letters, digits, '.', '_', '-', "
+                                    "at most 200, not starting with '.' (IOFWD_RUN)",
+                                    run_));
+    }
     blocking_ = blocking;
+    last_written_ = 0;
     eager_limit_ = proto::max_eager;
     if (const char* v = std::getenv("IOFWD_EAGER_LIMIT"); v && *v)
         eager_limit_ = std::min<std::uint64_t>(std::strtoull(v, nullptr, 10), proto::max_eager);
@@ -211,15 +243,8 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
     hello.buffer_length = length_;
     hello.buffer_address = reinterpret_cast<std::uint64_t>(buffer_);
     hello.job = default_job_name();
-    {
-        const std::string nodes = env_or("IOFWD_NODES", "1");
-        char* end = nullptr;
-        const unsigned long n = std::strtoul(nodes.c_str(), &end, 10);
-        if (!end || *end || n == 0 || n > 100000)
-            return undo(errc::invalid_argument,
-                        fmt::format("IOFWD_NODES='{}' is not a number of nodes", nodes));
-        hello.nodes = static_cast<std::uint32_t>(n);
-    }
+    hello.nodes = nodes_;
+    hello.run = run_;
     job_ = hello.job;
     if (auto ec = worker_.address(hello.worker_address))
         return undo(ec, fmt::format("UCX worker address: {}", ec.message()));
@@ -284,6 +309,7 @@ std::error_code client::write(std::uint64_t len, std::uint64_t& version)
                                 std::span(static_cast<const std::byte*>(buffer_), len), ring);
         })) {
         version = next_version_++;
+        last_written_ = version;
         return {};
     }
     const std::uint64_t cookie = next_cookie_++;
@@ -304,6 +330,7 @@ std::error_code client::write(std::uint64_t len, std::uint64_t& version)
         version = d->version;
         next_version_ = d->version + 1;
         version_known_ = true;
+        last_written_ = version;
         return {};
     }
     version_known_ = false;
@@ -769,6 +796,12 @@ std::error_code client::finalize()
     const std::string ctx = context();
     release();
     initialized_ = false;
+    // With one node the daemon's own exit status covers the commit; across
+    // nodes only the store can tell.
+    if (!result && last_written_ > 0 && nodes_ > 1) {
+        if (auto ec = confirm_commit(why))
+            result = ec;
+    }
     if (child_ > 0) {
         int status = 0;
         const pid_t child = std::exchange(child_, -1);
@@ -791,6 +824,58 @@ std::error_code client::finalize()
     if (result)
         return fail(result, fmt::format("{} ({})", why, ctx));
     return {};
+}
+
+std::error_code client::confirm_commit(std::string& why)
+{
+    const auto timeout = env_seconds("IOFWD_COMMIT_TIMEOUT", 60);
+    if (barrier_) {
+        // Every rank of the job reached this point: every node's manifests
+        // are written, and with the last one the COMPLETE record.
+        if (const int rc = barrier_(barrier_ctx_, static_cast<double>(timeout.count()) / 1000)) {
+            why = fmt::format("the other ranks of the job did not all reach io_finalize within "
+                              "{} s (IOFWD_COMMIT_TIMEOUT): {}; version {} may be incomplete",
+                              timeout.count() / 1000, std::strerror(rc), last_written_);
+            return rc == ETIMEDOUT ? make_error_code(errc::daemon_timeout)
+                                   : std::error_code(rc, std::system_category());
+        }
+    }
+    std::string job;
+    if (auto ec = open_store(job)) {
+        why = why_;
+        return ec;
+    }
+    // The other nodes' daemons may still be writing their part; a shared
+    // file system may show their records a moment late.
+    const auto deadline = clock::now() + (barrier_ ? std::chrono::seconds(5) : timeout);
+    auto pause = std::chrono::milliseconds(2);
+    for (;;) {
+        bool yes = false;
+        std::string state;
+        if (auto ec = store::committed(*store_, job, last_written_, yes, state)) {
+            why = fmt::format("cannot tell whether version {} of job {} is complete: {}",
+                              last_written_, job, ec.message());
+            return ec;
+        }
+        if (yes)
+            return {};
+        if (clock::now() >= deadline) {
+            why = fmt::format(
+                "version {} of job {} is durable on this node but not complete job-wide: {}, "
+                "the job has {} nodes; {}",
+                last_written_, job, state, nodes_,
+                run_.empty()
+                    ? "without a run name each node's daemon numbered the versions from what it "
+                      "found in the store, so nodes that started apart disagree: use "
+                      "io_init_comm, or set IOFWD_RUN to one value per run on every node"
+                    : fmt::format("the other nodes did not commit it within {} s "
+                                  "(IOFWD_COMMIT_TIMEOUT); see their daemons' logs",
+                                  timeout.count() / 1000));
+            return make_error_code(errc::incomplete);
+        }
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, std::chrono::milliseconds(250));
+    }
 }
 
 std::error_code client::send(const proto::message& m)

@@ -19,6 +19,7 @@
 #include <system_error>
 #include <vector>
 
+#include "errors.hpp"
 #include "fd.hpp"
 #include "mailbox.hpp"
 #include "protocol.hpp"
@@ -28,6 +29,16 @@
 
 namespace iofwd::client {
 
+// The job's nodes and the run's name (connect_msg::run); 0 and empty: from
+// the environment (default_nodes, default_run_name).
+struct run_info {
+    std::uint32_t nodes = 0;
+    std::string run;
+};
+
+// A new run name: the UTC time and 64 random bits ("20261123T164512-3f9a...").
+std::error_code new_run_name(std::string& out);
+
 class client final {
 public:
     client() = default;
@@ -36,7 +47,17 @@ public:
     ~client();
 
     std::error_code init(void* buffer, std::uint64_t len, std::uint32_t rank,
-                         std::uint32_t ranks, char** daemon_args, bool blocking);
+                         std::uint32_t ranks, char** daemon_args, bool blocking,
+                         const run_info& run = {});
+    // Called by finalize once this rank's data is durable, to wait until every
+    // rank of the job is (io_init_comm: a barrier on its communicator); then
+    // the job-wide commit is checked at once instead of awaited.
+    using barrier_fn = int (*)(void* ctx, double timeout_s);
+    void set_barrier(barrier_fn fn, void* ctx) noexcept
+    {
+        barrier_ = fn;
+        barrier_ctx_ = ctx;
+    }
     std::error_code write(std::uint64_t len, std::uint64_t& version);
     std::error_code finalize();
     std::error_code wait(std::uint64_t version, proto::version_state_msg& out);
@@ -57,6 +78,13 @@ public:
                                std::uint64_t len);
     std::error_code file_sync(std::uint64_t file, std::uint32_t flags);
     std::error_code file_drain(const std::string& path);
+
+    // A call refused before it reached the client: `why` becomes the sentence
+    // for io_last_error.
+    std::error_code reject(errc e, std::string why)
+    {
+        return fail(make_error_code(e), std::move(why));
+    }
 
     bool initialized() const noexcept { return initialized_; }
     // The sentence for the last failure (without the call's name).
@@ -90,6 +118,10 @@ private:
     // An answer that is not the one `request` expects: the daemon's ERROR, or
     // a protocol error that leaves the connection unusable.
     std::error_code unexpected(const proto::message& m, const std::string& request);
+    // After FINISHED: the newest version this rank wrote is complete on every
+    // node (store::committed), waiting for the other nodes up to the commit
+    // timeout (after the barrier, if one is set, only briefly).
+    std::error_code confirm_commit(std::string& why);
     // Sends a QUERY and returns its answer (a VERSION_STATE or an error).
     std::error_code query(std::uint64_t version, bool wait, proto::version_state_msg& out);
     // The store holding this job: the daemon's when initialised, else IOFWD_STORE.
@@ -165,6 +197,11 @@ private:
     proto::accept_msg accept_;
     std::uint64_t next_cookie_ = 1;
     std::uint64_t next_version_ = 0;
+    std::uint64_t last_written_ = 0;  // the newest version this rank wrote (0: none)
+    std::uint32_t nodes_ = 1;
+    std::string run_;
+    barrier_fn barrier_ = nullptr;
+    void* barrier_ctx_ = nullptr;
     std::string job_;
     std::unique_ptr<store::backend> store_;
     std::string store_uri_;

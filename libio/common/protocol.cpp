@@ -114,6 +114,7 @@ void encode_body(writer& w, const connect_msg& m)
     w.u64(m.buffer_address);
     w.u32(m.nodes);
     w.str(m.job);
+    w.str(m.run);
     w.bytes(m.worker_address);
     w.bytes(m.rkey);
 }
@@ -240,6 +241,7 @@ connect_msg decode_connect(reader& r)
     m.buffer_address = r.u64("buffer_address");
     m.nodes = r.u32("nodes");
     m.job = r.str("job", max_name);
+    m.run = r.str("run", max_name);
     m.worker_address = r.blob("worker_address", max_blob);
     m.rkey = r.blob("rkey", max_blob);
     if (r.ok() && m.ranks == 0)
@@ -477,7 +479,7 @@ std::uint64_t monotonic_ns() noexcept
 std::uint64_t max_payload(msg_type t) noexcept
 {
     switch (t) {
-    case msg_type::connect: return 2 * 8 + 8 * 4 + max_name + 2 * max_blob;
+    case msg_type::connect: return 2 * 8 + 9 * 4 + 2 * max_name + 2 * max_blob;
     case msg_type::accept: return 4 + 5 * 8 + 5 * 4 + max_name + 3 * max_text + max_blob;
     case msg_type::write_req: return 20 + max_eager;
     case msg_type::write_done: return 16;

@@ -7,7 +7,8 @@
 // on the control connection (a Unix stream socket); the checkpoint bytes
 // themselves never do (beyond small inline writes): they go over UCX.
 //
-//   C->S CONNECT     rank, ranks, buffer length and address, UCX worker address, packed rkey
+//   C->S CONNECT     rank, ranks, buffer length and address, job, run, UCX worker address,
+//                    packed rkey
 //   C<-S ACCEPT      the daemon's answer to CONNECT (or ERROR, which is a rejection)
 //   C->S WRITE_REQ   [0, length) of the registered buffer as a new version: the
 //                    rank pushes it as active messages (connect_flag_push,
@@ -51,7 +52,7 @@
 namespace iofwd::proto {
 
 inline constexpr std::uint32_t magic = 0x57464f49;  // "IOFW" in memory order
-inline constexpr std::uint16_t version = 4;
+inline constexpr std::uint16_t version = 5;
 inline constexpr std::size_t header_size = 16;
 
 enum class msg_type : std::uint16_t {
@@ -95,6 +96,10 @@ struct connect_msg {
     std::uint64_t buffer_address = 0;
     std::uint32_t nodes = 1;   // nodes of the job (each with its own daemon)
     std::string job;
+    // Names this run of the job on every node alike (io_init_comm, IOFWD_RUN,
+    // Slurm's job and step): the daemons number its versions from one record
+    // in the store. Empty: unknown; each daemon numbers from what it finds.
+    std::string run;
     std::vector<std::byte> worker_address;
     std::vector<std::byte> rkey;
     bool operator==(const connect_msg&) const = default;

@@ -12,6 +12,7 @@
 #ifndef IOFWD_IO_H
 #define IOFWD_IO_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -40,6 +41,37 @@ extern "C" {
  * at most IOFWD_LAUNCH_TIMEOUT seconds (default 30) for it. */
 IO_API int io_init(void *buffer, uint64_t len, uint32_t rank, uint32_t ranks,
                    char **daemon_args, int blocking);
+
+/* io_init for a job that spans several nodes (each with its own daemon),
+ * told explicitly instead of through the environment. io_init_comm (io_mpi.h)
+ * calls it with what it learns from a communicator.
+ *
+ *   nodes   the job's nodes; 0: IOFWD_NODES, else SLURM_STEP_NUM_NODES inside
+ *           an srun step, else 1
+ *   run     this run's name, the same string on every node and new for every
+ *           run (io_new_run_name); NULL: IOFWD_RUN, else "slurm-<job>.<step>"
+ *           inside an srun step, else none
+ *
+ * With a run name, every node numbers the run's versions from one record in
+ * the store, whenever its daemon starts. Without one, each daemon numbers
+ * from what it finds in the store when its first rank connects: nodes that
+ * start apart can disagree, and io_finalize then fails (EIO) saying so. */
+IO_API int io_init_run(void *buffer, uint64_t len, uint32_t rank, uint32_t ranks, uint32_t nodes,
+                       const char *run, char **daemon_args, int blocking);
+
+/* Writes a new run name into out (at most size bytes, NUL included; 48
+ * suffice): the time and 64 random bits, e.g. "20261123T164512-3f9a2b7c01d4e5f6".
+ * One rank makes it and passes it to the others. EINVAL if size is too small. */
+IO_API int io_new_run_name(char *out, size_t size);
+
+/* Makes io_finalize, once this rank's data is durable, call barrier(ctx,
+ * timeout_s) to wait for every rank of the job (0 when all arrived, an errno
+ * value such as ETIMEDOUT otherwise), and then check at once that the newest
+ * version this rank wrote is complete on every node. io_init_comm sets an
+ * MPI barrier on its communicator; without a barrier io_finalize waits for
+ * the other nodes' records in the store (at most IOFWD_COMMIT_TIMEOUT
+ * seconds, default 60). NULL removes it. Call after io_init. */
+IO_API int io_set_barrier(int (*barrier)(void *ctx, double timeout_s), void *ctx);
 
 /* Hands [0, len) of the buffer to the daemon as a new version. Returns once the
  * daemon holds the bytes: the buffer may then be reused. All or nothing: on
@@ -100,7 +132,10 @@ IO_API int io_next_version(uint64_t *version);
 
 /* Waits until everything this process wrote is durable, releases UCX, and, in
  * the process that launched the daemon, waits for the daemon to exit. Returns
- * an error if any version could not be made durable or the daemon failed. */
+ * an error if any version could not be made durable or the daemon failed. On
+ * a job of several nodes it also confirms that the newest version this rank
+ * wrote is complete on every node (see io_set_barrier): EIO, saying which
+ * nodes have it, when it is not. */
 IO_API int io_finalize(void);
 
 /* The text of an error code returned by these calls. */

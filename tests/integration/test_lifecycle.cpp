@@ -137,7 +137,8 @@ TEST_CASE("two nodes commit a version together; if one dies first it is complete
 {
     cluster c;
     const std::map<std::string, std::string> a{{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeA"},
-                                               {"IOFWD_SESSION", "sa"}};
+                                               {"IOFWD_SESSION", "sa"},
+                                               {"IOFWD_COMMIT_TIMEOUT", "2"}};
     const std::map<std::string, std::string> b{{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeB"},
                                                {"IOFWD_SESSION", "sb"}};
     // Like an MPI job's barrier after io_init: both nodes' daemons have chosen
@@ -154,9 +155,14 @@ TEST_CASE("two nodes commit a version together; if one dies first it is complete
     REQUIRE(f);
     std::fclose(f);
     REQUIRE(wait_until([&] { return has_line(rb, "stalled"); }, 60s));
-    // Node A finishes both versions; node B dies (after version 1 is
-    // committed everywhere) before writing version 2.
-    require_exit(ra, 0);
+    // Node A makes both versions durable; node B dies (after version 1 is
+    // committed everywhere) before writing version 2. A's io_finalize must
+    // not claim success for a version that is complete nowhere.
+    require_exit(ra, 1);
+    CHECK(has_line(ra, "finalize 5 "));
+    CHECK(ra.output().find("version 2 of job itest is durable on this node but not complete "
+                           "job-wide: version 2 has the manifests of 1 node (nodeA), the job has "
+                           "2 nodes") != std::string::npos);
     REQUIRE(wait_until([&] { return exists(c.store() + "/itest/v00000001/COMPLETE"); }, 30s));
     const std::string log_b = read_file(c.runtime_dir() + "/sb.log");
     rb.signal(SIGKILL);

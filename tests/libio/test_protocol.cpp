@@ -31,6 +31,7 @@ connect_msg sample_connect()
     c.buffer_length = 5ull << 30;  // over 4 GiB: lengths are 64-bit
     c.buffer_address = 0x7f0012345000ull;
     c.job = "climate-run.7";
+    c.run = "slurm-4711.0";
     c.worker_address.assign(300, std::byte{0xab});
     c.rkey.assign(77, std::byte{0x11});
     return c;
@@ -240,6 +241,10 @@ TEST_CASE("a string longer than its limit or than the payload is rejected", "[pr
     std::string why;
     CHECK(decode_all(encode(c), why) == errc::protocol_error);
     CHECK(why.find("'job'") != std::string::npos);
+    c = sample_connect();
+    c.run = std::string(max_name + 1, 'r');
+    CHECK(decode_all(encode(c), why) == errc::protocol_error);
+    CHECK(why.find("'run'") != std::string::npos);
 
     // A blob length field that claims more than what follows.
     auto bytes = encode(sample_connect());
