@@ -3,14 +3,18 @@
 // "computes" (refills) while the daemon flushes. Rank 0 prints a summary.
 //
 //   mpiexec -n 4 ./checkpoint [--size 64M] [--versions 3] [--store DIR] [--poll]
-//                             [--restart] [--sim-nodes K]
+//                             [--restart] [--sim-nodes K] [--plain-init] [--stagger S]
 //   then: ./verify --store DIR --job checkpoint
 //
 // --restart first finds the newest version complete for the whole job
 // (io_latest), reads this rank's part back (io_read, checksum-verified),
 // checks every byte against the pattern, then continues with new versions.
 // --sim-nodes K splits the ranks into K simulated nodes, each with its own
-// daemon, to show the job-wide commit on one machine.
+// daemon, to show the job-wide commit on one machine. --plain-init uses io_init
+// (node-local rank and size from MPI, the nodes and the run's name from
+// IOFWD_NODES and IOFWD_RUN) instead of io_init_comm; --stagger S makes the
+// ranks of the last node wait S seconds before they initialise, as a node
+// that starts late would.
 #include <mpi.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -24,7 +28,7 @@
 #include <string_view>
 #include <vector>
 
-#include "io.h"
+#include "io_mpi.h"
 #include "pattern.hpp"
 
 namespace {
@@ -35,6 +39,8 @@ struct args {
     bool blocking = true;
     bool restart = false;
     int sim_nodes = 0;
+    bool plain_init = false;
+    double stagger = 0;
 };
 
 bool parse_size(const char* s, std::uint64_t& out)
@@ -61,10 +67,12 @@ void usage(int rank)
 {
     if (rank == 0)
         std::fputs("usage: checkpoint [--size BYTES(K/M/G)] [--versions N] [--store DIR] [--poll]\n"
-                   "                  [--restart] [--sim-nodes K]\n"
+                   "                  [--restart] [--sim-nodes K] [--plain-init] [--stagger S]\n"
                    "  Writes N versions of a BYTES buffer per rank through iofwd.\n"
                    "  --restart: resume from the newest complete version, verified.\n"
                    "  --sim-nodes K: K simulated nodes, each with its own daemon.\n"
+                   "  --plain-init: io_init (IOFWD_NODES, IOFWD_RUN) instead of io_init_comm.\n"
+                   "  --stagger S: the last node's ranks start S seconds late.\n"
                    "  The job name in the store is IOFWD_JOB (default: checkpoint).\n",
                    stderr);
 }
@@ -120,6 +128,10 @@ int main(int argc, char** argv)
             a.restart = true;
         } else if (arg == "--sim-nodes" && i + 1 < argc && std::atoi(argv[i + 1]) > 0) {
             a.sim_nodes = std::atoi(argv[++i]);
+        } else if (arg == "--plain-init") {
+            a.plain_init = true;
+        } else if (arg == "--stagger" && i + 1 < argc && std::atof(argv[i + 1]) > 0) {
+            a.stagger = std::atof(argv[++i]);
         } else {
             usage(world_rank);
             MPI_Finalize();
@@ -129,27 +141,6 @@ int main(int argc, char** argv)
     if (!std::getenv("IOFWD_JOB"))
         setenv("IOFWD_JOB", "checkpoint", 1);
 
-    // iofwd wants the rank among the ranks of this node, and the number of
-    // nodes (each runs a daemon) for the job-wide commit.
-    MPI_Comm node;
-    if (a.sim_nodes > 0) {
-        const int color = world_rank % a.sim_nodes;
-        MPI_Comm_split(MPI_COMM_WORLD, color, world_rank, &node);
-        char host[200] = "node";
-        gethostname(host, sizeof host - 1);
-        char name[256];
-        std::snprintf(name, sizeof name, "%s-sim%d", host, color);
-        setenv("IOFWD_NODE", name, 1);
-    } else {
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node);
-    }
-    int local_rank = 0, local_size = 1;
-    MPI_Comm_rank(node, &local_rank);
-    MPI_Comm_size(node, &local_size);
-    int leader = local_rank == 0 ? 1 : 0, nodes = 1;
-    MPI_Allreduce(&leader, &nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    setenv("IOFWD_NODES", std::to_string(nodes).c_str(), 1);
-
     void* mem = nullptr;
     if (posix_memalign(&mem, 4096, a.size) != 0) {
         std::fprintf(stderr, "rank %d: cannot allocate %s\n", world_rank, human(a.size).c_str());
@@ -157,9 +148,52 @@ int main(int argc, char** argv)
     }
     auto* buffer = static_cast<std::byte*>(mem);
 
+    // io_init_comm finds this rank's place on its node and the number of
+    // nodes, and names the run so that every node's daemon numbers its
+    // versions alike. --sim-nodes splits the ranks itself and tells iofwd
+    // the same through io_init_run.
     const double t_init = now();
-    int rc = io_init(buffer, a.size, static_cast<std::uint32_t>(local_rank),
-                     static_cast<std::uint32_t>(local_size), nullptr, a.blocking ? 1 : 0);
+    int rc = 0, nodes = 1, local_rank = 0, local_size = 1;
+    if (a.sim_nodes > 0) {
+        const int color = world_rank % a.sim_nodes;
+        MPI_Comm node;
+        MPI_Comm_split(MPI_COMM_WORLD, color, world_rank, &node);
+        MPI_Comm_rank(node, &local_rank);
+        MPI_Comm_size(node, &local_size);
+        MPI_Comm_free(&node);
+        char host[200] = "node";
+        gethostname(host, sizeof host - 1);
+        char name[256];
+        std::snprintf(name, sizeof name, "%s-sim%d", host, color);
+        setenv("IOFWD_NODE", name, 1);
+        nodes = std::min(a.sim_nodes, world_size);
+        char run[64] = "";
+        if (world_rank == 0)
+            io_new_run_name(run, sizeof run);
+        MPI_Bcast(run, sizeof run, MPI_CHAR, 0, MPI_COMM_WORLD);
+        rc = io_init_run(buffer, a.size, static_cast<std::uint32_t>(local_rank),
+                         static_cast<std::uint32_t>(local_size), static_cast<std::uint32_t>(nodes),
+                         run, nullptr, a.blocking ? 1 : 0);
+    } else {
+        MPI_Comm node;
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node);
+        MPI_Comm_rank(node, &local_rank);
+        MPI_Comm_size(node, &local_size);
+        // The node holding the last world rank starts late (--stagger).
+        int node_last = world_rank, last = world_rank;
+        MPI_Allreduce(MPI_IN_PLACE, &node_last, 1, MPI_INT, MPI_MAX, node);
+        MPI_Comm_free(&node);
+        MPI_Allreduce(MPI_IN_PLACE, &last, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        int leader = local_rank == 0 ? 1 : 0;
+        MPI_Allreduce(&leader, &nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        if (a.stagger > 0 && node_last == last)
+            usleep(static_cast<useconds_t>(a.stagger * 1e6));
+        if (a.plain_init)
+            rc = io_init(buffer, a.size, static_cast<std::uint32_t>(local_rank),
+                         static_cast<std::uint32_t>(local_size), nullptr, a.blocking ? 1 : 0);
+        else
+            rc = io_init_comm(MPI_COMM_WORLD, buffer, a.size, nullptr, a.blocking ? 1 : 0);
+    }
     if (rc != 0) {
         std::fprintf(stderr, "rank %d: io_init failed: %s\n  %s\n", world_rank, io_strerror(rc),
                      io_last_error());
@@ -167,9 +201,6 @@ int main(int argc, char** argv)
     }
     const double init_s = now() - t_init;
     const std::string node_name = io_node_name();
-    // Every daemon has looked at the store before anyone writes, so all nodes
-    // number the versions of this run alike.
-    MPI_Barrier(MPI_COMM_WORLD);
 
     std::uint64_t restarted_from = 0;
     if (a.restart) {
@@ -267,7 +298,6 @@ int main(int argc, char** argv)
         std::printf("  store              %s\n", io_store_location());
         std::fflush(stdout);
     }
-    MPI_Comm_free(&node);
     std::free(mem);
     MPI_Finalize();
     return 0;

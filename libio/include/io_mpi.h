@@ -1,0 +1,105 @@
+/* iofwd for MPI programs: io_init from a communicator.
+ *
+ *   #include <io_mpi.h>      (after mpi.h is found: compile with mpicc)
+ *   io_init_comm(MPI_COMM_WORLD, buf, len, NULL, 1);
+ *   ... io_write(len) ...
+ *   io_finalize();
+ *
+ * io_init_comm is collective over `comm`: call it from every rank of the
+ * communicator, after MPI_Init. It finds each rank's node-local rank and the
+ * node's ranks (MPI_Comm_split_type, MPI_COMM_TYPE_SHARED), counts the
+ * nodes, and gives the run a name that rank 0 makes and broadcasts, so that
+ * every node's daemon numbers this run's versions alike, whenever it starts
+ * (no barrier after io_init is needed, and IOFWD_NODES need not be set).
+ *
+ * On a job of several nodes, io_finalize then becomes collective over `comm`
+ * too: once this rank's data is durable it waits (MPI_Ibarrier, at most
+ * IOFWD_COMMIT_TIMEOUT seconds, default 60) for every rank, and checks that
+ * the newest version this rank wrote is complete on every node.
+ *
+ * Everything here is inline: the library itself does not depend on MPI, and
+ * the MPI your program uses is the one these calls go to.
+ */
+#ifndef IOFWD_IO_MPI_H
+#define IOFWD_IO_MPI_H
+
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include <mpi.h>
+
+#include "io.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* io_finalize's barrier (io_set_barrier): a nonblocking barrier on a private
+ * copy of the communicator, polled with short sleeps so that a rank waiting
+ * here leaves the core to the daemon and to the others. */
+static inline int io_mpi_barrier_(void *ctx, double timeout_s)
+{
+    MPI_Comm *comm = (MPI_Comm *)ctx;
+    MPI_Request req;
+    double until;
+    int done = 0;
+    if (MPI_Ibarrier(*comm, &req) != MPI_SUCCESS)
+        return EIO;
+    until = MPI_Wtime() + timeout_s;
+    for (;;) {
+        struct timespec pause = {0, 1000000};
+        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return EIO;
+        if (done)
+            break;
+        if (timeout_s > 0 && MPI_Wtime() > until)
+            return ETIMEDOUT; /* a rank never came; the copy stays */
+        nanosleep(&pause, NULL);
+    }
+    MPI_Comm_free(comm);
+    free(comm);
+    return 0;
+}
+
+/* io_init for the ranks of `comm` (see above). Returns what io_init_run
+ * returns; collective, so every rank must call it. */
+static inline int io_init_comm(MPI_Comm comm, void *buffer, uint64_t len, char **daemon_args,
+                               int blocking)
+{
+    int rank = 0, local_rank = 0, local_size = 1, leader, nodes = 0, rc;
+    char run[64] = "";
+    MPI_Comm node, *copy;
+
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local_rank);
+    MPI_Comm_size(node, &local_size);
+    MPI_Comm_free(&node);
+    leader = local_rank == 0;
+    MPI_Allreduce(&leader, &nodes, 1, MPI_INT, MPI_SUM, comm);
+    if (rank == 0 && io_new_run_name(run, sizeof run) != 0)
+        run[0] = '\0'; /* every rank then falls back to the environment */
+    MPI_Bcast(run, (int)sizeof run, MPI_CHAR, 0, comm);
+
+    /* Collective, so before anything that can fail on one rank only. */
+    copy = (MPI_Comm *)malloc(sizeof *copy);
+    if (!copy)
+        return ENOMEM;
+    MPI_Comm_dup(comm, copy);
+    rc = io_init_run(buffer, len, (uint32_t)local_rank, (uint32_t)local_size, (uint32_t)nodes,
+                     run[0] ? run : NULL, daemon_args, blocking);
+    if (rc == 0 && nodes > 1)
+        rc = io_set_barrier(io_mpi_barrier_, copy);
+    else {
+        MPI_Comm_free(copy);
+        free(copy);
+    }
+    return rc;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* IOFWD_IO_MPI_H */
