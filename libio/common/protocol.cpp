@@ -1,7 +1,12 @@
 #include "protocol.hpp"
 
+#include <array>
 #include <cstring>
 #include <ctime>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <variant>
 
 #include <fmt/format.h>
 
@@ -9,6 +14,150 @@
 
 namespace iofwd::proto {
 namespace {
+
+// ---------------------------------------------------------------------------
+// Each message is described once, as a list of fields (below, `fields_of`):
+// the same list encodes it, decodes it and bounds its size. A field is a
+// fixed-width integer (an enum travels as its underlying u32), a string or a
+// byte blob with a length limit; each has the name a decoding error quotes.
+
+template <class M, class T>
+struct int_field {
+    const char* name;
+    T M::*member;
+};
+
+template <class M>
+struct text_field {
+    const char* name;
+    std::string M::*member;
+    std::size_t limit;
+    bool truncate = false;  // encode cuts it to the limit instead of sending too much
+};
+
+template <class M>
+struct blob_field {
+    const char* name;
+    std::vector<std::byte> M::*member;
+    std::size_t limit;
+};
+
+template <class M, class T>
+constexpr int_field<M, T> num(const char* name, T M::*member)
+{
+    return {name, member};
+}
+template <class M>
+constexpr text_field<M> str(const char* name, std::string M::*member, std::size_t limit,
+                      bool truncate = false)
+{
+    return {name, member, limit, truncate};
+}
+template <class M>
+constexpr blob_field<M> bytes(const char* name, std::vector<std::byte> M::*member, std::size_t limit)
+{
+    return {name, member, limit};
+}
+
+template <class M>
+constexpr auto fields_of()
+{
+    if constexpr (std::is_same_v<M, connect_msg>)
+        return std::tuple{num("rank", &M::rank), num("ranks", &M::ranks), num("pid", &M::pid),
+                          num("flags", &M::flags), num("buffer_length", &M::buffer_length),
+                          num("buffer_address", &M::buffer_address), num("nodes", &M::nodes),
+                          str("job", &M::job, max_name), str("run", &M::run, max_name),
+                          bytes("worker_address", &M::worker_address, max_blob),
+                          bytes("rkey", &M::rkey, max_blob)};
+    else if constexpr (std::is_same_v<M, accept_msg>)
+        return std::tuple{num("daemon_pid", &M::daemon_pid),
+                          num("staging_bytes", &M::staging_bytes),
+                          num("chunk_bytes", &M::chunk_bytes),
+                          num("next_version", &M::next_version), str("node", &M::node, max_name),
+                          str("store", &M::store, max_text),
+                          str("store_uri", &M::store_uri, max_text),
+                          str("transport", &M::transport, max_text), num("session", &M::session),
+                          bytes("worker_address", &M::worker_address, max_blob),
+                          num("mailbox_bytes", &M::mailbox_bytes)};
+    else if constexpr (std::is_same_v<M, write_req_msg>)
+        return std::tuple{num("cookie", &M::cookie), num("length", &M::length),
+                          bytes("data", &M::data, max_eager)};
+    else if constexpr (std::is_same_v<M, write_done_msg>)
+        return std::tuple{num("cookie", &M::cookie), num("version", &M::version)};
+    else if constexpr (std::is_same_v<M, finished_msg>)
+        return std::tuple{num("versions", &M::versions), num("bytes", &M::bytes),
+                          num("others", &M::others)};
+    else if constexpr (std::is_same_v<M, error_msg>)
+        return std::tuple{num("cookie", &M::cookie), num("domain", &M::domain),
+                          num("value", &M::value), str("text", &M::text, max_text, true)};
+    else if constexpr (std::is_same_v<M, query_msg>)
+        return std::tuple{num("cookie", &M::cookie), num("version", &M::version),
+                          num("wait", &M::wait)};
+    else if constexpr (std::is_same_v<M, version_state_msg>)
+        return std::tuple{num("cookie", &M::cookie), num("version", &M::version),
+                          num("state", &M::state), num("size", &M::size),
+                          num("crc32c", &M::crc32c), num("flush start", &M::flush_start_ns),
+                          num("durable time", &M::durable_ns)};
+    else if constexpr (std::is_same_v<M, read_req_msg>)
+        return std::tuple{num("cookie", &M::cookie), num("version", &M::version)};
+    else if constexpr (std::is_same_v<M, read_data_msg>)
+        return std::tuple{num("cookie", &M::cookie), num("offset", &M::offset),
+                          bytes("data", &M::data, max_eager)};
+    else if constexpr (std::is_same_v<M, file_open_msg>)
+        return std::tuple{num("cookie", &M::cookie), num("file", &M::file),
+                          str("path", &M::path, max_path)};
+    else if constexpr (std::is_same_v<M, file_write_msg>)
+        return std::tuple{num("cookie", &M::cookie),   num("file", &M::file),
+                          num("offset", &M::offset),   num("length", &M::length),
+                          num("address", &M::address), bytes("rkey", &M::rkey, max_blob),
+                          bytes("data", &M::data, max_eager)};
+    else if constexpr (std::is_same_v<M, file_sync_msg>)
+        return std::tuple{num("cookie", &M::cookie), num("file", &M::file),
+                          num("flags", &M::flags)};
+    else if constexpr (std::is_same_v<M, file_drain_msg>)
+        return std::tuple{num("cookie", &M::cookie), str("path", &M::path, max_path)};
+    else if constexpr (std::is_same_v<M, file_done_msg>)
+        return std::tuple{num("cookie", &M::cookie)};
+    else  // bye, ping, pong: no fields
+        return std::tuple{};
+}
+
+// The wire width of an integer field: its own, an enum's underlying type's.
+template <class T>
+constexpr std::size_t width()
+{
+    if constexpr (std::is_enum_v<T>)
+        return sizeof(std::underlying_type_t<T>);
+    else
+        return sizeof(T);
+}
+
+template <class M, class T>
+constexpr std::size_t max_size(const int_field<M, T>&)
+{
+    static_assert(width<T>() == 4 || width<T>() == 8, "fields are u32 or u64 on the wire");
+    return width<T>();
+}
+template <class M>
+constexpr std::size_t max_size(const text_field<M>& f)
+{
+    return 4 + f.limit;
+}
+template <class M>
+constexpr std::size_t max_size(const blob_field<M>& f)
+{
+    return 4 + f.limit;
+}
+
+template <class M>
+constexpr std::uint64_t max_payload_of()
+{
+    return std::apply([](const auto&... f) { return (std::uint64_t{0} + ... + max_size(f)); },
+                      fields_of<M>());
+}
+
+// ---------------------------------------------------------------------------
+// Encoding and decoding, little-endian.
 
 class writer {
 public:
@@ -20,13 +169,36 @@ public:
         u32(static_cast<std::uint32_t>(b.size()));
         out_.insert(out_.end(), b.begin(), b.end());
     }
-    void str(const std::string& s) { bytes(std::as_bytes(std::span(s.data(), s.size()))); }
     std::vector<std::byte>& buffer() { return out_; }
 
-private:
-    void put(std::uint64_t v, int n)
+    template <class M, class T>
+    void field(const M& m, const int_field<M, T>& f)
     {
-        for (int i = 0; i < n; ++i)
+        if constexpr (std::is_enum_v<T>)
+            put(static_cast<std::uint64_t>(static_cast<std::underlying_type_t<T>>(m.*f.member)),
+                width<T>());
+        else
+            put(static_cast<std::uint64_t>(static_cast<std::make_unsigned_t<T>>(m.*f.member)),
+                width<T>());
+    }
+    template <class M>
+    void field(const M& m, const text_field<M>& f)
+    {
+        std::string_view s = m.*f.member;
+        if (f.truncate && s.size() > f.limit)
+            s = s.substr(0, f.limit);
+        bytes(std::as_bytes(std::span(s.data(), s.size())));
+    }
+    template <class M>
+    void field(const M& m, const blob_field<M>& f)
+    {
+        bytes(m.*f.member);
+    }
+
+private:
+    void put(std::uint64_t v, std::size_t n)
+    {
+        for (std::size_t i = 0; i < n; ++i)
             out_.push_back(static_cast<std::byte>((v >> (8 * i)) & 0xff));
     }
     std::vector<std::byte> out_;
@@ -59,10 +231,25 @@ public:
         return out;
     }
 
-    std::string str(const char* field, std::size_t limit)
+    template <class M, class T>
+    void field(M& m, const int_field<M, T>& f)
     {
-        auto b = blob(field, limit);
-        return {reinterpret_cast<const char*>(b.data()), b.size()};
+        const std::uint64_t v = get(width<T>(), f.name);
+        if constexpr (std::is_enum_v<T>)
+            m.*f.member = static_cast<T>(static_cast<std::underlying_type_t<T>>(v));
+        else
+            m.*f.member = static_cast<T>(v);
+    }
+    template <class M>
+    void field(M& m, const text_field<M>& f)
+    {
+        const auto b = blob(f.name, f.limit);
+        m.*f.member = std::string(reinterpret_cast<const char*>(b.data()), b.size());
+    }
+    template <class M>
+    void field(M& m, const blob_field<M>& f)
+    {
+        m.*f.member = blob(f.name, f.limit);
     }
 
     bool ok() const { return why_.empty(); }
@@ -104,298 +291,85 @@ private:
     std::string why_;
 };
 
-void encode_body(writer& w, const connect_msg& m)
-{
-    w.u32(m.rank);
-    w.u32(m.ranks);
-    w.u32(m.pid);
-    w.u32(m.flags);
-    w.u64(m.buffer_length);
-    w.u64(m.buffer_address);
-    w.u32(m.nodes);
-    w.str(m.job);
-    w.str(m.run);
-    w.bytes(m.worker_address);
-    w.bytes(m.rkey);
-}
+// ---------------------------------------------------------------------------
+// What decoding checks beyond the fields' own bounds: values that cannot be
+// (ranks 0, a rank above the ranks, an unknown state...). The first failure
+// is the decoding error.
 
-void encode_body(writer& w, const accept_msg& m)
-{
-    w.u32(m.daemon_pid);
-    w.u64(m.staging_bytes);
-    w.u64(m.chunk_bytes);
-    w.u64(m.next_version);
-    w.str(m.node);
-    w.str(m.store);
-    w.str(m.store_uri);
-    w.str(m.transport);
-    w.u64(m.session);
-    w.bytes(m.worker_address);
-    w.u64(m.mailbox_bytes);
-}
+void check(reader&, const accept_msg&) {}
+void check(reader&, const write_done_msg&) {}
+void check(reader&, const bye_msg&) {}
+void check(reader&, const finished_msg&) {}
+void check(reader&, const read_req_msg&) {}
+void check(reader&, const read_data_msg&) {}
+void check(reader&, const file_done_msg&) {}
+void check(reader&, const ping_msg&) {}
+void check(reader&, const pong_msg&) {}
 
-void encode_body(writer& w, const write_req_msg& m)
+void check(reader& r, const connect_msg& m)
 {
-    w.u64(m.cookie);
-    w.u64(m.length);
-    w.bytes(m.data);
-}
-
-void encode_body(writer& w, const write_done_msg& m)
-{
-    w.u64(m.cookie);
-    w.u64(m.version);
-}
-
-void encode_body(writer&, const bye_msg&) {}
-
-void encode_body(writer& w, const query_msg& m)
-{
-    w.u64(m.cookie);
-    w.u64(m.version);
-    w.u32(m.wait);
-}
-
-void encode_body(writer& w, const version_state_msg& m)
-{
-    w.u64(m.cookie);
-    w.u64(m.version);
-    w.u32(static_cast<std::uint32_t>(m.state));
-    w.u64(m.size);
-    w.u32(m.crc32c);
-    w.u64(m.flush_start_ns);
-    w.u64(m.durable_ns);
-}
-
-void encode_body(writer& w, const read_req_msg& m)
-{
-    w.u64(m.cookie);
-    w.u64(m.version);
-}
-
-void encode_body(writer& w, const read_data_msg& m)
-{
-    w.u64(m.cookie);
-    w.u64(m.offset);
-    w.bytes(m.data);
-}
-
-void encode_body(writer& w, const finished_msg& m)
-{
-    w.u64(m.versions);
-    w.u64(m.bytes);
-}
-
-void encode_body(writer& w, const error_msg& m)
-{
-    w.u64(m.cookie);
-    w.u32(static_cast<std::uint32_t>(m.domain));
-    w.u32(static_cast<std::uint32_t>(m.value));
-    w.str(m.text.size() > max_text ? m.text.substr(0, max_text) : m.text);
-}
-
-void encode_body(writer& w, const file_open_msg& m)
-{
-    w.u64(m.cookie);
-    w.u64(m.file);
-    w.str(m.path);
-}
-
-void encode_body(writer& w, const file_write_msg& m)
-{
-    w.u64(m.cookie);
-    w.u64(m.file);
-    w.u64(m.offset);
-    w.u64(m.length);
-    w.u64(m.address);
-    w.bytes(m.rkey);
-    w.bytes(m.data);
-}
-
-void encode_body(writer& w, const file_sync_msg& m)
-{
-    w.u64(m.cookie);
-    w.u64(m.file);
-    w.u32(m.flags);
-}
-
-void encode_body(writer& w, const file_drain_msg& m)
-{
-    w.u64(m.cookie);
-    w.str(m.path);
-}
-
-void encode_body(writer& w, const file_done_msg& m)
-{
-    w.u64(m.cookie);
-}
-
-connect_msg decode_connect(reader& r)
-{
-    connect_msg m;
-    m.rank = r.u32("rank");
-    m.ranks = r.u32("ranks");
-    m.pid = r.u32("pid");
-    m.flags = r.u32("flags");
-    m.buffer_length = r.u64("buffer_length");
-    m.buffer_address = r.u64("buffer_address");
-    m.nodes = r.u32("nodes");
-    m.job = r.str("job", max_name);
-    m.run = r.str("run", max_name);
-    m.worker_address = r.blob("worker_address", max_blob);
-    m.rkey = r.blob("rkey", max_blob);
-    if (r.ok() && m.ranks == 0)
+    if (m.ranks == 0)
         r.fail("ranks is 0");
-    else if (r.ok() && m.nodes == 0)
+    else if (m.ranks > max_ranks)
+        r.fail(fmt::format("{} ranks on one node is more than the limit of {}", m.ranks,
+                           max_ranks));
+    else if (m.nodes == 0)
         r.fail("nodes is 0");
-    else if (r.ok() && m.rank >= m.ranks)
+    else if (m.nodes > max_nodes)
+        r.fail(fmt::format("{} nodes is more than the limit of {}", m.nodes, max_nodes));
+    else if (m.rank >= m.ranks)
         r.fail(fmt::format("rank {} is not below ranks {}", m.rank, m.ranks));
-    else if (r.ok() && m.worker_address.empty())
+    else if (m.worker_address.empty())
         r.fail("empty worker address");
-    else if (r.ok() && m.rkey.empty() && !(m.flags & connect_flag_files))
+    else if (m.rkey.empty() && !(m.flags & connect_flag_files))
         r.fail("empty remote key");
-    return m;
 }
 
-accept_msg decode_accept(reader& r)
+void check(reader& r, const write_req_msg& m)
 {
-    accept_msg m;
-    m.daemon_pid = r.u32("daemon_pid");
-    m.staging_bytes = r.u64("staging_bytes");
-    m.chunk_bytes = r.u64("chunk_bytes");
-    m.next_version = r.u64("next_version");
-    m.node = r.str("node", max_name);
-    m.store = r.str("store", max_text);
-    m.store_uri = r.str("store_uri", max_text);
-    m.transport = r.str("transport", max_text);
-    m.session = r.u64("session");
-    m.worker_address = r.blob("worker_address", max_blob);
-    m.mailbox_bytes = r.u64("mailbox_bytes");
-    return m;
-}
-
-write_req_msg decode_write_req(reader& r)
-{
-    write_req_msg m;
-    m.cookie = r.u64("cookie");
-    m.length = r.u64("length");
-    m.data = r.blob("data", max_eager);
-    if (r.ok() && !m.data.empty() && m.data.size() != m.length)
+    if (!m.data.empty() && m.data.size() != m.length)
         r.fail(fmt::format("inline data of {} bytes for a write of {}", m.data.size(), m.length));
-    return m;
 }
 
-write_done_msg decode_write_done(reader& r)
+void check(reader& r, const query_msg& m)
 {
-    write_done_msg m;
-    m.cookie = r.u64("cookie");
-    m.version = r.u64("version");
-    return m;
-}
-
-query_msg decode_query(reader& r)
-{
-    query_msg m;
-    m.cookie = r.u64("cookie");
-    m.version = r.u64("version");
-    m.wait = r.u32("wait");
-    if (r.ok() && m.wait > 1)
+    if (m.wait > 1)
         r.fail(fmt::format("wait flag {} is neither 0 nor 1", m.wait));
-    return m;
 }
 
-version_state_msg decode_version_state(reader& r)
+void check(reader& r, const version_state_msg& m)
 {
-    version_state_msg m;
-    m.cookie = r.u64("cookie");
-    m.version = r.u64("version");
-    const auto state = r.u32("state");
-    m.size = r.u64("size");
-    m.crc32c = r.u32("crc32c");
-    m.flush_start_ns = r.u64("flush start");
-    m.durable_ns = r.u64("durable time");
-    if (r.ok() && state > static_cast<std::uint32_t>(version_state_t::failed))
-        r.fail(fmt::format("unknown version state {}", state));
-    else if (r.ok() && m.durable_ns < m.flush_start_ns)
+    if (static_cast<std::uint32_t>(m.state) > static_cast<std::uint32_t>(version_state_t::failed))
+        r.fail(fmt::format("unknown version state {}", static_cast<std::uint32_t>(m.state)));
+    else if (m.durable_ns < m.flush_start_ns)
         r.fail(fmt::format("durable at {} ns, before its flush started at {} ns", m.durable_ns,
                            m.flush_start_ns));
-    m.state = static_cast<version_state_t>(state);
-    return m;
 }
 
-read_req_msg decode_read_req(reader& r)
+void check(reader& r, const error_msg& m)
 {
-    read_req_msg m;
-    m.cookie = r.u64("cookie");
-    m.version = r.u64("version");
-    return m;
-}
-
-read_data_msg decode_read_data(reader& r)
-{
-    read_data_msg m;
-    m.cookie = r.u64("cookie");
-    m.offset = r.u64("offset");
-    m.data = r.blob("data", max_eager);
-    return m;
-}
-
-finished_msg decode_finished(reader& r)
-{
-    finished_msg m;
-    m.versions = r.u64("versions");
-    m.bytes = r.u64("bytes");
-    return m;
-}
-
-error_msg decode_error(reader& r)
-{
-    error_msg m;
-    m.cookie = r.u64("cookie");
-    const auto domain = r.u32("domain");
-    m.value = static_cast<std::int32_t>(r.u32("value"));
-    m.text = r.str("text", max_text);
-    if (r.ok() && domain > static_cast<std::uint32_t>(error_domain::ucx))
-        r.fail(fmt::format("unknown error domain {}", domain));
-    m.domain = static_cast<error_domain>(domain);
-    return m;
+    if (static_cast<std::uint32_t>(m.domain) > static_cast<std::uint32_t>(error_domain::ucx))
+        r.fail(fmt::format("unknown error domain {}", static_cast<std::uint32_t>(m.domain)));
 }
 
 // A path the daemon will open for a rank: absolute, no NUL.
 void check_path(reader& r, const std::string& path)
 {
-    if (!r.ok())
-        return;
     if (path.empty() || path[0] != '/')
         r.fail(fmt::format("path '{}' is not absolute", path));
     else if (path.find('\0') != std::string::npos)
         r.fail("path contains a NUL byte");
 }
 
-file_open_msg decode_file_open(reader& r)
+void check(reader& r, const file_open_msg& m)
 {
-    file_open_msg m;
-    m.cookie = r.u64("cookie");
-    m.file = r.u64("file");
-    m.path = r.str("path", max_path);
-    if (r.ok() && m.file == 0)
+    if (m.file == 0)
         r.fail("file number 0");
     check_path(r, m.path);
-    return m;
 }
 
-file_write_msg decode_file_write(reader& r)
+void check(reader& r, const file_write_msg& m)
 {
-    file_write_msg m;
-    m.cookie = r.u64("cookie");
-    m.file = r.u64("file");
-    m.offset = r.u64("offset");
-    m.length = r.u64("length");
-    m.address = r.u64("address");
-    m.rkey = r.blob("rkey", max_blob);
-    m.data = r.blob("data", max_eager);
-    if (!r.ok())
-        return m;
     if (m.length == 0)
         r.fail("a write of 0 bytes");
     else if (m.offset + m.length < m.offset)
@@ -404,38 +378,37 @@ file_write_msg decode_file_write(reader& r)
         r.fail(fmt::format("inline data of {} bytes for a write of {}", m.data.size(), m.length));
     else if (!m.data.empty() && !m.rkey.empty())
         r.fail("both inline data and a remote key");
-    return m;
 }
 
-file_sync_msg decode_file_sync(reader& r)
+void check(reader& r, const file_sync_msg& m)
 {
-    file_sync_msg m;
-    m.cookie = r.u64("cookie");
-    m.file = r.u64("file");
-    m.flags = r.u32("flags");
-    if (r.ok() && (m.flags & ~(file_sync_durable | file_sync_close)))
+    if (m.flags & ~(file_sync_durable | file_sync_close))
         r.fail(fmt::format("unknown sync flags 0x{:x}", m.flags));
-    return m;
 }
 
-file_drain_msg decode_file_drain(reader& r)
+void check(reader& r, const file_drain_msg& m)
 {
-    file_drain_msg m;
-    m.cookie = r.u64("cookie");
-    m.path = r.str("path", max_path);
     check_path(r, m.path);
+}
+
+template <class M>
+M decode_body(reader& r)
+{
+    M m;
+    std::apply([&](const auto&... f) { (r.field(m, f), ...); }, fields_of<M>());
+    if (r.ok())
+        check(r, m);
     return m;
 }
 
-file_done_msg decode_file_done(reader& r)
-{
-    return file_done_msg{r.u64("cookie")};
-}
+template <msg_type T>
+using alternative = std::variant_alternative_t<static_cast<std::size_t>(T) - 1, message>;
+
+constexpr std::size_t message_types = std::variant_size_v<message>;
 
 bool known_type(std::uint16_t t) noexcept
 {
-    return t >= static_cast<std::uint16_t>(msg_type::connect) &&
-           t <= static_cast<std::uint16_t>(msg_type::file_done);
+    return t >= static_cast<std::uint16_t>(msg_type::connect) && t <= message_types;
 }
 
 }  // namespace
@@ -459,6 +432,8 @@ const char* to_string(msg_type t) noexcept
     case msg_type::file_sync: return "FILE_SYNC";
     case msg_type::file_drain: return "FILE_DRAIN";
     case msg_type::file_done: return "FILE_DONE";
+    case msg_type::ping: return "PING";
+    case msg_type::pong: return "PONG";
     }
     return "UNKNOWN";
 }
@@ -467,6 +442,28 @@ msg_type type_of(const message& m) noexcept
 {
     return static_cast<msg_type>(m.index() + 1);
 }
+
+// Each message type names the variant alternative that carries it.
+static_assert(std::is_same_v<alternative<msg_type::connect>, connect_msg>);
+static_assert(std::is_same_v<alternative<msg_type::accept>, accept_msg>);
+static_assert(std::is_same_v<alternative<msg_type::write_req>, write_req_msg>);
+static_assert(std::is_same_v<alternative<msg_type::write_done>, write_done_msg>);
+static_assert(std::is_same_v<alternative<msg_type::bye>, bye_msg>);
+static_assert(std::is_same_v<alternative<msg_type::finished>, finished_msg>);
+static_assert(std::is_same_v<alternative<msg_type::error>, error_msg>);
+static_assert(std::is_same_v<alternative<msg_type::query>, query_msg>);
+static_assert(std::is_same_v<alternative<msg_type::version_state>, version_state_msg>);
+static_assert(std::is_same_v<alternative<msg_type::read_req>, read_req_msg>);
+static_assert(std::is_same_v<alternative<msg_type::read_data>, read_data_msg>);
+static_assert(std::is_same_v<alternative<msg_type::file_open>, file_open_msg>);
+static_assert(std::is_same_v<alternative<msg_type::file_write>, file_write_msg>);
+static_assert(std::is_same_v<alternative<msg_type::file_sync>, file_sync_msg>);
+static_assert(std::is_same_v<alternative<msg_type::file_drain>, file_drain_msg>);
+static_assert(std::is_same_v<alternative<msg_type::file_done>, file_done_msg>);
+static_assert(std::is_same_v<alternative<msg_type::ping>, ping_msg>);
+static_assert(std::is_same_v<alternative<msg_type::pong>, pong_msg>);
+static_assert(static_cast<std::size_t>(msg_type::pong) == message_types,
+              "a message type without an alternative, or the reverse");
 
 std::uint64_t monotonic_ns() noexcept
 {
@@ -478,25 +475,13 @@ std::uint64_t monotonic_ns() noexcept
 
 std::uint64_t max_payload(msg_type t) noexcept
 {
-    switch (t) {
-    case msg_type::connect: return 2 * 8 + 9 * 4 + 2 * max_name + 2 * max_blob;
-    case msg_type::accept: return 4 + 5 * 8 + 5 * 4 + max_name + 3 * max_text + max_blob;
-    case msg_type::write_req: return 20 + max_eager;
-    case msg_type::write_done: return 16;
-    case msg_type::bye: return 0;
-    case msg_type::finished: return 16;
-    case msg_type::error: return 20 + max_text;
-    case msg_type::query: return 20;
-    case msg_type::version_state: return 48;
-    case msg_type::read_req: return 16;
-    case msg_type::read_data: return 20 + max_eager;
-    case msg_type::file_open: return 20 + max_path;
-    case msg_type::file_write: return 48 + max_blob + 4 + max_eager;
-    case msg_type::file_sync: return 20;
-    case msg_type::file_drain: return 12 + max_path;
-    case msg_type::file_done: return 8;
-    }
-    return 0;
+    // Computed from the field lists, one entry per alternative.
+    static constexpr auto table = []<std::size_t... I>(std::index_sequence<I...>) {
+        return std::array<std::uint64_t, sizeof...(I)>{
+            max_payload_of<std::variant_alternative_t<I, message>>()...};
+    }(std::make_index_sequence<message_types>{});
+    const auto i = static_cast<std::size_t>(t);
+    return i >= 1 && i <= table.size() ? table[i - 1] : 0;
 }
 
 void encode_push_header(const push_header& h, std::byte (&out)[push_header_size]) noexcept
@@ -551,7 +536,12 @@ std::vector<std::byte> encode(const message& m)
     w.u16(version);
     w.u16(static_cast<std::uint16_t>(type_of(m)));
     w.u64(0);  // length, patched below
-    std::visit([&](const auto& body) { encode_body(w, body); }, m);
+    std::visit(
+        [&](const auto& body) {
+            using M = std::decay_t<decltype(body)>;
+            std::apply([&](const auto&... f) { (w.field(body, f), ...); }, fields_of<M>());
+        },
+        m);
     auto& out = w.buffer();
     const std::uint64_t length = out.size() - header_size;
     for (int i = 0; i < 8; ++i)
@@ -600,26 +590,19 @@ std::error_code decode_payload(const header& h, std::span<const std::byte> paylo
                           payload.size(), h.length);
         return errc::protocol_error;
     }
-    reader r(payload);
-    message m;
-    switch (h.type) {
-    case msg_type::connect: m = decode_connect(r); break;
-    case msg_type::accept: m = decode_accept(r); break;
-    case msg_type::write_req: m = decode_write_req(r); break;
-    case msg_type::write_done: m = decode_write_done(r); break;
-    case msg_type::bye: m = bye_msg{}; break;
-    case msg_type::finished: m = decode_finished(r); break;
-    case msg_type::error: m = decode_error(r); break;
-    case msg_type::query: m = decode_query(r); break;
-    case msg_type::version_state: m = decode_version_state(r); break;
-    case msg_type::read_req: m = decode_read_req(r); break;
-    case msg_type::read_data: m = decode_read_data(r); break;
-    case msg_type::file_open: m = decode_file_open(r); break;
-    case msg_type::file_write: m = decode_file_write(r); break;
-    case msg_type::file_sync: m = decode_file_sync(r); break;
-    case msg_type::file_drain: m = decode_file_drain(r); break;
-    case msg_type::file_done: m = decode_file_done(r); break;
+    if (!known_type(static_cast<std::uint16_t>(h.type))) {
+        why = fmt::format("unknown message type {}", static_cast<unsigned>(h.type));
+        return errc::protocol_error;
     }
+    reader r(payload);
+    // One decoder per alternative, chosen by the type's index.
+    static constexpr auto decoders = []<std::size_t... I>(std::index_sequence<I...>) {
+        return std::array<message (*)(reader&), sizeof...(I)>{+[](reader& rd) -> message {
+            return message(std::in_place_index<I>,
+                           decode_body<std::variant_alternative_t<I, message>>(rd));
+        }...};
+    }(std::make_index_sequence<message_types>{});
+    message m = decoders[static_cast<std::size_t>(h.type) - 1](r);
     r.expect_end();
     if (!r.ok()) {
         why = fmt::format("bad {}: {}", to_string(h.type), r.why());

@@ -35,6 +35,9 @@
 //   C->S FILE_DRAIN  (shim) wait until every rank's writes to a path on this node
 //                    are written (before the file is opened again)
 //   C<-S FILE_DONE   the answer to FILE_OPEN, FILE_SYNC and FILE_DRAIN
+//   C->S PING        are you there? (sent by a rank whose wait has heard nothing for a
+//                    while); answered at once, whatever else the connection waits for
+//   C<-S PONG        yes
 //   both ERROR       a code and a sentence, about one WRITE_REQ (its cookie) or,
 //                    with cookie 0, about the connection, which the sender then closes
 //
@@ -52,7 +55,7 @@
 namespace iofwd::proto {
 
 inline constexpr std::uint32_t magic = 0x57464f49;  // "IOFW" in memory order
-inline constexpr std::uint16_t version = 5;
+inline constexpr std::uint16_t version = 6;
 inline constexpr std::size_t header_size = 16;
 
 enum class msg_type : std::uint16_t {
@@ -72,6 +75,8 @@ enum class msg_type : std::uint16_t {
     file_sync = 14,
     file_drain = 15,
     file_done = 16,
+    ping = 17,
+    pong = 18,
 };
 
 const char* to_string(msg_type t) noexcept;
@@ -81,6 +86,8 @@ inline constexpr std::size_t max_name = 255;           // job, node
 inline constexpr std::size_t max_blob = 16 * 1024;     // worker address, rkey
 inline constexpr std::size_t max_text = 4096;          // error text, store location, transport
 inline constexpr std::size_t max_eager = 64 * 1024;    // bytes a WRITE_REQ may carry inline
+inline constexpr std::uint32_t max_ranks = 1u << 16;    // ranks of a job on one node
+inline constexpr std::uint32_t max_nodes = 100000;      // nodes of a job
 
 struct header {
     msg_type type{};
@@ -89,7 +96,7 @@ struct header {
 
 struct connect_msg {
     std::uint32_t rank = 0;    // node-local rank
-    std::uint32_t ranks = 0;   // node-local ranks of this job on this node
+    std::uint32_t ranks = 0;   // node-local ranks of this job on this node (<= max_ranks)
     std::uint32_t pid = 0;
     std::uint32_t flags = 0;   // connect_flag_*
     std::uint64_t buffer_length = 0;
@@ -165,6 +172,7 @@ struct bye_msg {
 struct finished_msg {
     std::uint64_t versions = 0;  // versions of this rank now durable
     std::uint64_t bytes = 0;     // their total size
+    std::uint32_t others = 0;    // the node's other ranks of the job not yet finished
     bool operator==(const finished_msg&) const = default;
 };
 
@@ -269,10 +277,19 @@ struct file_done_msg {
     bool operator==(const file_done_msg&) const = default;
 };
 
+struct ping_msg {
+    bool operator==(const ping_msg&) const = default;
+};
+
+struct pong_msg {
+    bool operator==(const pong_msg&) const = default;
+};
+
+// In msg_type order (protocol.cpp checks it at compile time).
 using message = std::variant<connect_msg, accept_msg, write_req_msg, write_done_msg, bye_msg,
                              finished_msg, error_msg, query_msg, version_state_msg, read_req_msg,
                              read_data_msg, file_open_msg, file_write_msg, file_sync_msg,
-                             file_drain_msg, file_done_msg>;
+                             file_drain_msg, file_done_msg, ping_msg, pong_msg>;
 
 msg_type type_of(const message& m) noexcept;
 

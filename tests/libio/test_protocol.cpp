@@ -67,6 +67,8 @@ TEST_CASE("every message survives encode and decode unchanged", "[protocol]")
     CHECK(std::get<write_done_msg>(round_trip(d)) == d);
 
     CHECK(std::holds_alternative<bye_msg>(round_trip(bye_msg{})));
+    CHECK(std::holds_alternative<ping_msg>(round_trip(ping_msg{})));
+    CHECK(std::holds_alternative<pong_msg>(round_trip(pong_msg{})));
 
     query_msg q{8, 12, 1};
     CHECK(std::get<query_msg>(round_trip(q)) == q);
@@ -79,7 +81,7 @@ TEST_CASE("every message survives encode and decode unchanged", "[protocol]")
     read_data_msg rd{9, 1ull << 33, {std::byte{7}, std::byte{8}}};
     CHECK(std::get<read_data_msg>(round_trip(rd)) == rd);
 
-    finished_msg f{3, 9ull << 30};
+    finished_msg f{3, 9ull << 30, 2};
     CHECK(std::get<finished_msg>(round_trip(f)) == f);
 
     file_open_msg fo{10, 3, "/scratch/run/out.h5"};
@@ -154,7 +156,7 @@ TEST_CASE("another protocol version is rejected as a version mismatch", "[protoc
 
 TEST_CASE("an unknown message type is rejected", "[protocol]")
 {
-    for (unsigned t : {0u, 17u, 0xffffu}) {
+    for (unsigned t : {0u, 19u, 0xffffu}) {
         auto bytes = encode(bye_msg{});
         bytes[6] = std::byte{static_cast<unsigned char>(t & 0xff)};
         bytes[7] = std::byte{static_cast<unsigned char>(t >> 8)};
@@ -188,7 +190,7 @@ TEST_CASE("a payload shorter than its fields is rejected for every message type"
                                       read_data_msg{1, 2, {std::byte{3}}},
                                       write_req_msg{1, 2, {}},
                                       write_done_msg{1, 2},
-                                      finished_msg{1, 2},
+                                      finished_msg{1, 2, 3},
                                       file_open_msg{1, 2, "/a"},
                                       file_write_msg{1, 2, 3, 1, 0, {}, {std::byte{4}}},
                                       file_sync_msg{1, 2, 1},
@@ -228,9 +230,9 @@ TEST_CASE("trailing bytes after the fields are rejected", "[protocol]")
     CHECK(decode_all(bytes, why) == errc::protocol_error);
     CHECK(why.find("1 unexpected trailing bytes") != std::string::npos);
     // For a fixed-size message the header check already refuses the extra byte.
-    auto req = encode(finished_msg{1, 2});
+    auto req = encode(finished_msg{1, 2, 3});
     req.push_back(std::byte{0});
-    req[8] = std::byte{17};
+    req[8] = std::byte{21};
     CHECK(decode_all(req, why) == errc::protocol_error);
 }
 
@@ -385,4 +387,42 @@ TEST_CASE("a pushed chunk's header round-trips and must be exactly 24 bytes", "[
     CHECK_FALSE(decode_push_header(std::span<const std::byte>(raw, 23), h));
     std::vector<std::byte> longer(25);
     CHECK_FALSE(decode_push_header(longer, h));
+}
+
+TEST_CASE("CONNECT with more ranks or nodes than the limits is rejected", "[protocol]")
+{
+    std::string why;
+    auto c = sample_connect();
+    c.ranks = max_ranks + 1;
+    CHECK(decode_all(encode(c), why) == errc::protocol_error);
+    CHECK(why.find("more than the limit of 65536") != std::string::npos);
+    c = sample_connect();
+    c.ranks = 0xffffffffu;
+    CHECK(decode_all(encode(c), why) == errc::protocol_error);
+    c = sample_connect();
+    c.nodes = max_nodes + 1;
+    CHECK(decode_all(encode(c), why) == errc::protocol_error);
+    CHECK(why.find("nodes is more than the limit") != std::string::npos);
+    c = sample_connect();
+    c.ranks = max_ranks;
+    CHECK(std::get<connect_msg>(round_trip(c)) == c);
+}
+
+TEST_CASE("the size limit of each message is its fields' limits added up", "[protocol]")
+{
+    // CONNECT: 5 u32 and 2 u64 fields, two names and two blobs with their lengths.
+    CHECK(max_payload(msg_type::connect) == 5 * 4 + 2 * 8 + 2 * (4 + max_name) + 2 * (4 + max_blob));
+    CHECK(max_payload(msg_type::finished) == 8 + 8 + 4);
+    CHECK(max_payload(msg_type::bye) == 0);
+    CHECK(max_payload(msg_type::ping) == 0);
+    CHECK(max_payload(msg_type::file_done) == 8);
+    // Every encoding of a full-size message fits its limit.
+    auto c = sample_connect();
+    c.job.assign(max_name, 'j');
+    c.run.assign(max_name, 'r');
+    c.worker_address.assign(max_blob, std::byte{1});
+    c.rkey.assign(max_blob, std::byte{2});
+    CHECK(encode(c).size() - header_size == max_payload(msg_type::connect));
+    auto e = error_msg::from(make_error_code(errc::corrupt), std::string(2 * max_text, 'x'));
+    CHECK(encode(e).size() - header_size == max_payload(msg_type::error));
 }
