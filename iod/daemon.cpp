@@ -373,7 +373,7 @@ std::error_code daemon::claim_store(const std::string& job, std::uint64_t& last,
     return {};
 }
 
-std::error_code daemon::admit(session&, const proto::connect_msg& m, std::uint64_t& first_version,
+std::error_code daemon::admit(session& s, const proto::connect_msg& m, std::uint64_t& first_version,
                               std::string& why)
 {
     if (shutting_down_) {
@@ -385,9 +385,14 @@ std::error_code daemon::admit(session&, const proto::connect_msg& m, std::uint64
     const bool joinable = !job_.empty() && m.job == job_ && m.run == run_ && m.ranks == ranks_ &&
                           m.nodes == nodes_ && m.rank < ranks_state_.size() &&
                           ranks_state_[m.rank] == rank_state::absent;
-    const bool gone = std::none_of(ranks_state_.begin(), ranks_state_.end(),
-                                   [](rank_state r) { return r == rank_state::connected; }) &&
-                      sessions_.size() <= 1 && !manifests_pending_;
+    const bool gone =
+        std::none_of(ranks_state_.begin(), ranks_state_.end(),
+                     [](rank_state r) { return r == rank_state::connected; }) &&
+        std::all_of(sessions_.begin(), sessions_.end(),
+                    [&](const auto& e) {
+                        return e.second.get() == &s || !e.second->admitted() || e.second->done();
+                    }) &&
+        !manifests_pending_;
     if (job_.empty() || (gone && !joinable)) {
         // First rank of a job: find where its versions continue in the store,
         // and claim the job there. A job that only writes files through the
@@ -609,6 +614,14 @@ void daemon::session_ended(session& s, bool clean)
     boost::asio::post(loop_, [this] { check_exit(); });
 }
 
+std::uint32_t daemon::unfinished_ranks(std::uint32_t rank) const
+{
+    std::uint32_t n = 0;
+    for (std::uint32_t r = 0; r < ranks_state_.size(); ++r)
+        n += r != rank && ranks_state_[r] == rank_state::connected;
+    return n;
+}
+
 void daemon::check_exit()
 {
     if (stopped_)
@@ -628,8 +641,13 @@ void daemon::check_exit()
         return;
     }
     if (opts_.auto_exit && job_over() && idle) {
-        if (abandon_partial_versions() == 0)
+        abandon_partial_versions();
+        if (lost_versions_ == 0)
             log_info("job {}: all {} ranks done, everything durable; exiting", job_, ranks_);
+        else
+            log_error("job {}: all {} ranks done; {} version{} could not be made durable or "
+                      "complete (see above); exiting with status 1",
+                      job_, ranks_, lost_versions_, lost_versions_ == 1 ? "" : "s");
         stop();
         return;
     }

@@ -94,6 +94,9 @@ public:
     std::error_code manifest_error() const noexcept { return manifest_error_; }
     bool shutting_down() const noexcept { return shutting_down_; }
     void session_ended(session& s, bool clean);
+    // The job's node-local ranks other than `rank` that are still connected
+    // (for FINISHED: what the daemon goes on serving).
+    std::uint32_t unfinished_ranks(std::uint32_t rank) const;
     void check_exit();
 
 private:

@@ -9,133 +9,138 @@
 
 #include <fmt/format.h>
 
+#include "config.hpp"
 #include "format.hpp"
 #include "rendezvous.hpp"
 
 namespace iofwd::iod {
 namespace {
 
+// An iod option: a setting of the shared table (config.hpp: its name, type,
+// range, default and help) bound to a field of `options`, or one of the
+// daemon's own switches.
 struct option_def {
-    const char* flag;      // --name
-    const char* env;       // IOFWD_NAME, or nullptr
-    const char* arg;       // metavariable, or nullptr for a switch
-    const char* help;
-    std::function<bool(options&, std::string_view)> set;
+    std::string_view flag;  // --name
+    const config::variable* var;  // nullptr: not an IOFWD_* setting
+    std::string_view arg;   // metavariable, empty for a switch
+    std::string_view help;
+    std::function<bool(options&, std::string_view)> set;  // a value already checked
 };
 
-bool to_unsigned(std::string_view s, unsigned& out)
+bool to_fd(std::string_view s, int& out)
 {
     std::uint64_t v = 0;
-    if (!parse_bytes(s, v) || v > 1024 || s.find_first_not_of("0123456789") != std::string_view::npos)
+    if (!config::parse_count(s, v) || v > 1 << 20)
         return false;
-    out = static_cast<unsigned>(v);
+    out = static_cast<int>(v);
     return true;
 }
 
-bool to_seconds(std::string_view s, double& out)
+option_def setting(std::string_view name, std::function<bool(options&, std::string_view)> set)
 {
-    const std::string str(s);
-    char* end = nullptr;
-    const double v = std::strtod(str.c_str(), &end);
-    if (str.empty() || *end || v < 0)
-        return false;
-    out = v;
-    return true;
+    const config::variable* v = config::find(name);
+    if (!v || v->flag.empty())
+        throw std::logic_error(fmt::format("{} is not a daemon setting", name));
+    return {v->flag, v, v->arg, v->help, std::move(set)};
+}
+
+template <typename T>
+std::function<bool(options&, std::string_view)> into_count(T options::*field)
+{
+    return [field](options& o, std::string_view v) {
+        std::uint64_t n = 0;
+        config::parse_count(v, n);
+        o.*field = static_cast<T>(n);
+        return true;
+    };
+}
+
+std::function<bool(options&, std::string_view)> into_bytes(std::uint64_t options::*field)
+{
+    return [field](options& o, std::string_view v) { return parse_bytes(v, o.*field); };
+}
+
+std::function<bool(options&, std::string_view)> into_text(std::string options::*field)
+{
+    return [field](options& o, std::string_view v) {
+        o.*field = v;
+        return true;
+    };
 }
 
 const std::vector<option_def>& table()
 {
     static const std::vector<option_def> defs = {
-        {"--store", "IOFWD_STORE", "LOCATION",
-         "where data goes: a directory path, dir:PATH, or rados:POOL for Ceph\n"
-         "(default ./iofwd-store)",
-         [](options& o, std::string_view v) { o.store = v; return !v.empty(); }},
-        {"--ceph-conf", "IOFWD_CEPH_CONF", "PATH",
-         "ceph.conf of the cluster for --store rados:POOL",
-         [](options& o, std::string_view v) { o.ceph_conf = v; return !v.empty(); }},
-        {"--ceph-user", "IOFWD_CEPH_USER", "NAME",
-         "Ceph client name (default client.admin)",
-         [](options& o, std::string_view v) { o.ceph_user = v; return !v.empty(); }},
-        {"--ceph-keyring", "IOFWD_CEPH_KEYRING", "PATH",
-         "keyring with that client's key (default: from ceph.conf)",
-         [](options& o, std::string_view v) { o.ceph_keyring = v; return !v.empty(); }},
-        {"--node", "IOFWD_NODE", "NAME",
-         "this node's name in the store (default: the short host name)",
-         [](options& o, std::string_view v) { o.node = v; return valid_name(o.node); }},
-        {"--session", "IOFWD_SESSION", "NAME",
-         "the session ranks attach to (default: the node name); ranks find the\n"
-         "daemon through IOFWD_SESSION",
-         [](options& o, std::string_view v) { o.session = v; return !v.empty(); }},
-        {"--runtime-dir", "IOFWD_RUNTIME_DIR", "DIR",
-         "private directory for the socket, lock and log (default\n"
-         "$XDG_RUNTIME_DIR/iofwd or /tmp/iofwd-UID)",
-         [](options& o, std::string_view v) { o.runtime_dir = v; return !v.empty(); }},
-        {"--staging-size", "IOFWD_STAGING_SIZE", "BYTES",
-         "staging memory, the daemon's bound on buffered data (default 256M)",
-         [](options& o, std::string_view v) { return parse_bytes(v, o.staging_bytes) && o.staging_bytes > 0; }},
-        {"--chunk-size", "IOFWD_CHUNK_SIZE", "BYTES",
-         "unit of pulling and flushing; larger writes are pulled in chunks\n"
-         "(default 16M)",
-         [](options& o, std::string_view v) { return parse_bytes(v, o.chunk_bytes) && o.chunk_bytes >= 4096; }},
-        {"--mailbox-size", "IOFWD_MAILBOX_SIZE", "BYTES",
-         "shared memory per rank through which writes up to half its size\n"
-         "(and at most the eager limit, 64K) are handed over without a round\n"
-         "trip; 0 sends them over the socket (default 256K)",
-         [](options& o, std::string_view v) {
-             return parse_bytes(v, o.mailbox_bytes) &&
-                    (o.mailbox_bytes == 0 ||
-                     (o.mailbox_bytes >= 4096 && o.mailbox_bytes <= (1ull << 30) &&
-                      o.mailbox_bytes % 64 == 0));
-         }},
-        {"--flush-threads", "IOFWD_FLUSH_THREADS", "N",
-         "threads writing to the store (default 2)",
-         [](options& o, std::string_view v) { return to_unsigned(v, o.flush_threads) && o.flush_threads > 0; }},
-        {"--pull-threads", "IOFWD_PULL_THREADS", "N",
-         "threads that copy pushed chunks out of the ranks, each with a UCX\n"
-         "worker of its own; each rank is served by one, so several ranks'\n"
-         "bytes are copied at once (default 2; 0: the event loop copies)",
-         [](options& o, std::string_view v) { return to_unsigned(v, o.pull_threads) && o.pull_threads <= 64; }},
-        {"--keep", "IOFWD_KEEP", "K",
-         "keep the newest K complete versions of a job and delete older ones,\n"
-         "only ever after a newer version is complete (default 0: keep all)",
-         [](options& o, std::string_view v) { return to_unsigned(v, o.keep); }},
-        {"--auto-exit", nullptr, nullptr,
+        setting("IOFWD_STORE", into_text(&options::store)),
+        setting("IOFWD_STORE_SHARE", [](options& o, std::string_view v) {
+            o.store_group = v == "group";
+            return true;
+        }),
+        setting("IOFWD_CEPH_CONF", into_text(&options::ceph_conf)),
+        setting("IOFWD_CEPH_USER", into_text(&options::ceph_user)),
+        setting("IOFWD_CEPH_KEYRING", into_text(&options::ceph_keyring)),
+        setting("IOFWD_NODE", into_text(&options::node)),
+        setting("IOFWD_SESSION", into_text(&options::session)),
+        setting("IOFWD_RUNTIME_DIR", into_text(&options::runtime_dir)),
+        setting("IOFWD_STAGING_SIZE", into_bytes(&options::staging_bytes)),
+        setting("IOFWD_CHUNK_SIZE", into_bytes(&options::chunk_bytes)),
+        setting("IOFWD_MAILBOX_SIZE", [](options& o, std::string_view v) {
+            return parse_bytes(v, o.mailbox_bytes) &&
+                   (o.mailbox_bytes == 0 || (o.mailbox_bytes >= 4096 && o.mailbox_bytes % 64 == 0));
+        }),
+        setting("IOFWD_FLUSH_THREADS", into_count(&options::flush_threads)),
+        setting("IOFWD_PULL_THREADS", into_count(&options::pull_threads)),
+        setting("IOFWD_KEEP", into_count(&options::keep)),
+        {"--auto-exit", nullptr, {},
          "exit once every expected rank has said BYE and all data is durable\n"
          "(set when a rank launches the daemon)",
          [](options& o, std::string_view) { o.auto_exit = true; return true; }},
-        {"--idle-timeout", "IOFWD_IDLE_TIMEOUT", "SECONDS",
-         "with --auto-exit, exit when no rank is connected for this long\n"
-         "(default 300; 0 = never)",
-         [](options& o, std::string_view v) { return to_seconds(v, o.idle_timeout); }},
-        {"--log", "IOFWD_LOG", "FILE", "append the log to FILE (default stderr)",
-         [](options& o, std::string_view v) { o.log = v; return !v.empty(); }},
-        {"--transports", "IOFWD_TRANSPORTS", "LIST",
-         "UCX transports for pulling (UCX_TLS syntax, default all)",
-         [](options& o, std::string_view v) { o.transports = v; return !v.empty(); }},
-        {"--net-devices", "IOFWD_NET_DEVICES", "LIST",
-         "network devices UCX may use (UCX_NET_DEVICES syntax, e.g. mlx5_0:1,eth0)",
-         [](options& o, std::string_view v) { o.net_devices = v; return !v.empty(); }},
-        {"--port-range", "IOFWD_PORT_RANGE", "LO-HI",
-         "TCP ports UCX may listen on when it uses tcp (default: any)",
-         [](options& o, std::string_view v) {
-             const auto dash = v.find('-');
-             unsigned lo = 0, hi = 0;
-             if (dash == std::string_view::npos)
-                 return false;
-             std::uint64_t a = 0, b = 0;
-             if (!parse_bytes(v.substr(0, dash), a) || !parse_bytes(v.substr(dash + 1), b))
-                 return false;
-             lo = static_cast<unsigned>(a);
-             hi = static_cast<unsigned>(b);
-             o.port_range = v;
-             return lo > 0 && lo <= hi && hi < 65536;
-         }},
+        setting("IOFWD_IDLE_TIMEOUT", [](options& o, std::string_view v) {
+            return config::parse_seconds(v, o.idle_timeout);
+        }),
+        setting("IOFWD_LOG", into_text(&options::log)),
+        setting("IOFWD_LOG_LEVEL", into_text(&options::log_level)),
+        setting("IOFWD_PROGRESS_INTERVAL", [](options& o, std::string_view v) {
+            return config::parse_seconds(v, o.progress_interval);
+        }),
+        setting("IOFWD_TRANSPORTS", into_text(&options::transports)),
+        setting("IOFWD_NET_DEVICES", into_text(&options::net_devices)),
+        setting("IOFWD_PORT_RANGE", [](options& o, std::string_view v) {
+            const auto dash = v.find('-');
+            std::uint64_t lo = 0, hi = 0;
+            if (dash == std::string_view::npos || !config::parse_count(v.substr(0, dash), lo) ||
+                !config::parse_count(v.substr(dash + 1), hi))
+                return false;
+            o.port_range = v;
+            return lo > 0 && lo <= hi && hi < 65536;
+        }),
         {"--ready-fd", nullptr, "FD", "(internal) write 'ready' to FD once serving",
-         [](options& o, std::string_view v) { unsigned fd; return to_unsigned(v, fd) && (o.ready_fd = static_cast<int>(fd), true); }},
+         [](options& o, std::string_view v) { return to_fd(v, o.ready_fd); }},
         {"--lock-fd", nullptr, "FD", "(internal) FD already holds the session lock",
-         [](options& o, std::string_view v) { unsigned fd; return to_unsigned(v, fd) && (o.lock_fd = static_cast<int>(fd), true); }},
+         [](options& o, std::string_view v) { return to_fd(v, o.lock_fd); }},
     };
     return defs;
+}
+
+// Checks and applies one value; false and a sentence on stderr when bad.
+// `flag` is how the value was given: empty for the environment.
+bool apply(const option_def& d, options& o, std::string_view value, std::string_view flag)
+{
+    std::string why;
+    if (d.var && !config::check(*d.var, value, why, flag)) {
+        fmt::print(stderr, "iod: {}\n", why);
+        return false;
+    }
+    if (!d.set(o, value)) {
+        const std::string_view shown = flag.empty() && d.var ? d.var->name : d.flag;
+        fmt::print(stderr, "iod: {} '{}' is not {}\n", shown, value,
+                   d.var && d.var->name == "IOFWD_PORT_RANGE" ? "LO-HI with 0 < LO <= HI < 65536"
+                   : d.var && d.var->name == "IOFWD_MAILBOX_SIZE"
+                       ? "0, or at least 4K and a multiple of 64"
+                       : "a usable value");
+        return false;
+    }
+    return true;
 }
 
 void print_help(FILE* out)
@@ -150,10 +155,12 @@ void print_help(FILE* out)
         "Options (each can also be set by the environment variable shown):\n",
         out);
     for (const auto& d : table()) {
-        std::string left = d.flag;
-        if (d.arg)
-            left += std::string(" ") + d.arg;
-        std::string help = d.help;
+        std::string left(d.flag);
+        if (!d.arg.empty())
+            left += fmt::format(" {}", d.arg);
+        std::string help(d.help);
+        if (d.var && !d.var->fallback.empty())
+            help += fmt::format(" (default {})", d.var->fallback);
         std::string indented;
         for (char c : help) {
             indented += c;
@@ -161,7 +168,7 @@ void print_help(FILE* out)
                 indented += std::string(30, ' ');
         }
         fmt::print(out, "  {:<26}  {}{}\n", left, indented,
-                   d.env ? fmt::format(" [{}]", d.env) : std::string());
+                   d.var ? fmt::format(" [{}]", d.var->name) : std::string());
     }
     std::fputs("  --help                      this text\n"
                "  --version                   print the version\n\n"
@@ -176,14 +183,11 @@ parse_result parse_options(int argc, char** argv, options& out)
 {
     options o;
     for (const auto& d : table()) {
-        if (!d.env)
+        if (!d.var)
             continue;
-        const char* v = std::getenv(d.env);
-        if (v && *v && !d.set(o, v)) {
-            fmt::print(stderr, "iod: bad value '{}' in environment variable {} ({})\n", v, d.env,
-                       d.help);
+        const char* v = std::getenv(std::string(d.var->name).c_str());
+        if (v && *v && !apply(d, o, v, {}))
             return parse_result::exit_error;
-        }
     }
     for (int i = 1; i < argc; ++i) {
         std::string_view a = argv[i];
@@ -210,17 +214,15 @@ parse_result parse_options(int argc, char** argv, options& out)
             fmt::print(stderr, "iod: unknown option '{}' (see iod --help)\n", argv[i]);
             return parse_result::exit_error;
         }
-        if (def->arg && !has_value) {
+        if (!def->arg.empty() && !has_value) {
             if (i + 1 >= argc) {
                 fmt::print(stderr, "iod: option {} needs a value ({})\n", def->flag, def->arg);
                 return parse_result::exit_error;
             }
             value = argv[++i];
         }
-        if (!def->set(o, value)) {
-            fmt::print(stderr, "iod: bad value '{}' for {}: {}\n", value, def->flag, def->help);
+        if (!apply(*def, o, value, def->flag))
             return parse_result::exit_error;
-        }
     }
     if (o.node.empty())
         o.node = default_node_name();

@@ -1,6 +1,7 @@
 #pragma once
 // iod's configuration: defaults, then IOFWD_* environment variables, then the
-// command line. `iod --help` prints the table in options.cpp.
+// command line; the settings' names, types, ranges and help are config.hpp's,
+// shared with the client. `iod --help` prints them.
 #include <cstdint>
 #include <string>
 #include <system_error>
@@ -21,6 +22,9 @@ struct options {
     bool auto_exit = false;
     double idle_timeout = -1;  // seconds; <0: 300 with --auto-exit, else never
     std::string log;           // empty: stderr
+    std::string log_level = "info";
+    double progress_interval = 5;  // seconds between progress lines of a long flush; 0: none
+    bool store_group = false;  // the directory store readable by the group (0750/0640)
     std::string ceph_conf;     // for a rados: store
     std::string ceph_user;
     std::string ceph_keyring;

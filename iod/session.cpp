@@ -86,14 +86,33 @@ void session::read_payload()
                              self->fail(err, why);
                              return;
                          }
-                         if (!self->take_mail()) {
-                             self->deferred_ = std::move(m);  // mail_progress goes on
-                             return;
-                         }
-                         self->dispatch(m);
+                         self->received(std::move(m));
                          if (self->socket_open_ && !self->close_after_write_)
                              self->read_header();
                      });
+}
+
+void session::received(proto::message m)
+{
+    // A heartbeat is answered at once, even while requests wait.
+    if (std::holds_alternative<proto::ping_msg>(m)) {
+        send(proto::pong_msg{});
+        return;
+    }
+    // The rank published its mailbox records before it sent this: they go
+    // first (mail_progress dispatches what waits here).
+    if (!deferred_.empty() || !take_mail()) {
+        // A rank has one request out at a time, plus heartbeats.
+        static constexpr std::size_t max_waiting = 16;
+        if (deferred_.size() >= max_waiting) {
+            fail(errc::protocol_error,
+                 fmt::format("{} requests sent without waiting for answers", max_waiting));
+            return;
+        }
+        deferred_.push_back(std::move(m));
+        return;
+    }
+    dispatch(m);
 }
 
 void session::dispatch(proto::message& m)
@@ -362,12 +381,12 @@ void session::mail_progress()
 {
     if (!take_mail())
         return;
-    if (deferred_) {
-        proto::message m = std::move(*deferred_);
-        deferred_.reset();
+    while (!deferred_.empty() && socket_open_) {
+        proto::message m = std::move(deferred_.front());
+        deferred_.pop_front();
         dispatch(m);
-        if (socket_open_ && !close_after_write_)
-            read_header();
+        if (!take_mail())
+            return;
     }
     if (close_files_later_) {
         close_files_later_ = false;
@@ -1006,7 +1025,8 @@ void session::finish_closing()
                                                     "{}",
                                                     hello_.rank, durable_why_)));
         } else {
-            send(proto::finished_msg{versions_durable_, bytes_durable_});
+            send(proto::finished_msg{versions_durable_, bytes_durable_,
+                                     d_.unfinished_ranks(hello_.rank)});
         }
         close_after_write_ = true;
     }
@@ -1095,7 +1115,7 @@ void session::socket_closed(std::string why)
     // Writes the rank left in its mailbox are taken (io_write returned for
     // them); nothing it publishes from now on is.
     mailbox_.freeze();
-    deferred_.reset();
+    deferred_.clear();
     if (mail_efd_) {
         boost::system::error_code ignored;
         mail_efd_->close(ignored);

@@ -61,6 +61,9 @@ public:
 private:
     void read_header();
     void read_payload();
+    // A message read from the socket: answered, queued behind the mailbox, or
+    // dispatched.
+    void received(proto::message m);
     void dispatch(proto::message& m);
     void on_connect(proto::connect_msg& m);
     void on_write_req(proto::write_req_msg& m);
@@ -172,7 +175,7 @@ private:
 
     mailbox::reader mailbox_;
     std::optional<boost::asio::posix::stream_descriptor> mail_efd_;  // the rank's doorbell
-    std::optional<proto::message> deferred_;  // read from the socket, waits for the mailbox
+    std::deque<proto::message> deferred_;  // read from the socket, waiting for the mailbox
     bool mail_posted_ = false;
     bool close_files_later_ = false;  // the socket closed with file writes in the mailbox
     bool file_write_waiting_ = false;    // a FILE_WRITE waits for its WRITE_DONE

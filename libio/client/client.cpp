@@ -22,6 +22,7 @@
 #include "fd_passing.hpp"
 #include "format.hpp"
 #include "launcher.hpp"
+#include "settings.hpp"
 #include "store/catalog.hpp"
 
 namespace iofwd::client {
@@ -38,8 +39,6 @@ using clock = std::chrono::steady_clock;
 // True when the buffer is now backed by huge pages.
 bool use_huge_pages(void* buffer, std::uint64_t len)
 {
-    if (env_or("IOFWD_HUGEPAGES", "1") == "0")
-        return false;
     constexpr std::uintptr_t huge = 2u << 20;
     const auto begin = (reinterpret_cast<std::uintptr_t>(buffer) + huge - 1) & ~(huge - 1);
     const auto end = (reinterpret_cast<std::uintptr_t>(buffer) + len) & ~(huge - 1);
@@ -50,18 +49,6 @@ bool use_huge_pages(void* buffer, std::uint64_t len)
 #endif
     ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
     return ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_COLLAPSE) == 0;
-}
-
-std::chrono::milliseconds env_seconds(const char* name, double fallback)
-{
-    double s = fallback;
-    if (const char* v = std::getenv(name); v && *v) {
-        char* end = nullptr;
-        const double parsed = std::strtod(v, &end);
-        if (end && *end == '\0' && parsed >= 0)
-            s = parsed;
-    }
-    return std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000));
 }
 
 }  // namespace
@@ -146,24 +133,15 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
         return fail(errc::invalid_argument,
                     fmt::format("rank {} is not below ranks {} (both node-local)", rank, ranks));
 
+    warn_unknown_settings(rank == 0);
     {
         std::string why;
-        nodes_ = run.nodes ? run.nodes : default_nodes(why);
-        if (nodes_ == 0 || nodes_ > 100000)
-            return fail(errc::invalid_argument,
-                        why.empty() ? fmt::format("{} nodes is not a plausible job", run.nodes) : why);
-        run_ = run.run.empty() ? default_run_name() : run.run;
-        if (!run_.empty() && !valid_name(run_))
-            return fail(errc::invalid_argument,
-                        fmt::format("run name '{}' is not usable: letters, digits, '.', '_', '-', "
-                                    "at most 200, not starting with '.' (IOFWD_RUN)",
-                                    run_));
+        if (auto ec = load_settings(run.nodes, run.run, settings_, why))
+            return fail(ec, why);
     }
     blocking_ = blocking;
     last_written_ = 0;
-    eager_limit_ = proto::max_eager;
-    if (const char* v = std::getenv("IOFWD_EAGER_LIMIT"); v && *v)
-        eager_limit_ = std::min<std::uint64_t>(std::strtoull(v, nullptr, 10), proto::max_eager);
+    eager_limit_ = std::min<std::uint64_t>(settings_.eager_limit, proto::max_eager);
     buffer_ = buffer;
     length_ = len;
     rank_ = rank;
@@ -180,7 +158,7 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
     // Start (or find) the daemon before UCX exists in this process: the
     // launch never copies a process with registered memory.
     daemon_link link;
-    const auto launch_timeout = env_seconds("IOFWD_LAUNCH_TIMEOUT", 30);
+    const auto launch_timeout = settings_.launch_timeout;
     if (auto ec = attach_or_launch(paths_, daemon_args, launch_timeout, link, why))
         return fail(ec, why);
     control_ = std::move(link.control);
@@ -210,7 +188,7 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
             return undo(ec, fmt::format("UCX gives no event fd: {}", ec.message()));
     bool huge = false;
     if (!files_only_) {
-        huge = use_huge_pages(buffer_, length_);
+        huge = settings_.huge_pages && use_huge_pages(buffer_, length_);
         if (auto ec = ucx::memory::map(context_, buffer_, length_, memory_))
             return undo(ec, fmt::format("registering the {} buffer with UCX failed: {}",
                                         human_bytes(length_), ec.message()));
@@ -230,12 +208,10 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
     // pages, always (1 writer, 256 MiB: 25 ms against 36). `auto` (default):
     // push, unless the buffer has 4 KiB pages and the node's ranks and the
     // daemon fit in its cores.
-    const std::string pull = env_or("IOFWD_PULL", "auto");
-    if (pull != "auto" && pull != "push" && pull != "get")
-        return undo(errc::invalid_argument,
-                    fmt::format("IOFWD_PULL='{}' is none of auto, push, get", pull));
     const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
-    const bool push = pull == "push" || (pull == "auto" && (huge || files_only_ || ranks_ + 1 > cores));
+    const bool push = settings_.pull == pull_mode::push ||
+                      (settings_.pull == pull_mode::automatic &&
+                       (huge || files_only_ || ranks_ + 1 > cores));
     hello.flags = (blocking_ ? proto::connect_flag_blocking : 0) |
                   (files_only_ ? proto::connect_flag_files : 0) |
                   (push ? proto::connect_flag_push : 0) |
@@ -243,8 +219,8 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
     hello.buffer_length = length_;
     hello.buffer_address = reinterpret_cast<std::uint64_t>(buffer_);
     hello.job = default_job_name();
-    hello.nodes = nodes_;
-    hello.run = run_;
+    hello.nodes = settings_.nodes;
+    hello.run = settings_.run;
     job_ = hello.job;
     if (auto ec = worker_.address(hello.worker_address))
         return undo(ec, fmt::format("UCX worker address: {}", ec.message()));
@@ -436,7 +412,7 @@ std::error_code client::exchange(proto::message request, std::uint64_t cookie,
 std::error_code client::wait_pushed(push_state& p)
 {
     ucs_status_t first = UCS_OK;
-    bool cancelled = false;
+    bool cancelled = false, stalled = false;
     auto gave_up = clock::now();
     auto last_activity = clock::now();
     while (!p.requests.empty()) {
@@ -453,14 +429,17 @@ std::error_code client::wait_pushed(push_state& p)
         });
         if (p.requests.empty())
             break;
-        // A daemon that died never reads the rest: give up on them.
+        // A daemon that died never reads the rest, nor one that stopped
+        // (nothing moved for the allowed silence): give up on them.
         const bool gone = peek_control() == control_state::gone;
-        if (gone && !cancelled) {
+        const bool silent = clock::now() - last_activity > settings_.daemon_timeout;
+        if ((gone || silent) && !cancelled) {
+            stalled = !gone;
             // Force-closing the endpoint completes its outstanding sends
             // (cancelled); a send UCX still holds after a second is left to
             // the worker's destruction.
             cancelled = true;
-            broken_ = errc::daemon_gone;
+            broken_ = stalled ? errc::daemon_timeout : errc::daemon_gone;
             close_daemon_ep();
             gave_up = clock::now() + std::chrono::seconds(1);
         }
@@ -477,6 +456,12 @@ std::error_code client::wait_pushed(push_state& p)
             ::poll(&fd, 1, 10);  // also looks at the socket again every 10 ms
         }
     }
+    if (cancelled && stalled)
+        return fail(errc::daemon_timeout,
+                    fmt::format("the daemon (pid {}) stopped reading our data for {} s (stopped "
+                                "or hung; IOFWD_DAEMON_TIMEOUT); see {}",
+                                accept_.daemon_pid, settings_.daemon_timeout.count() / 1000.0,
+                                paths_.log));
     if (cancelled)
         return fail(errc::daemon_gone,
                     fmt::format("the daemon (pid {}) went away while it read our data; see {}",
@@ -773,6 +758,7 @@ std::error_code client::finalize()
         return fail(errc::not_initialized, "io_finalize without a successful io_init");
     std::error_code result;
     std::string why;
+    std::uint32_t others = 0;
     if (broken_) {
         result = broken_;
         why = fmt::format("the connection to the daemon was already broken: {}", why_);
@@ -780,14 +766,18 @@ std::error_code client::finalize()
         result = ec;
         why = why_;
     } else {
+        // However long the flush takes: the wait ends early only if the
+        // daemon dies or falls silent (IOFWD_DAEMON_TIMEOUT).
         proto::message m;
-        if (auto rec = receive(m, env_seconds("IOFWD_FINALIZE_TIMEOUT", 0))) {
+        if (auto rec = receive(m, std::chrono::milliseconds(0))) {
             result = rec;
             why = why_;
         } else if (auto* e = std::get_if<proto::error_msg>(&m)) {
             result = e->code();
             why = fmt::format("the daemon says: {}", e->text);
-        } else if (!std::holds_alternative<proto::finished_msg>(m)) {
+        } else if (auto* f = std::get_if<proto::finished_msg>(&m)) {
+            others = f->others;
+        } else {
             result = errc::protocol_error;
             why = fmt::format("the daemon answered BYE with {}",
                               proto::to_string(proto::type_of(m)));
@@ -798,18 +788,31 @@ std::error_code client::finalize()
     initialized_ = false;
     // With one node the daemon's own exit status covers the commit; across
     // nodes only the store can tell.
-    if (!result && last_written_ > 0 && nodes_ > 1) {
+    if (!result && last_written_ > 0 && settings_.nodes > 1) {
         if (auto ec = confirm_commit(why))
             result = ec;
     }
     if (child_ > 0) {
+        // This rank launched the daemon: it waits for the daemon's exit, which
+        // follows the node's other ranks' io_finalize. A rank that never calls
+        // it (after an error) would hold this one forever, and through MPI's
+        // own finalize the whole job: the wait is bounded, and the daemon is
+        // left to finish by itself.
         int status = 0;
         const pid_t child = std::exchange(child_, -1);
-        if (auto ec = wait_child(child, env_seconds("IOFWD_FINALIZE_TIMEOUT", 0), status)) {
+        if (auto ec = wait_child(child, settings_.finalize_timeout, status)) {
             if (!result) {
                 result = ec;
-                why = fmt::format("the daemon (pid {}) did not exit in time; see {}", child,
-                                  paths_.log);
+                why = fmt::format(
+                    "the daemon (pid {}) still runs {} s after this rank finished{}: a rank that "
+                    "skips io_finalize keeps it serving; it goes on by itself and exits after the "
+                    "last rank is gone (IOFWD_FINALIZE_TIMEOUT; see its log {})",
+                    child, settings_.finalize_timeout.count() / 1000.0,
+                    others ? fmt::format(", serving {} other rank{} of this node that had not "
+                                         "called io_finalize",
+                                         others, others == 1 ? "" : "s")
+                           : std::string(", finishing its work"),
+                    paths_.log);
             }
         } else if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && !result) {
             result = errc::daemon_failed;
@@ -828,13 +831,13 @@ std::error_code client::finalize()
 
 std::error_code client::confirm_commit(std::string& why)
 {
-    const auto timeout = env_seconds("IOFWD_COMMIT_TIMEOUT", 60);
+    const auto timeout = settings_.finalize_timeout;
     if (barrier_) {
         // Every rank of the job reached this point: every node's manifests
         // are written, and with the last one the COMPLETE record.
         if (const int rc = barrier_(barrier_ctx_, static_cast<double>(timeout.count()) / 1000)) {
             why = fmt::format("the other ranks of the job did not all reach io_finalize within "
-                              "{} s (IOFWD_COMMIT_TIMEOUT): {}; version {} may be incomplete",
+                              "{} s (IOFWD_FINALIZE_TIMEOUT): {}; version {} may be incomplete",
                               timeout.count() / 1000, std::strerror(rc), last_written_);
             return rc == ETIMEDOUT ? make_error_code(errc::daemon_timeout)
                                    : std::error_code(rc, std::system_category());
@@ -847,7 +850,8 @@ std::error_code client::confirm_commit(std::string& why)
     }
     // The other nodes' daemons may still be writing their part; a shared
     // file system may show their records a moment late.
-    const auto deadline = clock::now() + (barrier_ ? std::chrono::seconds(5) : timeout);
+    const auto deadline =
+        barrier_ || timeout.count() == 0 ? clock::now() + std::chrono::seconds(5) : clock::now() + timeout;
     auto pause = std::chrono::milliseconds(2);
     for (;;) {
         bool yes = false;
@@ -863,13 +867,13 @@ std::error_code client::confirm_commit(std::string& why)
             why = fmt::format(
                 "version {} of job {} is durable on this node but not complete job-wide: {}, "
                 "the job has {} nodes; {}",
-                last_written_, job, state, nodes_,
-                run_.empty()
+                last_written_, job, state, settings_.nodes,
+                settings_.run.empty()
                     ? "without a run name each node's daemon numbered the versions from what it "
                       "found in the store, so nodes that started apart disagree: use "
                       "io_init_comm, or set IOFWD_RUN to one value per run on every node"
                     : fmt::format("the other nodes did not commit it within {} s "
-                                  "(IOFWD_COMMIT_TIMEOUT); see their daemons' logs",
+                                  "(IOFWD_FINALIZE_TIMEOUT); see their daemons' logs",
                                   timeout.count() / 1000));
             return make_error_code(errc::incomplete);
         }
@@ -881,6 +885,7 @@ std::error_code client::confirm_commit(std::string& why)
 std::error_code client::send(const proto::message& m)
 {
     const auto bytes = proto::encode(m);
+    const auto blocked_since = clock::now();
     std::size_t off = 0;
     while (off < bytes.size()) {
         const ssize_t n = ::send(control_.get(), bytes.data() + off, bytes.size() - off,
@@ -892,18 +897,52 @@ std::error_code client::send(const proto::message& m)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            // The daemon reads nothing: bounded like any wait on it.
+            if (clock::now() - blocked_since > settings_.daemon_timeout) {
+                broken_ = errc::daemon_timeout;
+                return fail(errc::daemon_timeout,
+                            fmt::format("the daemon (pid {}) has read nothing of {} for {} s: "
+                                        "it is stopped (SIGSTOP?) or hung; see its log {}",
+                                        accept_.daemon_pid, proto::to_string(proto::type_of(m)),
+                                        settings_.daemon_timeout.count() / 1000.0, paths_.log));
+            }
             pollfd p{control_.get(), POLLOUT, 0};
-            ::poll(&p, 1, 1000);
+            ::poll(&p, 1, 100);
             continue;
         }
         const auto ec = last_system_error();
+        // A daemon that dropped this connection on purpose said why first.
+        if (auto said = closing_words(); !said.text.empty()) {
+            broken_ = said.code();
+            return fail(said.code(),
+                        fmt::format("the daemon (pid {}) closed the connection: {}",
+                                    accept_.daemon_pid, said.text));
+        }
         broken_ = errc::daemon_gone;
         return fail(errc::daemon_gone,
                     fmt::format("cannot send {} to the daemon (pid {}, socket {}): {}; it has "
-                                "probably exited, see {}",
+                                "exited or was killed, see {}",
                                 proto::to_string(proto::type_of(m)), accept_.daemon_pid,
                                 paths_.socket, ec.message(), paths_.log));
     }
+    return {};
+}
+
+proto::error_msg client::closing_words()
+{
+    // Whatever is still readable: an ERROR with cookie 0 ends a connection.
+    for (;;) {
+        std::byte buf[4096];
+        const ssize_t n = receive_with_fds(control_.get(), buf, MSG_DONTWAIT, passed_fds_);
+        if (n <= 0)
+            break;
+        rx_.insert(rx_.end(), buf, buf + n);
+    }
+    proto::message m;
+    std::error_code ec;
+    while (try_parse(m, ec) && !ec)
+        if (auto* e = std::get_if<proto::error_msg>(&m); e && e->cookie == 0)
+            return *e;
     return {};
 }
 
@@ -933,21 +972,36 @@ bool client::try_parse(proto::message& out, std::error_code& ec)
 std::error_code client::receive(proto::message& out, std::chrono::milliseconds timeout,
                                 polling poll)
 {
-    const auto deadline = clock::now() + timeout;
+    const auto start = clock::now();
+    const auto deadline = start + timeout;
     // How long a blocking wait keeps polling after UCX last did something.
     static constexpr auto spin_window = std::chrono::milliseconds(2);
     // While the daemon moves our bytes, the request just sent counts as
     // activity: expect UCX traffic soon.
     auto last_activity = poll == polling::moving ? clock::now() : clock::time_point{};
+    // A daemon that says nothing for half the allowed silence is asked
+    // whether it is there (PING); one that does not answer that either is
+    // stopped or hung: the wait ends instead of lasting forever.
+    const auto silence = settings_.daemon_timeout;
+    auto heard = start;
+    bool pinged = false;
     for (;;) {
         std::error_code ec;
-        if (try_parse(out, ec))
+        if (try_parse(out, ec)) {
+            if (!ec && std::holds_alternative<proto::pong_msg>(out)) {
+                heard = clock::now();
+                pinged = false;
+                continue;
+            }
             return ec;
+        }
         std::byte buf[4096];
         // Descriptors come only with ACCEPT; any others are closed unused.
         const ssize_t n = receive_with_fds(control_.get(), buf, MSG_DONTWAIT, passed_fds_);
         if (n > 0) {
             rx_.insert(rx_.end(), buf, buf + n);
+            heard = clock::now();
+            pinged = false;
             continue;
         }
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
@@ -960,21 +1014,36 @@ std::error_code client::receive(proto::message& out, std::chrono::milliseconds t
         }
         if (worker_.get() && worker_.drain() > 0 && poll != polling::never)
             last_activity = clock::now();
-        int wait_ms = -1;
+        const auto now = clock::now();
+        if (now - heard >= silence) {
+            broken_ = errc::daemon_timeout;
+            return fail(errc::daemon_timeout,
+                        fmt::format("the daemon (pid {}) has answered nothing for {} s, not even "
+                                    "a heartbeat: it is stopped (SIGSTOP?), hung or starved of "
+                                    "CPU; see its log {} (IOFWD_DAEMON_TIMEOUT)",
+                                    accept_.daemon_pid, silence.count() / 1000.0, paths_.log));
+        }
+        if (!pinged && now - heard >= silence / 2 && accept_.daemon_pid != 0) {
+            pinged = true;
+            if (auto sec = send(proto::ping_msg{}))
+                return sec;
+        }
+        // Sleep at most until the deadline or the next look at the silence.
+        auto wake = heard + (pinged ? silence : silence / 2);
         if (timeout.count() > 0) {
-            const auto left =
-                std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
-            if (left.count() <= 0)
+            if (now >= deadline)
                 return fail(errc::daemon_timeout,
                             fmt::format("no answer from the daemon (pid {}) within {} ms",
                                         accept_.daemon_pid, timeout.count()));
-            wait_ms = static_cast<int>(left.count());
+            wake = std::min(wake, deadline);
         }
+        const int wait_ms = static_cast<int>(std::max<std::int64_t>(
+            1, std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count()));
         // Busy-poll; in blocking mode too while UCX was busy in the last
         // moments (the daemon is pulling from us: sleeping between its
         // requests stalls our replies). Hand the core over each round: on a
         // node with more processes than cores the daemon must get to run.
-        if (worker_.get() && (!blocking_ || clock::now() - last_activity < spin_window)) {
+        if (worker_.get() && (!blocking_ || now - last_activity < spin_window)) {
             sched_yield();
             continue;
         }

@@ -24,6 +24,7 @@
 #include "mailbox.hpp"
 #include "protocol.hpp"
 #include "rendezvous.hpp"
+#include "settings.hpp"
 #include "store/backend.hpp"
 #include "ucx.hpp"
 
@@ -111,6 +112,8 @@ private:
     std::error_code receive(proto::message& out, std::chrono::milliseconds timeout,
                             polling poll = polling::after_activity);
     bool try_parse(proto::message& out, std::error_code& ec);
+    // The ERROR a daemon sent before it closed the connection (empty text: none).
+    proto::error_msg closing_words();
     std::error_code fail(std::error_code ec, std::string why);
     // The error for any request once the connection is broken (said once).
     std::error_code broken_error();
@@ -198,8 +201,7 @@ private:
     std::uint64_t next_cookie_ = 1;
     std::uint64_t next_version_ = 0;
     std::uint64_t last_written_ = 0;  // the newest version this rank wrote (0: none)
-    std::uint32_t nodes_ = 1;
-    std::string run_;
+    settings settings_;
     barrier_fn barrier_ = nullptr;
     void* barrier_ctx_ = nullptr;
     std::string job_;

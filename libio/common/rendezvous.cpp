@@ -73,35 +73,9 @@ std::string default_job_name()
     return name.empty() ? std::string("job") : sanitize(name);
 }
 
-std::string default_run_name()
+std::string sanitize_name(std::string s)
 {
-    if (const char* v = std::getenv("IOFWD_RUN"); v && *v)
-        return v;
-    const char* job = std::getenv("SLURM_JOB_ID");
-    const char* step = std::getenv("SLURM_STEP_ID");
-    if (job && *job && step && *step)
-        return sanitize(fmt::format("slurm-{}.{}", job, step));
-    return {};
-}
-
-std::uint32_t default_nodes(std::string& why)
-{
-    const char* name = "IOFWD_NODES";
-    const char* v = std::getenv(name);
-    if ((!v || !*v) && std::getenv("SLURM_STEP_ID")) {
-        name = "SLURM_STEP_NUM_NODES";
-        v = std::getenv(name);
-    }
-    if (!v || !*v)
-        return 1;
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long n = std::strtoul(v, &end, 10);
-    if (errno || !end || *end || end == v || n == 0 || n > 100000 || v[0] == '-') {
-        why = fmt::format("{}='{}' is not a number of nodes (1 to 100000)", name, v);
-        return 0;
-    }
-    return static_cast<std::uint32_t>(n);
+    return sanitize(std::move(s));
 }
 
 std::error_code prepare_runtime_dir(std::string& out, std::string& why)

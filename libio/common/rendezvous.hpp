@@ -33,15 +33,8 @@ std::string default_session(const std::string& node);
 // IOFWD_JOB, else the name of the running program.
 std::string default_job_name();
 
-// The name of this run of the job, the same on every node: IOFWD_RUN, else
-// Slurm's job and step ("slurm-<job>.<step>") inside an srun step, else empty
-// (unknown).
-std::string default_run_name();
-
-// The job's number of nodes from the environment: IOFWD_NODES, else Slurm's
-// SLURM_STEP_NUM_NODES inside an srun step, else 1. 0 when IOFWD_NODES is not
-// a number from 1 to 100000 (`why` says so).
-std::uint32_t default_nodes(std::string& why);
+// Any string made usable as a name: unsafe characters become '_'.
+std::string sanitize_name(std::string s);
 
 // IOFWD_RUNTIME_DIR, else $XDG_RUNTIME_DIR/iofwd, else /tmp/iofwd-<uid>. The
 // directory is created mode 0700 if missing, and refused (with a sentence in

@@ -297,7 +297,8 @@ TEST_CASE("iod --help documents every option and its environment variable", "[io
     const auto st = bad.wait(10s);
     REQUIRE(st.has_value());
     CHECK(exit_code(*st) == 2);
-    CHECK(bad.output().find("bad value 'lots' for --staging-size") != std::string::npos);
+    CHECK(bad.output().find("--staging-size 'lots' is not a size from 64 KiB to 1 PiB") !=
+          std::string::npos);
     auto second = c.daemon();
     auto third = c.run({build_path("IOFWD_TEST_IOD")});
     const auto st3 = third.wait(10s);

@@ -129,7 +129,7 @@ TEST_CASE("both ways to the daemon, pushed and got, store the same bytes",
     auto bad = c.rank(0, 1, {"--size", "4096", "--versions", "1"}, {{"IOFWD_PULL", "fast"}});
     REQUIRE(bad.wait(30s).has_value());
     CHECK(has_line(bad, "init 22"));
-    CHECK(bad.output().find("none of auto, push, get") != std::string::npos);
+    CHECK(bad.output().find("IOFWD_PULL='fast' is not one of auto,push,get") != std::string::npos);
 }
 
 TEST_CASE("a buffer over 4 GiB is written whole (64-bit lengths)", "[integration][over4g]")

@@ -7,6 +7,8 @@
 // --probe V: io_latest, io_latest_verified, io_read(V), each printed as
 //   latest <errno> <version> / verified <errno> <version> / read <errno> <size>
 // --latest-only: io_latest before any io_init, then exit.
+// --skip-finalize: after the writes, no io_finalize: prints "skipped" and
+//   sleeps (until killed), as a rank blocked in MPI_Finalize after an error.
 // --go-file PATH: after io_init, waits (at most 60 s) until PATH exists before
 //   the first write: a barrier the test opens, like an MPI job's after io_init.
 //   init <errno>
@@ -50,6 +52,7 @@ int main(int argc, char** argv)
     bool restart = false;
     long long probe = -1;
     bool latest_only = false;
+    bool skip_finalize = false;
     std::string go_file;
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
@@ -65,6 +68,7 @@ int main(int argc, char** argv)
         else if (a == "--restart") restart = true;
         else if (a == "--probe") probe = std::atoll(next());
         else if (a == "--latest-only") latest_only = true;
+        else if (a == "--skip-finalize") skip_finalize = true;
         else if (a == "--go-file") go_file = next();
         else {
             std::fprintf(stderr, "rank_client: unknown option %s\n", argv[i]);
@@ -147,6 +151,10 @@ int main(int argc, char** argv)
             ++failures;
             break;
         }
+    }
+    if (skip_finalize) {
+        std::printf("skipped\n");
+        std::this_thread::sleep_for(std::chrono::hours(1));
     }
     if (finalize) {
         if (pause_ms)

@@ -4,6 +4,7 @@
 //   raw_peer SOCKET MODE
 // MODE: garbage | bad-version | oversized | truncated | unknown-type |
 //       write-before-connect | hello (a CONNECT with a fake address) |
+//       huge-ranks (a CONNECT claiming 0xffffffff ranks) |
 //       mailbox-garbage (a real UCX worker, admitted with a mailbox, then an
 //       impossible tail published in it and the doorbell rung)
 // Prints "answer <type> <domain> <value> <text>" or "closed" or "timeout".
@@ -80,6 +81,15 @@ int main(int argc, char** argv)
         m.ranks = 1;
         m.buffer_length = 4096;
         m.job = "stranger";
+        m.worker_address.assign(64, std::byte{1});
+        m.rkey.assign(16, std::byte{2});
+        bytes = proto::encode(m);
+    } else if (mode == "huge-ranks") {
+        proto::connect_msg m;
+        m.rank = 7;
+        m.ranks = 0xffffffffu;
+        m.buffer_length = 4096;
+        m.job = "itest";
         m.worker_address.assign(64, std::byte{1});
         m.rkey.assign(16, std::byte{2});
         bytes = proto::encode(m);

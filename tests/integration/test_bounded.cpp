@@ -1,0 +1,156 @@
+// Nothing waits forever: a daemon that stops answering, a rank that skips
+// io_finalize, a job that died half-connected on a shared daemon, a CONNECT
+// that claims absurd sizes, and settings that make no sense.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <chrono>
+#include <thread>
+
+#include "fixture.hpp"
+
+using namespace test;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+// The daemon's resident memory in KiB (VmRSS), 0 if it is gone.
+long rss_kib(pid_t pid)
+{
+    const auto status = read_file("/proc/" + std::to_string(pid) + "/status");
+    const auto at = status.find("VmRSS:");
+    return at == std::string::npos ? 0 : std::atol(status.c_str() + at + 6);
+}
+
+}  // namespace
+
+TEST_CASE("a stopped daemon ends io_write and io_finalize with ETIMEDOUT within the bound",
+          "[bounded][stopped-daemon]")
+{
+    cluster c;
+    auto d = c.daemon();
+    const std::map<std::string, std::string> quick{{"IOFWD_DAEMON_TIMEOUT", "2"}};
+    // Writes of 1 MiB go through a request and an answer (not the mailbox).
+    auto r = c.rank(0, 1, {"--size", "1048576", "--versions", "2", "--pause-ms", "500"}, quick);
+    REQUIRE(wait_until([&] { return count(c.log(), "connect job") == 1; }, 20s));
+    d.signal(SIGSTOP);
+    const auto stopped = clock_type::now();
+    const auto st = r.wait(15s);
+    const auto elapsed = clock_type::now() - stopped;
+    d.signal(SIGCONT);
+    INFO(r.output());
+    REQUIRE(st.has_value());
+    CHECK(exit_code(*st) == 1);
+    CHECK(has_line(r, "write 0 110 "));  // ETIMEDOUT
+    CHECK(r.output().find("has answered nothing for 2 s, not even a heartbeat") !=
+          std::string::npos);
+    // Within the bound (2 s of silence) plus the pause before the write.
+    CHECK(elapsed < 5s);
+    // io_finalize after that does not wait either.
+    CHECK(has_line(r, "finalize 110 "));
+}
+
+TEST_CASE("a rank that skips io_finalize holds the launching rank only until the bound",
+          "[bounded][skip-finalize]")
+{
+    cluster c;
+    const std::map<std::string, std::string> bound{{"IOFWD_FINALIZE_TIMEOUT", "2"}};
+    // Rank 0 launches the daemon; rank 1 attaches, writes, and then never
+    // calls io_finalize (as a rank stuck in MPI_Finalize after an error).
+    auto r0 = c.rank(0, 2, {"--size", "65536", "--versions", "2", "--go-file",
+                            c.runtime_dir() + "/go"}, bound);
+    REQUIRE(wait_until([&] { return has_line(r0, "init 0"); }, 20s));
+    auto r1 = c.rank(1, 2, {"--size", "65536", "--versions", "2", "--skip-finalize"}, bound);
+    REQUIRE(wait_until([&] { return has_line(r1, "skipped"); }, 20s));
+    std::FILE* f = std::fopen((c.runtime_dir() + "/go").c_str(), "w");
+    REQUIRE(f);
+    std::fclose(f);
+    const auto start = clock_type::now();
+    const auto st = r0.wait(20s);
+    INFO(r0.output() << c.log());
+    REQUIRE(st.has_value());
+    CHECK(clock_type::now() - start < 8s);
+    CHECK(exit_code(*st) == 1);
+    CHECK(has_line(r0, "finalize 110 "));
+    CHECK(r0.output().find("serving 1 other rank of this node that had not called io_finalize") !=
+          std::string::npos);
+    // The daemon goes on alone, and exits once that rank is gone.
+    REQUIRE(r1.running());
+    r1.signal(SIGKILL);
+    CHECK(wait_until([&] { return count(c.log(), "exit status") == 1; }, 20s));
+}
+
+TEST_CASE("a shared daemon forgets a job whose ranks died half-connected", "[bounded][forget]")
+{
+    cluster c;
+    auto d = c.daemon();
+    // Job A: rank 0 of 2 connects and is killed before rank 1 ever comes.
+    auto a0 = c.rank(0, 2, {"--size", "4096", "--versions", "1", "--stall-at", "0"},
+                     {{"IOFWD_JOB", "jobA"}});
+    REQUIRE(wait_until([&] { return has_line(a0, "stalled"); }, 20s));
+    a0.signal(SIGKILL);
+    REQUIRE(wait_until([&] { return count(c.log(), "disconnect job jobA") == 1; }, 20s));
+    // Job B, and then job A again, are served.
+    for (const char* job : {"jobB", "jobA"}) {
+        INFO(job);
+        auto b0 = c.rank(0, 2, {"--size", "4096", "--versions", "2"}, {{"IOFWD_JOB", job}});
+        auto b1 = c.rank(1, 2, {"--size", "4096", "--versions", "2"}, {{"IOFWD_JOB", job}});
+        const auto s0 = b0.wait(30s), s1 = b1.wait(30s);
+        INFO(b0.output() << b1.output() << c.log());
+        REQUIRE(s0.has_value());
+        REQUIRE(s1.has_value());
+        CHECK(exit_code(*s0) == 0);
+        CHECK(exit_code(*s1) == 0);
+    }
+    CHECK(exists(c.store() + "/jobB/v00000002/COMPLETE"));
+    CHECK(exists(c.store() + "/jobA/v00000002/COMPLETE"));
+    CHECK(d.running());
+}
+
+TEST_CASE("a CONNECT claiming 2^32 ranks is refused in words without a large allocation",
+          "[bounded][huge-ranks]")
+{
+    cluster c;
+    auto d = c.daemon();
+    auto peer = c.run({build_path("IOFWD_TEST_RAW_PEER"), c.socket(), "huge-ranks"});
+    REQUIRE(peer.wait(20s).has_value());
+    INFO(peer.output());
+    CHECK(peer.output().find("answer ERROR") != std::string::npos);
+    CHECK(peer.output().find("4294967295 ranks on one node is more than the limit of 65536") !=
+          std::string::npos);
+    CHECK(rss_kib(d.pid()) < 512 * 1024);
+    // And it goes on serving a real rank.
+    auto r = c.rank(0, 1, {"--size", "70000", "--versions", "1"});
+    const auto st = r.wait(30s);
+    REQUIRE(st.has_value());
+    CHECK(exit_code(*st) == 0);
+}
+
+TEST_CASE("a bad value of any setting is refused at io_init, naming the variable",
+          "[bounded][config]")
+{
+    cluster c;
+    const std::pair<const char*, const char*> bad[] = {
+        {"IOFWD_EAGER_LIMIT", "abc"},        {"IOFWD_EAGER_LIMIT", "10000000"},
+        {"IOFWD_LAUNCH_TIMEOUT", "-1"},      {"IOFWD_FINALIZE_TIMEOUT", "abc"},
+        {"IOFWD_HUGEPAGES", "10000000"},     {"IOFWD_DAEMON_TIMEOUT", "0"},
+        {"IOFWD_NODES", "0"},                {"IOFWD_RUN", "../etc"},
+    };
+    for (const auto& [name, value] : bad) {
+        INFO(name << "=" << value);
+        auto r = c.rank(0, 1, {"--size", "4096", "--versions", "1"}, {{name, value}});
+        const auto st = r.wait(20s);
+        REQUIRE(st.has_value());
+        CHECK(exit_code(*st) == 1);
+        CHECK(has_line(r, "init 22"));
+        CHECK(r.output().find(std::string(name) + "='" + value + "' is not ") != std::string::npos);
+    }
+    // A variable iofwd does not know is named, with the nearest one.
+    auto r = c.rank(0, 1, {"--size", "4096", "--versions", "1"}, {{"IOFWD_STAGIN_SIZE", "1G"}});
+    const auto st = r.wait(20s);
+    REQUIRE(st.has_value());
+    CHECK(exit_code(*st) == 0);
+    CHECK(r.output().find("iofwd: warning: IOFWD_STAGIN_SIZE is not an iofwd setting (did you "
+                          "mean IOFWD_STAGING_SIZE?)") != std::string::npos);
+}
