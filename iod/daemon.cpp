@@ -81,12 +81,8 @@ std::error_code daemon::take_lock(std::string& why)
         ::fcntl(lock_.get(), F_SETFD, FD_CLOEXEC);
         return {};
     }
-    lock_.reset(::open(paths_.lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-    if (!lock_) {
-        const auto ec = last_system_error();
-        why = fmt::format("cannot open lock file {}: {}", paths_.lock, ec.message());
+    if (auto ec = open_runtime_file(paths_, paths_.lock_name, O_RDWR | O_CREAT, lock_, why))
         return ec;
-    }
     if (::flock(lock_.get(), LOCK_EX | LOCK_NB) != 0) {
         const auto ec = last_system_error();
         why = errno == EWOULDBLOCK
@@ -101,14 +97,15 @@ std::error_code daemon::take_lock(std::string& why)
 std::error_code daemon::listen(std::string& why)
 {
     // We hold the session lock, so a socket file here is a dead daemon's.
-    ::unlink(paths_.socket.c_str());
+    ::unlinkat(paths_.dir_fd->get(), paths_.socket_name.c_str(), 0);
     boost::system::error_code ec;
     acceptor_.emplace(loop_);
-    asio::local::stream_protocol::endpoint ep(paths_.socket);
+    // Bound through the directory's descriptor (runtime_paths::socket_via).
+    asio::local::stream_protocol::endpoint ep(paths_.socket_via());
     acceptor_->open(ep.protocol(), ec);
     if (!ec)
         acceptor_->bind(ep, ec);
-    if (!ec && ::chmod(paths_.socket.c_str(), 0600) != 0)
+    if (!ec && ::fchmodat(paths_.dir_fd->get(), paths_.socket_name.c_str(), 0600, 0) != 0)
         ec.assign(errno, boost::system::system_category());
     if (!ec)
         acceptor_->listen(asio::socket_base::max_listen_connections, ec);
@@ -123,10 +120,13 @@ std::error_code daemon::start(std::string& why)
 {
     if (!opts_.runtime_dir.empty())
         ::setenv("IOFWD_RUNTIME_DIR", opts_.runtime_dir.c_str(), 1);
-    std::string dir;
-    if (auto ec = prepare_runtime_dir(dir, why))
+    if (opts_.runtime_fd >= 0) {
+        // The launching rank's own checked directory, handed over as is.
+        if (auto ec = adopt_runtime(opts_.runtime_fd, opts_.runtime_dir, opts_.session, paths_, why))
+            return ec;
+    } else if (auto ec = open_runtime(opts_.session, paths_, why)) {
         return ec;
-    paths_ = paths_for(dir, opts_.session);
+    }
     if (auto ec = take_lock(why))
         return ec;
     // The rados backend reads its cluster settings from the environment.
@@ -701,7 +701,7 @@ void daemon::stop()
         return;
     stopped_ = true;
     // Unlink first: a rank arriving from now on launches a new daemon.
-    ::unlink(paths_.socket.c_str());
+    ::unlinkat(paths_.dir_fd->get(), paths_.socket_name.c_str(), 0);
     boost::system::error_code ignored;
     if (acceptor_)
         acceptor_->close(ignored);

@@ -1,10 +1,13 @@
 #include "log.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <mutex>
 
@@ -14,15 +17,27 @@ std::mutex log_mutex;
 int log_fd = STDERR_FILENO;
 }  // namespace
 
-void log_open(const char* path)
+bool log_open(const char* path)
 {
     if (!path)
-        return;
-    const int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (fd >= 0)
-        log_fd = fd;
-    else
-        std::perror(path);
+        return true;
+    // Never through a symlink, never into a FIFO or another user's file.
+    const int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                          0600);
+    if (fd < 0) {
+        std::fprintf(stderr, "iod: cannot open log %s: %s\n", path,
+                     errno == ELOOP ? "it is a symlink" : std::strerror(errno));
+        return false;
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
+        std::fprintf(stderr, "iod: log %s is not a regular file of yours; refusing it\n", path);
+        ::close(fd);
+        return false;
+    }
+    ::fcntl(fd, F_SETFL, O_APPEND);
+    log_fd = fd;
+    return true;
 }
 
 void log_line(level lv, std::string_view text)

@@ -9,7 +9,8 @@ namespace iofwd::iod {
 
 enum class level { info, warn, error };
 
-void log_open(const char* path);  // nullptr: stderr
+// nullptr: stderr. False (and a line on stderr) when the file cannot be used.
+bool log_open(const char* path);
 void log_line(level lv, std::string_view text);
 
 template <typename... Args>

@@ -24,8 +24,14 @@ int main(int argc, char** argv)
     case parse_result::run: break;
     }
     ::signal(SIGPIPE, SIG_IGN);
-    log_open(opts.log.empty() ? nullptr : opts.log.c_str());
     const int ready_fd = opts.ready_fd;
+    if (!log_open(opts.log.empty() ? nullptr : opts.log.c_str())) {
+        if (ready_fd >= 0) {
+            const std::string line = "error: cannot use the log file " + opts.log + "\n";
+            [[maybe_unused]] auto n = ::write(ready_fd, line.data(), line.size());
+        }
+        return 2;
+    }
 
     auto fail_start = [&](const std::string& why) {
         log_error("cannot start: {}", why);

@@ -118,6 +118,8 @@ const std::vector<option_def>& table()
          [](options& o, std::string_view v) { return to_fd(v, o.ready_fd); }},
         {"--lock-fd", nullptr, "FD", "(internal) FD already holds the session lock",
          [](options& o, std::string_view v) { return to_fd(v, o.lock_fd); }},
+        {"--runtime-fd", nullptr, "FD", "(internal) FD is the runtime directory, already open",
+         [](options& o, std::string_view v) { return to_fd(v, o.runtime_fd); }},
     };
     return defs;
 }

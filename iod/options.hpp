@@ -33,6 +33,7 @@ struct options {
     std::string port_range;    // UCX_TCP_PORT_RANGE, e.g. 13000-13100
     int ready_fd = -1;         // set by the launching rank
     int lock_fd = -1;          // set by the launching rank
+    int runtime_fd = -1;       // the runtime directory, opened by the launching rank
 };
 
 enum class parse_result { run, exit_ok, exit_error };

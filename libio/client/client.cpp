@@ -149,11 +149,11 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
     broken_ = {};
     next_cookie_ = 1;
 
-    std::string why, dir;
-    if (auto ec = prepare_runtime_dir(dir, why))
+    std::string why;
+    if (auto ec = open_runtime(default_session(default_node_name()), paths_, why))
         return fail(ec, why);
-    const std::string node = default_node_name();
-    paths_ = paths_for(dir, default_session(node));
+    if (const char* log = std::getenv("IOFWD_LOG"); log && *log)
+        paths_.log = log;  // where a daemon we launch logs (for messages)
 
     // Start (or find) the daemon before UCX exists in this process: the
     // launch never copies a process with registered memory.

@@ -42,9 +42,13 @@ std::string iod_path()
 }
 
 // The last lines of the daemon's log, for an error message.
-std::string log_tail(const std::string& path)
+std::string log_tail(const runtime_paths& paths)
 {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    unique_fd fd;
+    std::string ignored;
+    if (open_runtime_file(paths, paths.log_name, O_RDONLY, fd, ignored))
+        return {};
+    std::ifstream in(fmt::format("/proc/self/fd/{}", fd.get()), std::ios::binary | std::ios::ate);
     if (!in)
         return {};
     const auto size = static_cast<std::streamoff>(in.tellg());
@@ -70,7 +74,7 @@ std::string describe_status(int status)
 }
 
 std::error_code spawn_daemon(const runtime_paths& paths, char** daemon_args, int lock_fd,
-                             int ready_fd, pid_t& out, std::string& why)
+                             int ready_fd, int log_fd, int dir_fd, pid_t& out, std::string& why)
 {
     std::vector<std::string> args;
     bool has_log = false;
@@ -85,16 +89,17 @@ std::error_code spawn_daemon(const runtime_paths& paths, char** daemon_args, int
     for (const char* a : {"--auto-exit", "--session"})
         args.emplace_back(a);
     args.push_back(paths.session);
+    // The runtime directory this rank checked, as a descriptor: the daemon
+    // uses that very directory (and checks it again), not a path to it.
     args.emplace_back("--runtime-dir");
     args.push_back(paths.dir);
+    args.emplace_back("--runtime-fd");
+    args.emplace_back("5");
     args.emplace_back("--lock-fd");
     args.emplace_back("3");
     args.emplace_back("--ready-fd");
     args.emplace_back("4");
-    if (!has_log) {
-        args.emplace_back("--log");
-        args.push_back(paths.log);
-    }
+    (void)has_log;  // the daemon's stderr is the session log; IOFWD_LOG or --log move it
     std::vector<char*> argv;
     for (auto& a : args)
         argv.push_back(a.data());
@@ -105,13 +110,13 @@ std::error_code spawn_daemon(const runtime_paths& paths, char** daemon_args, int
     posix_spawn_file_actions_init(&fa);
     posix_spawnattr_init(&attr);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, paths.log.c_str(), O_WRONLY | O_CREAT | O_APPEND,
-                                     0600);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    posix_spawn_file_actions_adddup2(&fa, log_fd, 1);
+    posix_spawn_file_actions_adddup2(&fa, log_fd, 2);
     posix_spawn_file_actions_adddup2(&fa, lock_fd, 3);
     posix_spawn_file_actions_adddup2(&fa, ready_fd, 4);
+    posix_spawn_file_actions_adddup2(&fa, dir_fd, 5);
     // Nothing else of the rank's (MPI's PMI socket, UCX's fds) leaks into the daemon.
-    posix_spawn_file_actions_addclosefrom_np(&fa, 5);
+    posix_spawn_file_actions_addclosefrom_np(&fa, 6);
     sigset_t none, all;
     sigemptyset(&none);
     sigfillset(&all);
@@ -153,7 +158,7 @@ std::error_code await_ready(int ready_fd, pid_t child, const runtime_paths& path
             ::kill(child, SIGTERM);
             why = fmt::format("the daemon (pid {}) did not become ready in time; its log {} says: "
                               "{}",
-                              child, paths.log, log_tail(paths.log));
+                              child, paths.log, log_tail(paths));
             return make_error_code(errc::daemon_timeout);
         }
         pollfd p{ready_fd, POLLIN, 0};
@@ -181,7 +186,7 @@ std::error_code await_ready(int ready_fd, pid_t child, const runtime_paths& path
             why = fmt::format("the daemon could not start: {} (log {})", line.substr(7), paths.log);
         } else {
             why = fmt::format("the daemon (pid {}) {} while starting; its log {} says: {}", child,
-                              describe_status(status), paths.log, log_tail(paths.log));
+                              describe_status(status), paths.log, log_tail(paths));
         }
         return make_error_code(errc::daemon_launch_failed);
     }
@@ -209,22 +214,40 @@ std::error_code connect_unix(const std::string& path, unique_fd& out)
     return {};
 }
 
+std::error_code check_daemon_owner(int sock, const std::string& path, std::string& why)
+{
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+        const auto ec = last_system_error();
+        why = fmt::format("cannot tell who serves {}: {}", path, ec.message());
+        return ec;
+    }
+    if (cred.uid != ::geteuid()) {
+        why = fmt::format("the process serving {} (pid {}) belongs to uid {}, not to you (uid {}): "
+                          "refusing to hand it anything",
+                          path, cred.pid, cred.uid, ::geteuid());
+        return make_error_code(errc::permission_denied);
+    }
+    return {};
+}
+
 std::error_code attach_or_launch(const runtime_paths& paths, char** daemon_args,
                                  std::chrono::milliseconds timeout, daemon_link& out,
                                  std::string& why)
 {
     const auto deadline = clock::now() + timeout;
-    unique_fd lock(::open(paths.lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-    if (!lock) {
-        const auto ec = last_system_error();
-        why = fmt::format("cannot open lock file {}: {}", paths.lock, ec.message());
+    unique_fd lock;
+    if (auto ec = open_runtime_file(paths, paths.lock_name, O_RDWR | O_CREAT, lock, why))
         return ec;
-    }
     auto backoff = std::chrono::milliseconds(1);
     for (;;) {
         unique_fd sock;
-        const auto cec = connect_unix(paths.socket, sock);
+        const auto cec = connect_unix(paths.socket_via(), sock);
         if (!cec) {
+            // Nothing goes to a daemon before we know it is ours.
+            if (auto ec = check_daemon_owner(sock.get(), paths.socket, why))
+                return ec;
             out.control = std::move(sock);
             return {};
         }
@@ -251,10 +274,21 @@ std::error_code attach_or_launch(const runtime_paths& paths, char** daemon_args,
                 why = fmt::format("fcntl(F_DUPFD): {}", ec.message());
                 return ec;
             }
-            ::unlink(paths.socket.c_str());  // a dead daemon's
+            ::unlinkat(paths.dir_fd->get(), paths.socket_name.c_str(), 0);  // a dead daemon's
+            unique_fd log;
+            if (auto ec = open_runtime_file(paths, paths.log_name, O_WRONLY | O_CREAT | O_APPEND,
+                                            log, why))
+                return ec;
+            unique_fd log_hi(::fcntl(log.get(), F_DUPFD_CLOEXEC, 10));
+            unique_fd dir_hi(::fcntl(paths.dir_fd->get(), F_DUPFD_CLOEXEC, 10));
+            if (!log_hi || !dir_hi) {
+                const auto ec = last_system_error();
+                why = fmt::format("fcntl(F_DUPFD): {}", ec.message());
+                return ec;
+            }
             pid_t child = -1;
-            if (auto ec = spawn_daemon(paths, daemon_args, lock_hi.get(), ready_w.get(), child,
-                                       why))
+            if (auto ec = spawn_daemon(paths, daemon_args, lock_hi.get(), ready_w.get(),
+                                       log_hi.get(), dir_hi.get(), child, why))
                 return ec;
             // The daemon now holds the lock through its copy; ours must go, or a
             // dead daemon's lock would outlive it in this process.
@@ -263,11 +297,13 @@ std::error_code attach_or_launch(const runtime_paths& paths, char** daemon_args,
             ready_w.reset();
             if (auto ec = await_ready(ready_r.get(), child, paths, deadline, why))
                 return ec;
-            if (auto ec = connect_unix(paths.socket, sock)) {
+            if (auto ec = connect_unix(paths.socket_via(), sock)) {
                 why = fmt::format("the daemon (pid {}) said ready but {} refuses connections: {}",
                                   child, paths.socket, ec.message());
                 return make_error_code(errc::daemon_launch_failed);
             }
+            if (auto ec = check_daemon_owner(sock.get(), paths.socket, why))
+                return ec;
             out.control = std::move(sock);
             out.child = child;
             return {};

@@ -1,5 +1,6 @@
 #include "rendezvous.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -78,7 +79,40 @@ std::string sanitize_name(std::string s)
     return sanitize(std::move(s));
 }
 
-std::error_code prepare_runtime_dir(std::string& out, std::string& why)
+namespace {
+
+// Ours, and nobody else may add or replace files in it.
+std::error_code check_private_dir(int fd, const std::string& dir, std::string& why)
+{
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        const auto ec = last_system_error();
+        why = fmt::format("cannot stat runtime directory {}: {}", dir, ec.message());
+        return ec;
+    }
+    if (st.st_uid != ::geteuid()) {
+        why = fmt::format("runtime directory {} belongs to uid {}, not to you (uid {}); "
+                          "set IOFWD_RUNTIME_DIR to a directory of your own",
+                          dir, st.st_uid, ::geteuid());
+        return make_error_code(errc::permission_denied);
+    }
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        why = fmt::format("runtime directory {} is writable by others (mode {:o}); "
+                          "refusing to use it (chmod 700 it or set IOFWD_RUNTIME_DIR)",
+                          dir, st.st_mode & 07777);
+        return make_error_code(errc::permission_denied);
+    }
+    return {};
+}
+
+}  // namespace
+
+std::string runtime_paths::socket_via() const
+{
+    return fmt::format("/proc/self/fd/{}/{}", dir_fd ? dir_fd->get() : -1, socket_name);
+}
+
+std::error_code open_runtime(const std::string& session, runtime_paths& out, std::string& why)
 {
     std::string dir;
     if (const char* v = std::getenv("IOFWD_RUNTIME_DIR"); v && *v)
@@ -86,55 +120,93 @@ std::error_code prepare_runtime_dir(std::string& out, std::string& why)
     else if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x)
         dir = std::string(x) + "/iofwd";
     else
-        dir = fmt::format("/tmp/iofwd-{}", geteuid());
+        dir = fmt::format("/tmp/iofwd-{}", ::geteuid());
+    while (dir.size() > 1 && dir.back() == '/')
+        dir.pop_back();
 
     if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
         const auto ec = last_system_error();
         why = fmt::format("cannot create runtime directory {}: {}", dir, ec.message());
         return ec;
     }
-    struct stat st {};
-    if (::stat(dir.c_str(), &st) != 0) {
+    // The last component must not be a symlink (another user could point
+    // it anywhere between a check and a use): O_NOFOLLOW, then every check
+    // on the descriptor.
+    auto fd = std::make_shared<unique_fd>(
+        ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!*fd) {
         const auto ec = last_system_error();
-        why = fmt::format("cannot stat runtime directory {}: {}", dir, ec.message());
-        return ec;
+        struct stat st {};
+        if (errno == EACCES && ::lstat(dir.c_str(), &st) == 0 && st.st_uid != ::geteuid()) {
+            why = fmt::format("runtime directory {} belongs to uid {}, not to you (uid {}); "
+                              "set IOFWD_RUNTIME_DIR to a directory of your own",
+                              dir, st.st_uid, ::geteuid());
+            return make_error_code(errc::permission_denied);
+        }
+        why = errno == ELOOP || errno == ENOTDIR
+                  ? fmt::format("runtime path {} is a symlink or not a directory; refusing it "
+                                "(remove it, or set IOFWD_RUNTIME_DIR to a directory of your own)",
+                                dir)
+                  : fmt::format("cannot open runtime directory {}: {}", dir, ec.message());
+        return errno == ELOOP || errno == ENOTDIR ? make_error_code(errc::permission_denied) : ec;
     }
-    if (!S_ISDIR(st.st_mode)) {
-        why = fmt::format("runtime path {} is not a directory", dir);
-        return std::error_code(ENOTDIR, std::system_category());
-    }
-    if (st.st_uid != geteuid()) {
-        why = fmt::format("runtime directory {} belongs to uid {}, not to you (uid {}); "
-                          "set IOFWD_RUNTIME_DIR to a directory of your own",
-                          dir, st.st_uid, geteuid());
-        return errc::permission_denied;
-    }
-    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-        why = fmt::format("runtime directory {} is writable by others (mode {:o}); "
-                          "refusing to use it (chmod 700 it or set IOFWD_RUNTIME_DIR)",
-                          dir, st.st_mode & 07777);
-        return errc::permission_denied;
-    }
-    out = dir;
-    return {};
+    return adopt_runtime(fd->release(), dir, session, out, why);
 }
 
-runtime_paths paths_for(const std::string& dir, const std::string& session)
+std::error_code adopt_runtime(int raw_fd, const std::string& dir, const std::string& session,
+                              runtime_paths& out, std::string& why)
 {
+    auto fd = std::make_shared<unique_fd>(raw_fd);
+    struct stat st {};
+    if (::fstat(fd->get(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+        why = fmt::format("runtime directory {} (descriptor {}) is not a directory", dir, raw_fd);
+        return make_error_code(errc::invalid_argument);
+    }
+    ::fcntl(fd->get(), F_SETFD, FD_CLOEXEC);
+    if (auto ec = check_private_dir(fd->get(), dir, why))
+        return ec;
+
     runtime_paths p;
+    p.dir_fd = std::move(fd);
     p.dir = dir;
     p.session = sanitize(session);
-    // sockaddr_un holds 108 bytes; keep room for ".sock" and the NUL.
-    if (dir.size() + 1 + p.session.size() + 6 > sizeof(sockaddr_un::sun_path)) {
+    // sockaddr_un holds 108 bytes: "/proc/self/fd/N/" + session + ".sock" + NUL.
+    if (p.session.size() > 72) {
         std::uint64_t h = 1469598103934665603ull;
         for (unsigned char c : p.session)
             h = (h ^ c) * 1099511628211ull;
         p.session = fmt::format("s{:016x}", h);
     }
-    p.socket = fmt::format("{}/{}.sock", dir, p.session);
-    p.lock = fmt::format("{}/{}.lock", dir, p.session);
-    p.log = fmt::format("{}/{}.log", dir, p.session);
-    return p;
+    p.socket_name = p.session + ".sock";
+    p.lock_name = p.session + ".lock";
+    p.log_name = p.session + ".log";
+    p.socket = dir + "/" + p.socket_name;
+    p.lock = dir + "/" + p.lock_name;
+    p.log = dir + "/" + p.log_name;
+    out = std::move(p);
+    return {};
+}
+
+std::error_code open_runtime_file(const runtime_paths& p, const std::string& name, int flags,
+                                  unique_fd& out, std::string& why)
+{
+    unique_fd fd(::openat(p.dir_fd->get(), name.c_str(),
+                          flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
+    if (!fd) {
+        const auto ec = last_system_error();
+        why = errno == ELOOP ? fmt::format("{}/{} is a symlink; refusing to follow it", p.dir, name)
+                             : fmt::format("cannot open {}/{}: {}", p.dir, name, ec.message());
+        return errno == ELOOP ? make_error_code(errc::permission_denied) : ec;
+    }
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
+        why = fmt::format("{}/{} is not a regular file of yours; refusing it", p.dir, name);
+        return make_error_code(errc::permission_denied);
+    }
+    // Back to blocking: O_NONBLOCK only kept a FIFO from holding the open.
+    ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
+    out = std::move(fd);
+    return {};
 }
 
 }  // namespace iofwd

@@ -11,17 +11,29 @@
 // A session is one job on one node. By default it is "<node>-<parent pid>":
 // the ranks that one mpiexec proxy starts on a node share their parent.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <system_error>
+
+#include "fd.hpp"
 
 namespace iofwd {
 
 struct runtime_paths {
-    std::string dir;
+    // The runtime directory, opened without following a symlink and checked
+    // (ours, writable by nobody else): every file in it is reached through
+    // this descriptor, so swapping the path for a symlink after the check
+    // changes nothing.
+    std::shared_ptr<const unique_fd> dir_fd;
+    std::string dir;      // its path, for messages
     std::string session;
-    std::string socket;
+    std::string socket;   // paths for messages; the files are opened by name in dir_fd
     std::string lock;
     std::string log;
+    std::string socket_name, lock_name, log_name;
+    // The socket's path through the descriptor (/proc/self/fd/N/NAME), for
+    // bind and connect, which take nothing but a path.
+    std::string socket_via() const;
 };
 
 // IOFWD_NODE, else the short host name. Names the node in the store.
@@ -36,14 +48,23 @@ std::string default_job_name();
 // Any string made usable as a name: unsafe characters become '_'.
 std::string sanitize_name(std::string s);
 
-// IOFWD_RUNTIME_DIR, else $XDG_RUNTIME_DIR/iofwd, else /tmp/iofwd-<uid>. The
-// directory is created mode 0700 if missing, and refused (with a sentence in
-// `why`) if it belongs to another user or others can write to it.
-std::error_code prepare_runtime_dir(std::string& out, std::string& why);
+// Opens the runtime directory (IOFWD_RUNTIME_DIR, else $XDG_RUNTIME_DIR/iofwd,
+// else /tmp/iofwd-<uid>; created mode 0700 if missing) without following a
+// symlink, refuses it (a sentence in `why`) if it is not a directory of
+// ours that nobody else can write to, and names the session's files in it.
+// Sessions with names too long for a socket path are shortened to a hash.
+std::error_code open_runtime(const std::string& session, runtime_paths& out, std::string& why);
 
-// Paths for a session; sessions with names too long for a socket path are
-// shortened to a hash.
-runtime_paths paths_for(const std::string& dir, const std::string& session);
+// The same for a directory already open as `fd` (handed down by the rank
+// that launched the daemon; checked again, and kept).
+std::error_code adopt_runtime(int fd, const std::string& dir, const std::string& session,
+                              runtime_paths& out, std::string& why);
+
+// A file of the runtime directory, opened by name through its descriptor
+// with `flags` (plus O_NOFOLLOW, O_NONBLOCK and O_CLOEXEC; O_CREAT makes it
+// 0600): refused unless it is a regular file of ours.
+std::error_code open_runtime_file(const runtime_paths& p, const std::string& name, int flags,
+                                  unique_fd& out, std::string& why);
 
 // Names must be safe as file names: letters, digits, '.', '_', '-'; not empty,
 // not starting with '.'.
