@@ -116,7 +116,7 @@ reader::result reader::next(record& out, std::string& why, std::uint64_t max_len
 {
     if (!s_)
         return result::empty;
-    const std::uint64_t tail = std::min(s_->tail.load(std::memory_order_acquire), frozen_);
+    const std::uint64_t tail = published(std::memory_order_acquire);
     while (taken_ != tail) {
         const std::uint64_t pos = taken_ % capacity_;
         const std::uint64_t room = capacity_ - pos;
@@ -165,9 +165,17 @@ void reader::release(std::uint64_t end) noexcept
         s_->head.store(end, std::memory_order_release);
 }
 
+std::uint64_t reader::published(std::memory_order order) const noexcept
+{
+    // Once frozen, what the rank does to its tail no longer counts: a tail
+    // it moved back (even below what was taken) must not make records
+    // "pending" forever.
+    return frozen_ != UINT64_MAX ? frozen_ : s_->tail.load(order);
+}
+
 bool reader::pending() const noexcept
 {
-    return s_ && std::min(s_->tail.load(std::memory_order_seq_cst), frozen_) != taken_;
+    return s_ && published(std::memory_order_seq_cst) != taken_;
 }
 
 void reader::set_asleep(bool asleep) noexcept

@@ -19,6 +19,7 @@
 //
 // The daemon never trusts what the rank wrote: it reads `tail` once, checks it
 // against its own copy of `head`, and rejects a record that does not fit.
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -79,10 +80,13 @@ public:
     void discard() noexcept;
 
 private:
+    // The end of what the rank published: its tail, or where it was frozen.
+    std::uint64_t published(std::memory_order order) const noexcept;
+
     layout* s_ = nullptr;
     std::size_t capacity_ = 0;
     std::uint64_t taken_ = 0;  // our position: bytes read
-    std::uint64_t frozen_ = UINT64_MAX;
+    std::uint64_t frozen_ = UINT64_MAX;  // UINT64_MAX: not frozen
 };
 
 // The rank's side: maps what the daemon passed, writes records.

@@ -181,6 +181,42 @@ TEST_CASE("the daemon rejects a mailbox the rank broke, with a reason", "[mailbo
     }
 }
 
+TEST_CASE("a rank that moves its tail back cannot keep a discarded or frozen mailbox pending",
+          "[mailbox]")
+{
+    // Found by the mailbox fuzzer: a tail set below what the daemon had
+    // taken made pending() true forever after discard(), so the session
+    // never ended and the daemon never exited.
+    reader::record rec;
+    std::string why;
+    bool wake = false;
+    pair p(1024);
+    REQUIRE(p.w.put(1, 1, pattern(100, 1), wake));
+    REQUIRE(p.r.next(rec, why, 1 << 20) == reader::result::record);
+    const std::uint64_t zero = 0;
+    std::memcpy(p.raw() + tail_at, &zero, sizeof zero);
+    CHECK(p.r.next(rec, why, 1 << 20) == reader::result::bad);
+    CHECK_THAT(why, Catch::Contains("impossible"));
+    p.r.discard();
+    CHECK_FALSE(p.r.pending());
+    CHECK(p.r.next(rec, why, 1 << 20) == reader::result::empty);
+
+    // Frozen with the tail already behind: bad once, then nothing after discard.
+    pair q(1024);
+    REQUIRE(q.w.put(1, 1, pattern(100, 1), wake));
+    REQUIRE(q.r.next(rec, why, 1 << 20) == reader::result::record);
+    std::memcpy(q.raw() + tail_at, &zero, sizeof zero);
+    q.r.freeze();
+    CHECK(q.r.next(rec, why, 1 << 20) == reader::result::bad);
+    q.r.discard();
+    CHECK_FALSE(q.r.pending());
+    // Whatever the rank writes to its tail afterwards.
+    const std::uint64_t later = 192;
+    std::memcpy(q.raw() + tail_at, &later, sizeof later);
+    CHECK_FALSE(q.r.pending());
+    CHECK(q.r.next(rec, why, 1 << 20) == reader::result::empty);
+}
+
 TEST_CASE("a rank maps only the mailbox ACCEPT describes", "[mailbox]")
 {
     reader r;
