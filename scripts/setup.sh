@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Install whatever iofwd needs from the Debian archive that this machine lacks.
 # (gfortran, libhdf5-mpich-dev and hdf5-tools serve the MPI shim's tests:
-# Fortran and parallel HDF5 programs run with and without it, compared by h5diff.)
+# Fortran and parallel HDF5 programs run with and without it, compared by h5diff;
+# clang-15 and libfuzzer-15-dev build the libFuzzer harnesses of tests/fuzz, see
+# scripts/fuzz.sh.)
 # Non-interactive and idempotent: running it twice installs nothing the second time.
 #
 #   scripts/setup.sh            build + test dependencies
@@ -13,7 +15,8 @@ pkgs=(g++ meson ninja-build pkg-config
       libucx-dev ucx-utils
       libboost-dev libfmt-dev catch2
       gnuplot-nox
-      gfortran libhdf5-mpich-dev hdf5-tools)
+      gfortran libhdf5-mpich-dev hdf5-tools
+      clang-15 libfuzzer-15-dev)
 for arg in "$@"; do
   case "$arg" in
     --ceph) pkgs+=(ceph-mon ceph-mgr ceph-osd ceph-common librados-dev libradospp-dev) ;;
