@@ -71,7 +71,7 @@ void protocol_seeds(corpus& c)
         {"write_req", write_req_msg{5, 1u << 20, {}}},
         {"write_done", write_done_msg{5, 12}},
         {"bye", bye_msg{}},
-        {"finished", finished_msg{3, 3u << 20}},
+        {"finished", finished_msg{3, 3u << 20, 1}},
         {"error", error_msg{5, error_domain::system, 28, "no space left on /s"}},
         {"query", query_msg{6, 12, 1}},
         {"version_state",
@@ -83,6 +83,8 @@ void protocol_seeds(corpus& c)
         {"file_sync", file_sync_msg{10, 1, file_sync_durable | file_sync_close}},
         {"file_drain", file_drain_msg{11, "/tmp/out.h5"}},
         {"file_done", file_done_msg{11}},
+        {"ping", ping_msg{}},
+        {"pong", pong_msg{}},
     };
     for (const auto& [name, m] : valid)
         c["protocol/valid-" + name] = from(encode(m));
@@ -105,7 +107,7 @@ void protocol_seeds(corpus& c)
     c["protocol/miss-old-version"] = old_version;
 
     auto unknown_type = from(encode(file_done_msg{1}));
-    unknown_type[6] = static_cast<std::uint8_t>(msg_type::file_done) + 1;
+    unknown_type[6] = static_cast<std::uint8_t>(msg_type::pong) + 1;
     c["protocol/miss-unknown-type"] = unknown_type;
 
     auto over_limit = from(encode(write_done_msg{1, 1}));

@@ -171,7 +171,11 @@ public:
     reader::result next()
     {
         const std::uint64_t taken = a_.taken;
-        const std::uint64_t visible = a_.discarded ? taken : std::min(v_.tail(), a_.frozen);
+        // Once frozen, the frozen position is what the reader goes by,
+        // whatever the rank does to its tail afterwards.
+        const std::uint64_t visible = a_.discarded              ? taken
+                                      : a_.frozen != UINT64_MAX ? a_.frozen
+                                                                : v_.tail();
         const bool impossible = visible != taken && (visible < taken ||
                                                      visible - taken > capacity_ ||
                                                      visible % mailbox::alignment != 0);
