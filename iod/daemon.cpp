@@ -136,7 +136,7 @@ std::error_code daemon::start(std::string& why)
         ::setenv("IOFWD_CEPH_USER", opts_.ceph_user.c_str(), 1);
     if (!opts_.ceph_keyring.empty())
         ::setenv("IOFWD_CEPH_KEYRING", opts_.ceph_keyring.c_str(), 1);
-    if (auto ec = store::open(opts_.store, store_, why))
+    if (auto ec = store::open(opts_.store, store_, why, {opts_.store_group}))
         return ec;
 
     if (!opts_.transports.empty())
@@ -354,7 +354,8 @@ std::error_code daemon::claim_store(const std::string& job, std::uint64_t& last,
 {
     std::vector<std::string> names;
     if (auto ec = store_->list(job + "/", names); ec && ec != errc::not_found) {
-        why = fmt::format("cannot list job {} in {}: {}", job, store_->describe(), ec.message());
+        why = fmt::format("cannot list job {} in {}: {}", job, store_->describe(),
+                          store::failure(*store_, job, ec));
         return ec;
     }
     for (const auto& n : names)
@@ -366,7 +367,7 @@ std::error_code daemon::claim_store(const std::string& job, std::uint64_t& last,
                                 "right now: give concurrent jobs different names (IOFWD_JOB)",
                                 job, opts_.node, store_->describe())
                   : fmt::format("cannot claim job '{}' in {}: {}", job, store_->describe(),
-                                ec.message());
+                                store::failure(*store_, job, ec));
         job_.clear();
         return ec;
     }

@@ -30,7 +30,16 @@ std::error_code backend::put_new(const std::string& name, std::span<const std::b
     return w->commit_exclusive();
 }
 
-std::error_code open(const std::string& location, std::unique_ptr<backend>& out, std::string& why)
+std::string failure(const backend& st, const std::string& name, std::error_code ec)
+{
+    if (ec == errc::unsafe_path)
+        if (auto what = st.explain(name); !what.empty())
+            return fmt::format("{}: {}", ec.message(), what);
+    return ec.message();
+}
+
+std::error_code open(const std::string& location, std::unique_ptr<backend>& out, std::string& why,
+                     const open_options& opts)
 {
     std::string path = location;
 #if IOFWD_HAVE_RADOS
@@ -46,7 +55,7 @@ std::error_code open(const std::string& location, std::unique_ptr<backend>& out,
                           IOFWD_HAVE_RADOS ? ", rados:POOL" : "; this build has no rados");
         return make_error_code(errc::invalid_argument);
     }
-    return directory_backend::open(path, out, why);
+    return directory_backend::open(path, opts, out, why);
 }
 
 }  // namespace iofwd::store

@@ -95,11 +95,27 @@ public:
     // live process holds the claim (two concurrent jobs under one name).
     virtual std::error_code claim_job(const std::string& job, const std::string& node,
                                       std::unique_ptr<claim>& out) = 0;
+
+    // After errc::unsafe_path for `name`: which part of it is refused and
+    // why ("/s/job belongs to uid 1001, not to you"), for a message.
+    virtual std::string explain(const std::string& name) const
+    {
+        (void)name;
+        return {};
+    }
+};
+
+struct open_options {
+    bool group_readable = false;  // the directory store: 0750/0640 instead of 0700/0600
 };
 
 // Opens a store from its location: "dir:/path" or a plain path for the
 // directory backend. On failure `why` says what is wrong in words.
 std::error_code open(const std::string& location, std::unique_ptr<backend>& out,
-                     std::string& why);
+                     std::string& why, const open_options& opts = {});
+
+// `what` failed with `ec` for object `name`: a sentence, naming the part
+// of the store that was refused when that is why.
+std::string failure(const backend& st, const std::string& name, std::error_code ec);
 
 }  // namespace iofwd::store

@@ -52,18 +52,26 @@ std::error_code load_version(backend& st, const std::string& job, std::uint64_t 
     const auto rec_name = complete_object(job, version);
     if (auto ec = read_all(st, rec_name, text)) {
         why = fmt::format("version {} of job {} is not complete ({}: {})", version, job, rec_name,
-                          ec.message());
+                          failure(st, rec_name, ec));
         return ec;
     }
     if (auto ec = parse_complete(text, info.record, why)) {
         why = fmt::format("{}: {}", rec_name, why);
         return ec;
     }
+    // A record is only valid where it was written: a version directory
+    // copied (or renamed) to another number is not that version.
+    if (info.record.job != job || info.record.version != version) {
+        why = fmt::format("{} is the record of job {} version {}, not of job {} version {}: the "
+                          "directory was copied or moved, it is not that version",
+                          rec_name, info.record.job, info.record.version, job, version);
+        return make_error_code(errc::corrupt);
+    }
     for (const auto& n : info.record.nodes) {
         const auto mname = manifest_object(job, version, n.node);
         if (auto ec = read_all(st, mname, text)) {
             why = fmt::format("version {}: manifest {} listed as complete is unreadable: {}",
-                              version, mname, ec.message());
+                              version, mname, failure(st, mname, ec));
             return make_error_code(errc::corrupt);
         }
         if (crc32c(std::as_bytes(std::span(text))) != n.manifest_crc32c) {
@@ -75,6 +83,13 @@ std::error_code load_version(backend& st, const std::string& job, std::uint64_t 
         if (auto ec = parse_manifest(text, m, why)) {
             why = fmt::format("{}: {}", mname, why);
             return ec;
+        }
+        if (m.job != job || m.version != version || m.node != n.node || m.ranks != n.ranks) {
+            why = fmt::format("{} describes job {} version {} node {} ({} ranks), not what its "
+                              "place and {} say (job {} version {} node {}, {} ranks)",
+                              mname, m.job, m.version, m.node, m.ranks, rec_name, job, version,
+                              n.node, n.ranks);
+            return make_error_code(errc::corrupt);
         }
         info.manifests.push_back(std::move(m));
     }
@@ -116,8 +131,10 @@ std::error_code checked(backend& st, const std::string& name, std::uint64_t size
 {
     std::uint64_t actual = 0;
     if (auto ec = st.size(name, actual)) {
-        why = fmt::format("object {} is missing: {}", name, ec.message());
-        return ec == errc::not_found ? make_error_code(errc::corrupt) : ec;
+        why = ec == errc::not_found ? fmt::format("object {} is missing", name)
+                                    : fmt::format("object {}: {}", name, failure(st, name, ec));
+        return ec == errc::not_found || ec == errc::unsafe_path ? make_error_code(errc::corrupt)
+                                                                : ec;
     }
     if (actual != size) {
         why = fmt::format("object {} holds {} bytes, its manifest says {}", name, actual, size);
@@ -125,7 +142,7 @@ std::error_code checked(backend& st, const std::string& name, std::uint64_t size
     }
     std::uint32_t got = 0;
     if (auto ec = read_crc(st, name, size, dest, got)) {
-        why = fmt::format("reading object {} failed: {}", name, ec.message());
+        why = fmt::format("reading object {} failed: {}", name, failure(st, name, ec));
         return ec;
     }
     if (got != crc) {
@@ -212,12 +229,19 @@ std::error_code try_complete(backend& st, const std::string& job, std::uint64_t 
         const std::string node = n.substr(0, n.size() - suffix.size());
         std::string text;
         if (auto ec = read_all(st, manifest_object(job, version, node), text)) {
-            why = fmt::format("reading manifest of node {}: {}", node, ec.message());
+            why = fmt::format("reading manifest of node {}: {}", node,
+                              failure(st, manifest_object(job, version, node), ec));
             return ec;
         }
         manifest m;
         if (auto ec = parse_manifest(text, m, why))
             return ec;
+        if (m.job != job || m.version != version || m.node != node) {
+            why = fmt::format("{} describes job {} version {} node {}: not this version's; "
+                              "leaving the version incomplete",
+                              manifest_object(job, version, node), m.job, m.version, m.node);
+            return make_error_code(errc::corrupt);
+        }
         rec.nodes.push_back({node, m.ranks, crc32c(std::as_bytes(std::span(text)))});
     }
     if (rec.nodes.size() < nodes)
@@ -301,7 +325,8 @@ std::error_code join_run(backend& st, const std::string& job, const std::string&
     if (auto ec = st.put_new(name, std::as_bytes(std::span(text))); !ec) {
         created = true;
     } else if (ec != errc::exists) {
-        why = fmt::format("cannot create the record of run {} ({}): {}", run, name, ec.message());
+        why = fmt::format("cannot create the record of run {} ({}): {}", run, name,
+                          failure(st, name, ec));
         return ec;
     } else {
         std::string found;

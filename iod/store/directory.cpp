@@ -9,10 +9,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -21,19 +24,92 @@
 #include "sys.hpp"
 
 namespace iofwd::store {
+namespace {
+
+// What the store may hold: directories and files of the user running iofwd
+// that nobody else can write to. Anything else (another user's, a symlink, a
+// FIFO, a device, group- or world-writable) is refused, never followed into
+// or opened for reading.
+bool safe_dir(const struct stat& st)
+{
+    return S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() && !(st.st_mode & (S_IWGRP | S_IWOTH));
+}
+
+bool safe_file(const struct stat& st)
+{
+    return S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && !(st.st_mode & (S_IWGRP | S_IWOTH));
+}
+
+std::string describe_unsafe(const struct stat& st, bool want_dir)
+{
+    if (st.st_uid != ::geteuid())
+        return fmt::format("belongs to uid {}, not to you (uid {})", st.st_uid, ::geteuid());
+    if (S_ISLNK(st.st_mode))
+        return "is a symlink";
+    if (want_dir && !S_ISDIR(st.st_mode))
+        return "is not a directory";
+    if (!want_dir && !S_ISREG(st.st_mode))
+        return S_ISFIFO(st.st_mode)   ? "is a FIFO, not a regular file"
+               : S_ISDIR(st.st_mode) ? "is a directory, not a regular file"
+                                      : "is not a regular file";
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+        return fmt::format("is writable by others (mode {:o})", st.st_mode & 07777);
+    return "is not safe to use";
+}
+
+// "job/v00000001/node.r0000" -> {"job", "v00000001", "node.r0000"}; empty
+// when a component is empty, "." or ".." (names come from layout.hpp).
+std::vector<std::string_view> components(std::string_view rel)
+{
+    std::vector<std::string_view> out;
+    while (!rel.empty()) {
+        const auto slash = rel.find('/');
+        const auto c = rel.substr(0, slash);
+        if (c.empty() || c == "." || c == "..")
+            return {};
+        out.push_back(c);
+        rel = slash == std::string_view::npos ? std::string_view{} : rel.substr(slash + 1);
+    }
+    return out;
+}
+
+std::string parent_of(const std::string& rel)
+{
+    const auto slash = rel.rfind('/');
+    return slash == std::string::npos ? std::string() : rel.substr(0, slash);
+}
+
+std::string base_of(const std::string& rel)
+{
+    const auto slash = rel.rfind('/');
+    return slash == std::string::npos ? rel : rel.substr(slash + 1);
+}
+
+std::error_code fsync_fd(int fd)
+{
+    if (sys::fsync(fd) != 0)
+        return last_system_error();
+    return {};
+}
+
+std::atomic<std::uint64_t> temp_counter{0};
+
+constexpr std::uint64_t direct_align = 4096;
+
+}  // namespace
 
 // The directories under the root whose own entry this process has made
 // durable, so that a commit fsyncs the directories above its object once,
 // not every time. Shared by the backend and its writers (flusher threads).
 struct durable_dirs {
-    explicit durable_dirs(std::string r) : root(std::move(r)) {}
+    explicit durable_dirs(const directory_backend& s) : store(s) {}
 
-    // Makes `dir`'s entries durable, and every directory above it up to the
-    // root that is not known to be.
-    std::error_code sync(const std::string& dir);
+    // Makes `dir`'s entries durable (given open as `fd`), and every directory
+    // above it up to the root that is not known to be.
+    std::error_code sync(const std::string& dir, int fd);
     void forget(const std::string& dir);
 
-    const std::string root;
+    const directory_backend& store;
 
 private:
     std::mutex mutex_;
@@ -42,59 +118,20 @@ private:
 
 namespace {
 
-std::string parent_of(const std::string& path)
-{
-    const auto slash = path.rfind('/');
-    return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
-}
-
-std::error_code fsync_dir(const std::string& dir)
-{
-    unique_fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!fd)
-        return last_system_error();
-    if (sys::fsync(fd.get()) != 0)
-        return last_system_error();
-    return {};
-}
-
-// mkdir -p. `sync`: every directory it creates is made durable in its parent
-// at once; without it the caller makes them durable later (a commit does, see
-// directory_backend::dirs).
-std::error_code make_dirs(const std::string& dir, bool sync)
-{
-    struct stat st {};
-    if (::stat(dir.c_str(), &st) == 0)
-        return S_ISDIR(st.st_mode) ? std::error_code{}
-                                   : std::error_code(ENOTDIR, std::system_category());
-    const std::string parent = parent_of(dir);
-    if (parent != dir && !parent.empty())
-        if (auto ec = make_dirs(parent, sync))
-            return ec;
-    if (::mkdir(dir.c_str(), 0755) != 0) {
-        if (errno == EEXIST)
-            return {};
-        return last_system_error();
-    }
-    return sync ? fsync_dir(parent) : std::error_code{};
-}
-
-std::atomic<std::uint64_t> temp_counter{0};
-
-constexpr std::uint64_t direct_align = 4096;
-
 class file_writer final : public object_writer {
 public:
-    file_writer(unique_fd fd, unique_fd direct, std::string temp, std::string final_path,
-                std::uint64_t size, std::shared_ptr<durable_dirs> dirs)
-        : fd_(std::move(fd)), direct_(std::move(direct)), temp_(std::move(temp)),
-          final_(std::move(final_path)), size_(size), dirs_(std::move(dirs))
+    file_writer(unique_fd dir, unique_fd fd, unique_fd direct, std::string dir_name,
+                std::string temp, std::string final_name, std::uint64_t size,
+                std::shared_ptr<durable_dirs> dirs)
+        : dir_(std::move(dir)), fd_(std::move(fd)), direct_(std::move(direct)),
+          dir_name_(std::move(dir_name)), temp_(std::move(temp)), final_(std::move(final_name)),
+          size_(size), dirs_(std::move(dirs))
     {
     }
     ~file_writer() override
     {
         if (!committed_)
-            ::unlink(temp_.c_str());
+            ::unlinkat(dir_.get(), temp_.c_str(), 0);
     }
 
     std::error_code write_at(std::span<const std::byte> data, std::uint64_t offset) override
@@ -119,17 +156,18 @@ public:
         return {};
     }
 
+    std::error_code commit() override { return commit(false); }
+    std::error_code commit_exclusive() override { return commit(true); }
+
+private:
     // Every change to the namespace comes first, every fsync after: on a
     // journalling file system the file's fsync then commits the rename and
     // the directories created for it in the same journal transaction, and
     // the directory fsyncs that POSIX asks for find nothing left to write.
     // A new name is taken with RENAME_NOREPLACE, so that if the fsync fails
     // the name is ours to take back. An existing name (two daemons writing
-    // the same COMPLETE record) is replaced only by bytes already durable.
-    std::error_code commit() override { return commit(false); }
-    std::error_code commit_exclusive() override { return commit(true); }
-
-private:
+    // the same COMPLETE record) is replaced only by bytes already durable,
+    // and only when `exclusive` is false.
     std::error_code commit(bool exclusive)
     {
         direct_.reset();
@@ -137,12 +175,12 @@ private:
         if (::fstat(fd_.get(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) > size_ &&
             ::ftruncate(fd_.get(), static_cast<off_t>(size_)) != 0)
             return last_system_error();
-        int rc = sys::rename(temp_.c_str(), final_.c_str(), false);
+        int rc = sys::renameat(dir_.get(), temp_.c_str(), final_.c_str(), false);
         if (rc != 0 && errno == EINVAL && exclusive) {
             // No RENAME_NOREPLACE here: link() takes a name just as atomically.
-            rc = ::link(temp_.c_str(), final_.c_str());
+            rc = ::linkat(dir_.get(), temp_.c_str(), dir_.get(), final_.c_str(), 0);
             if (rc == 0)
-                ::unlink(temp_.c_str());
+                ::unlinkat(dir_.get(), temp_.c_str(), 0);
         }
         if (rc == 0) {
             committed_ = true;
@@ -150,9 +188,9 @@ private:
             if (sys::fsync(fd_.get()) != 0 || ::close(fd_.release()) != 0)
                 ec = last_system_error();
             else
-                ec = dirs_->sync(parent_of(final_));
+                ec = dirs_->sync(dir_name_, dir_.get());
             if (ec)
-                ::unlink(final_.c_str());  // not durable: not there
+                ::unlinkat(dir_.get(), final_.c_str(), 0);  // not durable: not there
             return ec;
         }
         if (exclusive && errno == EEXIST)
@@ -163,15 +201,17 @@ private:
             return last_system_error();
         if (::close(fd_.release()) != 0)
             return last_system_error();
-        if (sys::rename(temp_.c_str(), final_.c_str()) != 0)
+        if (sys::renameat(dir_.get(), temp_.c_str(), final_.c_str()) != 0)
             return last_system_error();
         committed_ = true;
-        return dirs_->sync(parent_of(final_));
+        return dirs_->sync(dir_name_, dir_.get());
     }
 
+    unique_fd dir_;     // the directory the object is in
     unique_fd fd_;
     unique_fd direct_;  // the same file opened O_DIRECT; empty where unsupported
-    std::string temp_;
+    std::string dir_name_;  // that directory under the root, for durable_dirs
+    std::string temp_;      // names inside dir_
     std::string final_;
     std::uint64_t size_;
     std::shared_ptr<durable_dirs> dirs_;
@@ -180,22 +220,25 @@ private:
 
 }  // namespace
 
-std::error_code durable_dirs::sync(const std::string& dir)
+std::error_code durable_dirs::sync(const std::string& dir, int fd)
 {
     // The object's own directory always: its new entry.
-    if (auto ec = fsync_dir(dir))
+    if (auto ec = fsync_fd(fd))
         return ec;
     // Then up to the root, each directory whose own entry is not known to
     // be durable yet (created by create() without a sync, or found on disk
     // and perhaps left unsynced by a daemon that crashed).
-    for (std::string d = dir; d.size() > root.size() && d.starts_with(root);) {
+    for (std::string d = dir; !d.empty();) {
         {
             std::lock_guard lock(mutex_);
             if (known_.contains(d))
                 return {};
         }
         const std::string parent = parent_of(d);
-        if (auto ec = fsync_dir(parent))
+        unique_fd pfd;
+        if (auto ec = store.open_dir(parent, false, pfd))
+            return ec;
+        if (auto ec = fsync_fd(pfd.get()))
             return ec;
         std::lock_guard lock(mutex_);
         known_.insert(d);
@@ -210,13 +253,16 @@ void durable_dirs::forget(const std::string& dir)
     known_.erase(dir);
 }
 
-directory_backend::directory_backend(std::string root)
-    : root_(std::move(root)), dirs_(std::make_shared<durable_dirs>(root_))
+directory_backend::directory_backend(std::string root, unique_fd root_fd, bool group)
+    : root_(std::move(root)), root_fd_(std::move(root_fd)), group_(group),
+      dirs_(std::make_shared<durable_dirs>(*this))
 {
 }
 
-std::error_code directory_backend::open(std::string path, std::unique_ptr<backend>& out,
-                                        std::string& why)
+directory_backend::~directory_backend() = default;
+
+std::error_code directory_backend::open(std::string path, const open_options& opts,
+                                        std::unique_ptr<backend>& out, std::string& why)
 {
     if (path.empty()) {
         why = "empty store path";
@@ -232,16 +278,43 @@ std::error_code directory_backend::open(std::string path, std::unique_ptr<backen
     }
     while (path.size() > 1 && path.back() == '/')
         path.pop_back();
-    if (auto ec = make_dirs(path, true)) {
-        why = fmt::format("cannot create store directory {}: {}", path, ec.message());
+    const mode_t mode = opts.group_readable ? 0750 : 0700;
+    // The root's path is the user's to choose (it may lead through symlinks
+    // of theirs); what is missing of it is created private.
+    for (std::size_t at = 1; at != std::string::npos;) {
+        at = path.find('/', at + 1);
+        const std::string prefix = path.substr(0, at);
+        if (::mkdir(prefix.c_str(), mode) == 0) {
+            unique_fd parent(::open(prefix.substr(0, prefix.rfind('/')).c_str(),
+                                    O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+            if (parent)
+                sys::fsync(parent.get());  // the new directory's entry
+        } else if (errno != EEXIST) {
+            const auto ec = last_system_error();
+            why = fmt::format("cannot create store directory {}: {}", prefix, ec.message());
+            return ec;
+        }
+    }
+    unique_fd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd) {
+        const auto ec = last_system_error();
+        why = fmt::format("cannot open store directory {}: {}", path, ec.message());
         return ec;
     }
-    if (::access(path.c_str(), W_OK | X_OK) != 0) {
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0 || !safe_dir(st)) {
+        why = fmt::format("store directory {} {}: anyone who can write to it could plant or "
+                          "replace checkpoints; use a directory of your own that others cannot "
+                          "write to (e.g. {}/$USER)",
+                          path, describe_unsafe(st, true), path);
+        return make_error_code(errc::unsafe_path);
+    }
+    if (::faccessat(fd.get(), ".", W_OK | X_OK, AT_EACCESS) != 0) {
         const auto ec = last_system_error();
         why = fmt::format("store directory {} is not writable: {}", path, ec.message());
         return ec;
     }
-    out = std::make_unique<directory_backend>(path);
+    out = std::unique_ptr<backend>(new directory_backend(path, std::move(fd), opts.group_readable));
     return {};
 }
 
@@ -250,18 +323,106 @@ std::string directory_backend::describe() const
     return "directory " + root_;
 }
 
+std::error_code directory_backend::open_dir(const std::string& rel, bool create,
+                                            unique_fd& out) const
+{
+    const auto parts = components(rel);
+    if (parts.empty() && !rel.empty())
+        return make_error_code(errc::invalid_argument);
+    unique_fd cur(::fcntl(root_fd_.get(), F_DUPFD_CLOEXEC, 0));
+    if (!cur)
+        return last_system_error();
+    for (const auto part : parts) {
+        const std::string name(part);
+        unique_fd next(
+            ::openat(cur.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (!next && errno == ENOENT && create) {
+            // Made durable later, by the commit of what goes into it
+            // (durable_dirs), together with the object.
+            if (::mkdirat(cur.get(), name.c_str(), group_ ? 0750 : 0700) != 0 && errno != EEXIST)
+                return last_system_error();
+            next.reset(::openat(cur.get(), name.c_str(),
+                                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        }
+        if (!next) {
+            if (errno == ENOENT)
+                return make_error_code(errc::not_found);
+            if (errno == ELOOP || errno == ENOTDIR)
+                return make_error_code(errc::unsafe_path);
+            return last_system_error();
+        }
+        struct stat st {};
+        if (::fstat(next.get(), &st) != 0)
+            return last_system_error();
+        if (!safe_dir(st))
+            return make_error_code(errc::unsafe_path);
+        cur = std::move(next);
+    }
+    out = std::move(cur);
+    return {};
+}
+
+std::error_code directory_backend::open_object(const std::string& name, unique_fd& dir,
+                                               unique_fd& out) const
+{
+    if (auto ec = open_dir(parent_of(name), false, dir))
+        return ec;
+    // O_NONBLOCK: a FIFO planted under an object's name must not block the
+    // open (it is refused just after).
+    unique_fd fd(sys::openat(dir.get(), base_of(name).c_str(),
+                             O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (!fd) {
+        if (errno == ENOENT)
+            return make_error_code(errc::not_found);
+        if (errno == ELOOP)
+            return make_error_code(errc::unsafe_path);
+        return last_system_error();
+    }
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0)
+        return last_system_error();
+    if (!safe_file(st))
+        return make_error_code(errc::unsafe_path);
+    out = std::move(fd);
+    return {};
+}
+
+std::string directory_backend::explain(const std::string& name) const
+{
+    // Walks the name again, saying where it stops being safe.
+    std::string path = root_;
+    unique_fd cur(::fcntl(root_fd_.get(), F_DUPFD_CLOEXEC, 0));
+    const auto parts = components(name);
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+        const std::string part(parts[i]);
+        path += "/" + part;
+        const bool last = i + 1 == parts.size();
+        struct stat st {};
+        if (::fstatat(cur.get(), part.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+            return fmt::format("{}: {}", path, std::strerror(errno));
+        const bool want_dir = !last || S_ISDIR(st.st_mode);
+        if (want_dir ? !safe_dir(st) : !safe_file(st))
+            return fmt::format("{} {}", path, describe_unsafe(st, want_dir));
+        if (!last)
+            cur.reset(::openat(cur.get(), part.c_str(),
+                               O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    }
+    return {};
+}
+
 std::error_code directory_backend::create(const std::string& name, std::uint64_t size,
                                           std::unique_ptr<object_writer>& out)
 {
-    const std::string path = root_ + "/" + name;
-    const std::string dir = parent_of(path);
-    // Made durable by the commit, together with the object.
-    if (auto ec = make_dirs(dir, false))
+    const std::string dir_name = parent_of(name);
+    const std::string base = base_of(name);
+    unique_fd dir;
+    if (auto ec = open_dir(dir_name, true, dir))
         return ec;
-    const auto slash = path.rfind('/');
-    const std::string temp = fmt::format("{}/.{}.tmp-{}-{}", dir, path.substr(slash + 1), getpid(),
-                                         temp_counter.fetch_add(1));
-    unique_fd fd(sys::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    const std::string temp =
+        fmt::format(".{}.tmp-{}-{}", base, getpid(), temp_counter.fetch_add(1));
+    unique_fd fd(sys::openat(dir.get(), temp.c_str(),
+                             O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                             group_ ? 0640 : 0600));
     if (!fd)
         return last_system_error();
     if (size > 0) {
@@ -269,7 +430,7 @@ std::error_code directory_backend::create(const std::string& name, std::uint64_t
         // after part of the data was pulled.
         const int rc = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(size));
         if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
-            ::unlink(temp.c_str());
+            ::unlinkat(dir.get(), temp.c_str(), 0);
             return {rc, std::system_category()};
         }
     }
@@ -277,18 +438,18 @@ std::error_code directory_backend::create(const std::string& name, std::uint64_t
     // without O_DIRECT (tmpfs) simply do without it.
     unique_fd direct;
     if (size >= direct_align)
-        direct.reset(::open(temp.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC));
-    out = std::make_unique<file_writer>(std::move(fd), std::move(direct), temp, path, size, dirs_);
+        direct.reset(::openat(dir.get(), temp.c_str(), O_WRONLY | O_DIRECT | O_NOFOLLOW | O_CLOEXEC));
+    out = std::make_unique<file_writer>(std::move(dir), std::move(fd), std::move(direct), dir_name,
+                                        temp, base, size, dirs_);
     return {};
 }
 
 std::error_code directory_backend::read(const std::string& name, std::uint64_t offset,
                                         std::span<std::byte> out)
 {
-    const std::string path = root_ + "/" + name;
-    unique_fd fd(sys::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!fd)
-        return errno == ENOENT ? make_error_code(errc::not_found) : last_system_error();
+    unique_fd dir, fd;
+    if (auto ec = open_object(name, dir, fd))
+        return ec;
     if (sys::pread_all(fd.get(), out.data(), out.size(), static_cast<off_t>(offset)) != 0)
         return last_system_error();
     return {};
@@ -296,21 +457,29 @@ std::error_code directory_backend::read(const std::string& name, std::uint64_t o
 
 std::error_code directory_backend::size(const std::string& name, std::uint64_t& out)
 {
+    unique_fd dir;
+    if (auto ec = open_dir(parent_of(name), false, dir))
+        return ec;
     struct stat st {};
-    if (::stat((root_ + "/" + name).c_str(), &st) != 0)
+    if (::fstatat(dir.get(), base_of(name).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
         return errno == ENOENT ? make_error_code(errc::not_found) : last_system_error();
+    if (!safe_file(st))
+        return make_error_code(errc::unsafe_path);
     out = static_cast<std::uint64_t>(st.st_size);
     return {};
 }
 
 std::error_code directory_backend::list(const std::string& prefix, std::vector<std::string>& out)
 {
-    std::string dir = root_ + "/" + prefix;
-    while (dir.size() > 1 && dir.back() == '/')
-        dir.pop_back();
-    DIR* d = ::opendir(dir.c_str());
+    std::string rel = prefix;
+    while (!rel.empty() && rel.back() == '/')
+        rel.pop_back();
+    unique_fd dir;
+    if (auto ec = open_dir(rel, false, dir))
+        return ec;
+    DIR* d = ::fdopendir(dir.release());
     if (!d)
-        return errno == ENOENT ? make_error_code(errc::not_found) : last_system_error();
+        return last_system_error();
     std::vector<std::string> names;
     while (const dirent* e = ::readdir(d)) {
         if (e->d_name[0] == '.')
@@ -325,16 +494,23 @@ std::error_code directory_backend::list(const std::string& prefix, std::vector<s
 
 std::error_code directory_backend::remove(const std::string& name)
 {
-    const std::string path = root_ + "/" + name;
-    if (::unlink(path.c_str()) == 0)
-        return fsync_dir(parent_of(path));
-    if (errno == EISDIR || errno == EPERM) {
-        if (::rmdir(path.c_str()) == 0) {
-            dirs_->forget(path);
-            return fsync_dir(parent_of(path));
-        }
-    }
-    return errno == ENOENT ? make_error_code(errc::not_found) : last_system_error();
+    const std::string dir_name = parent_of(name);
+    const std::string base = base_of(name);
+    unique_fd dir;
+    if (auto ec = open_dir(dir_name, false, dir))
+        return ec;
+    struct stat st {};
+    if (::fstatat(dir.get(), base.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOENT ? make_error_code(errc::not_found) : last_system_error();
+    // Only what iofwd made is removed (a stranger's file stays, and says so).
+    if (st.st_uid != ::geteuid())
+        return make_error_code(errc::unsafe_path);
+    const bool is_dir = S_ISDIR(st.st_mode);
+    if (::unlinkat(dir.get(), base.c_str(), is_dir ? AT_REMOVEDIR : 0) != 0)
+        return errno == ENOENT ? make_error_code(errc::not_found) : last_system_error();
+    if (is_dir)
+        dirs_->forget(name);
+    return fsync_fd(dir.get());
 }
 
 namespace {
@@ -350,13 +526,18 @@ private:
 std::error_code directory_backend::claim_job(const std::string& job, const std::string& node,
                                              std::unique_ptr<claim>& out)
 {
-    const std::string dir = root_ + "/" + job;
-    if (auto ec = make_dirs(dir, true))
+    unique_fd dir;
+    if (auto ec = open_dir(job, true, dir))
         return ec;
-    const std::string path = dir + "/." + node + ".claim";
-    unique_fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    const std::string name = "." + node + ".claim";
+    unique_fd fd(::openat(dir.get(), name.c_str(),
+                          O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                          group_ ? 0640 : 0600));
     if (!fd)
-        return last_system_error();
+        return errno == ELOOP ? make_error_code(errc::unsafe_path) : last_system_error();
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0 || !safe_file(st))
+        return make_error_code(errc::unsafe_path);
     if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0)
         return errno == EWOULDBLOCK ? make_error_code(errc::rank_in_use) : last_system_error();
     out = std::make_unique<flock_claim>(std::move(fd));

@@ -3,11 +3,18 @@
 // disk or a parallel file system mount). An object is written under a hidden
 // temporary name; commit renames it to its final name, then fsyncs the file
 // and the directories on its path (see file_writer::commit for the order).
+//
+// Everything under the root is reached through the root's descriptor, one
+// component at a time without following symlinks, and must be the user's
+// and writable by nobody else; objects are read only if they are regular
+// files. Directories are created 0700 and files 0600 (0750 and 0640 when the
+// group may read the checkpoints).
 #include <memory>
 #include <string>
 #include <system_error>
 
 #include "backend.hpp"
+#include "fd.hpp"
 
 namespace iofwd::store {
 
@@ -17,12 +24,13 @@ struct durable_dirs;
 
 class directory_backend final : public backend {
 public:
-    explicit directory_backend(std::string root);
+    ~directory_backend() override;
 
-    // Creates the root if missing and checks it is writable; a relative path
-    // is taken from the current directory.
-    static std::error_code open(std::string path, std::unique_ptr<backend>& out,
-                                std::string& why);
+    // Creates the root if missing (private: 0700, or 0750 for the group) and
+    // refuses one that is not the user's or that others can write to; a
+    // relative path is taken from the current directory.
+    static std::error_code open(std::string path, const open_options& opts,
+                                std::unique_ptr<backend>& out, std::string& why);
 
     std::string describe() const override;
     std::string location() const override { return "dir:" + root_; }
@@ -35,11 +43,26 @@ public:
     std::error_code remove(const std::string& name) override;
     std::error_code claim_job(const std::string& job, const std::string& node,
                               std::unique_ptr<claim>& out) override;
+    std::string explain(const std::string& name) const override;
 
     const std::string& root() const noexcept { return root_; }
 
+    // The directory `rel` under the root ("" is the root), every component
+    // opened with O_NOFOLLOW and checked (ours, writable by nobody else):
+    // errc::unsafe_path otherwise, errc::not_found when missing. With
+    // `create`, missing components are made (not yet durable: a commit of
+    // what goes into them makes them so).
+    std::error_code open_dir(const std::string& rel, bool create, unique_fd& out) const;
+
 private:
+    directory_backend(std::string root, unique_fd root_fd, bool group);
+    // An object, opened for reading without following a symlink or blocking
+    // on a FIFO: errc::unsafe_path unless it is a regular file of ours.
+    std::error_code open_object(const std::string& name, unique_fd& dir, unique_fd& out) const;
+
     std::string root_;
+    unique_fd root_fd_;  // everything is reached through it
+    bool group_;         // directories 0750 and files 0640 instead of 0700 and 0600
     std::shared_ptr<durable_dirs> dirs_;
 };
 

@@ -31,6 +31,9 @@ public:
         case errc::shutting_down: return "the daemon is shutting down";
         case errc::exists: return "the object exists already";
         case errc::incomplete: return "a checkpoint version is not complete on every node";
+        case errc::unsafe_path:
+            return "refused a store path that is not the user's own (another user's, writable by "
+                   "others, a symlink, or not a regular file)";
         }
         return "unknown iofwd error " + std::to_string(value);
     }
@@ -86,6 +89,7 @@ int runtime_to_errno(errc e)
     case errc::shutting_down: return ESHUTDOWN;
     case errc::exists: return EEXIST;
     case errc::incomplete: return EIO;
+    case errc::unsafe_path: return EACCES;
     }
     return EIO;
 }

@@ -34,6 +34,7 @@ enum class errc : int {
     shutting_down,         // the daemon is stopping and takes no new work
     exists,                // (store) the name is taken: an exclusive create lost
     incomplete,            // a version this rank wrote is not complete job-wide
+    unsafe_path,           // (store) another user's, writable by others, a symlink, not a file
 };
 
 const std::error_category& runtime_category() noexcept;

@@ -166,6 +166,20 @@ int open(const char* path, int flags, mode_t mode)
     return ::open(path, flags, mode);
 }
 
+int renameat(int dirfd, const char* from, const char* to, bool replace)
+{
+    if (check(call::rename) == verdict::fail)
+        return -1;
+    return ::renameat2(dirfd, from, dirfd, to, replace ? 0 : RENAME_NOREPLACE);
+}
+
+int openat(int dirfd, const char* name, int flags, mode_t mode)
+{
+    if (check(call::open) == verdict::fail)
+        return -1;
+    return ::openat(dirfd, name, flags, mode);
+}
+
 int pwrite_all(int fd, const void* buf, std::size_t n, off_t offset)
 {
     const auto* p = static_cast<const char*>(buf);

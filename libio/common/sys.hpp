@@ -42,6 +42,9 @@ int fsync(int fd);
 // (EINVAL where the file system cannot tell).
 int rename(const char* from, const char* to, bool replace = true);
 int open(const char* path, int flags, mode_t mode = 0);
+// In a directory given by descriptor (faults as rename and open).
+int renameat(int dirfd, const char* from, const char* to, bool replace = true);
+int openat(int dirfd, const char* name, int flags, mode_t mode = 0);
 
 // Loops over short transfers and EINTR; -1 and errno on failure.
 int pwrite_all(int fd, const void* buf, std::size_t n, off_t offset);

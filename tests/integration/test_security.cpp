@@ -107,3 +107,137 @@ TEST_CASE("a rank never sends anything to a daemon of another user", "[security]
     INFO(fake.output());
     CHECK(has_line(fake, "connections 1 bytes 0"));
 }
+
+TEST_CASE("a store another user made, or that others can write, is refused in words",
+          "[security][store-owner]")
+{
+    require_root();
+    cluster c;
+    const std::string pub = public_dir(c, "pub");
+    // The attacker made the store (0777) where the root job runs, and
+    // planted a version there.
+    const std::string store = pub + "/iofwd-store";
+    auto mk = c.run(as_nobody({"/bin/sh", "-c",
+                               "mkdir -m 777 " + store + " && mkdir -m 777 " + store +
+                                   "/itest && mkdir " + store + "/itest/v00000001 && "
+                                   "echo planted > " + store + "/itest/v00000001/COMPLETE"}));
+    REQUIRE(mk.wait(10s).has_value());
+    REQUIRE(exists(store + "/itest/v00000001/COMPLETE"));
+    auto r = c.rank(0, 1, {"--size", "4096", "--versions", "1"}, {{"IOFWD_STORE", store}});
+    auto st = r.wait(30s);
+    REQUIRE(st.has_value());
+    INFO(r.output());
+    CHECK(exit_code(*st) == 1);
+    CHECK(has_line(r, "init "));
+    CHECK(r.output().find("store directory " + store + " belongs to uid 65534, not to you") !=
+          std::string::npos);
+    // The restart side: io_latest refuses the store too, rather than reading it.
+    auto probe = c.rank(0, 1, {"--latest-only"}, {{"IOFWD_STORE", store}});
+    st = probe.wait(30s);
+    REQUIRE(st.has_value());
+    INFO(probe.output());
+    CHECK(has_line(probe, "latest 13 "));
+
+    // Root's own store, but a job directory inside it that another user owns
+    // (made while the store was open to all), or that is world-writable.
+    const std::string mine = c.tmp / "mine";
+    REQUIRE(::mkdir(mine.c_str(), 0777) == 0);
+    REQUIRE(::chmod(mine.c_str(), 0777) == 0);
+    auto mk2 = c.run(as_nobody({"/bin/mkdir", "-m", "755", mine + "/itest"}));
+    REQUIRE(mk2.wait(10s).has_value());
+    REQUIRE(::chmod(mine.c_str(), 0700) == 0);
+    auto r2 = c.rank(0, 1, {"--size", "4096", "--versions", "1"}, {{"IOFWD_STORE", mine}});
+    st = r2.wait(30s);
+    REQUIRE(st.has_value());
+    INFO(r2.output());
+    CHECK(exit_code(*st) == 1);
+    CHECK(r2.output().find(mine + "/itest belongs to uid 65534, not to you") != std::string::npos);
+    REQUIRE(::chmod(mine.c_str(), 0755) == 0);
+    REQUIRE(::rmdir((mine + "/itest").c_str()) == 0);
+    REQUIRE(::mkdir((mine + "/itest").c_str(), 0777) == 0);
+    REQUIRE(::chmod((mine + "/itest").c_str(), 0777) == 0);
+    auto r3 = c.rank(0, 1, {"--size", "4096", "--versions", "1"}, {{"IOFWD_STORE", mine}});
+    st = r3.wait(30s);
+    REQUIRE(st.has_value());
+    INFO(r3.output());
+    CHECK(exit_code(*st) == 1);
+    CHECK(r3.output().find(mine + "/itest is writable by others (mode 777)") != std::string::npos);
+}
+
+TEST_CASE("checkpoints are private: directories 0700 and objects 0600", "[security][store-modes]")
+{
+    cluster c;
+    auto r = c.rank(0, 1, {"--size", "70000", "--versions", "2"});
+    const auto st = r.wait(30s);
+    REQUIRE(st.has_value());
+    REQUIRE(exit_code(*st) == 0);
+    auto mode = [](const std::string& p) {
+        struct stat s {};
+        REQUIRE(::lstat(p.c_str(), &s) == 0);
+        return s.st_mode & 07777;
+    };
+    CHECK(mode(c.store()) == 0700);
+    CHECK(mode(c.store() + "/itest") == 0700);
+    CHECK(mode(c.store() + "/itest/v00000001") == 0700);
+    CHECK(mode(c.store() + "/itest/v00000001/nodeA.r0000") == 0600);
+    CHECK(mode(c.store() + "/itest/v00000001/nodeA.manifest") == 0600);
+    CHECK(mode(c.store() + "/itest/v00000001/COMPLETE") == 0600);
+    // For a group that must read them, on request.
+    cluster g;
+    auto rg = g.rank(0, 1, {"--size", "70000", "--versions", "1"}, {{"IOFWD_STORE_SHARE", "group"}});
+    const auto sg = rg.wait(30s);
+    REQUIRE(sg.has_value());
+    REQUIRE(exit_code(*sg) == 0);
+    CHECK(mode(g.store() + "/itest/v00000001") == 0750);
+    CHECK(mode(g.store() + "/itest/v00000001/nodeA.r0000") == 0640);
+}
+
+TEST_CASE("a version directory copied to a new number is not that version",
+          "[security][copied-version]")
+{
+    cluster c;
+    auto r = c.rank(0, 1, {"--size", "70000", "--versions", "4"});
+    auto st = r.wait(30s);
+    REQUIRE(st.has_value());
+    REQUIRE(exit_code(*st) == 0);
+    auto cp = c.run({"/bin/cp", "-a", c.store() + "/itest/v00000004", c.store() + "/itest/v00000005"});
+    REQUIRE(cp.wait(10s).has_value());
+    REQUIRE(exists(c.store() + "/itest/v00000005/COMPLETE"));
+    auto probe = c.rank(0, 1, {"--size", "70000", "--versions", "0", "--probe", "5"});
+    st = probe.wait(30s);
+    REQUIRE(st.has_value());
+    INFO(probe.output());
+    CHECK(has_line(probe, "latest 0 4"));
+    CHECK(has_line(probe, "verified 0 4"));
+    CHECK(has_line(probe, "read 74 "));  // EBADMSG: not version 5's
+    CHECK(probe.output().find("is the record of job itest version 4, not of job itest version 5") !=
+          std::string::npos);
+}
+
+TEST_CASE("a FIFO named like a record or object never blocks a reader", "[security][fifo]")
+{
+    cluster c;
+    auto r = c.rank(0, 1, {"--size", "70000", "--versions", "2"});
+    auto st = r.wait(30s);
+    REQUIRE(st.has_value());
+    REQUIRE(exit_code(*st) == 0);
+    // A newer "version" whose record is a FIFO, and version 2's manifest
+    // replaced by one.
+    REQUIRE(::mkdir((c.store() + "/itest/v00000009").c_str(), 0700) == 0);
+    REQUIRE(::mkfifo((c.store() + "/itest/v00000009/COMPLETE").c_str(), 0600) == 0);
+    const std::string manifest2 = c.store() + "/itest/v00000002/nodeA.manifest";
+    REQUIRE(::unlink(manifest2.c_str()) == 0);
+    REQUIRE(::mkfifo(manifest2.c_str(), 0600) == 0);
+    auto probe = c.rank(0, 1, {"--size", "70000", "--versions", "0", "--probe", "2"});
+    st = probe.wait(20s);
+    REQUIRE(st.has_value());
+    INFO(probe.output());
+    CHECK(has_line(probe, "latest 0 1"));
+    CHECK(has_line(probe, "verified 0 1"));
+    CHECK(has_line(probe, "read 74 "));
+    CHECK(probe.output().find("is a FIFO, not a regular file") != std::string::npos);
+    std::string out;
+    const int rc = c.verify(1, 1, out);
+    INFO(out);
+    CHECK(rc != 0);  // version 2 is damaged now, and said so; nothing blocked
+}
