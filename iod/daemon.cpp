@@ -23,6 +23,7 @@
 #include "format.hpp"
 #include "log.hpp"
 #include "session.hpp"
+#include "transfer.hpp"
 #include "store/catalog.hpp"
 
 namespace asio = boost::asio;
@@ -30,7 +31,8 @@ namespace asio = boost::asio;
 namespace iofwd::iod {
 
 daemon::daemon(asio::io_context& loop, options opts)
-    : loop_(loop), opts_(std::move(opts)), signals_(loop, SIGTERM, SIGINT), idle_timer_(loop)
+    : loop_(loop), opts_(std::move(opts)), signals_(loop, SIGTERM, SIGINT), idle_timer_(loop),
+      progress_timer_(loop)
 {
 }
 
@@ -260,8 +262,46 @@ void daemon::accept_next()
     });
 }
 
+void daemon::arm_progress()
+{
+    if (progress_armed_ || opts_.progress_interval <= 0 || stopped_)
+        return;
+    progress_armed_ = true;
+    progress_timer_.expires_after(
+        std::chrono::milliseconds(static_cast<std::int64_t>(opts_.progress_interval * 1000)));
+    progress_timer_.async_wait([this](boost::system::error_code ec) {
+        progress_armed_ = false;
+        if (!ec && !stopped_)
+            report_progress();
+    });
+}
+
+void daemon::report_progress()
+{
+    const std::uint64_t now = proto::monotonic_ns();
+    const auto interval_ns = static_cast<std::uint64_t>(opts_.progress_interval * 1e9);
+    bool any = false;
+    for (const auto& [id, s] : sessions_)
+        s->each_transfer([&](const transfer& t) {
+            any = true;
+            const std::uint64_t age = now - t.started_ns();
+            if (age < interval_ns)
+                return;
+            const double seconds = static_cast<double>(age) / 1e9;
+            log_info("progress: {} (rank {}): {} of {} in the store, {} pulled, {}/s over {:.1f} s",
+                     t.object(), t.rank(), human_bytes(t.flushed_bytes()), human_bytes(t.length()),
+                     human_bytes(t.pulled_bytes()),
+                     human_bytes(static_cast<std::uint64_t>(static_cast<double>(t.flushed_bytes()) /
+                                                            seconds)),
+                     seconds);
+        });
+    if (any)
+        arm_progress();
+}
+
 void daemon::pull_started(bool loop_worker)
 {
+    arm_progress();
     retention_pause_.store(true, std::memory_order_relaxed);
     ++pulls_active_;
     if (loop_worker)
@@ -707,6 +747,7 @@ void daemon::stop()
     if (acceptor_)
         acceptor_->close(ignored);
     idle_timer_.cancel();
+    progress_timer_.cancel();
     signals_.cancel(ignored);
     driver_.stop();
     log_info("exit status {}", exit_status());

@@ -156,6 +156,12 @@ private:
     std::optional<boost::asio::local::stream_protocol::acceptor> acceptor_;
     boost::asio::signal_set signals_;
     boost::asio::steady_timer idle_timer_;
+    // Every --progress-interval while writes are on their way: a log line for
+    // each that has been running longer than that.
+    boost::asio::steady_timer progress_timer_;
+    bool progress_armed_ = false;
+    void arm_progress();
+    void report_progress();
     std::map<std::uint64_t, std::shared_ptr<session>> sessions_;
     file_table files_;  // files the MPI shim writes through us
     std::uint64_t next_session_id_ = 1;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -15,7 +16,23 @@ namespace iofwd::iod {
 namespace {
 std::mutex log_mutex;
 int log_fd = STDERR_FILENO;
+std::atomic<level> least{level::info};
 }  // namespace
+
+void log_level(level l)
+{
+    least.store(l, std::memory_order_relaxed);
+}
+
+bool parse_level(std::string_view text, level& out)
+{
+    if (text == "debug") out = level::debug;
+    else if (text == "info") out = level::info;
+    else if (text == "warn") out = level::warn;
+    else if (text == "error") out = level::error;
+    else return false;
+    return true;
+}
 
 bool log_open(const char* path)
 {
@@ -42,13 +59,18 @@ bool log_open(const char* path)
 
 void log_line(level lv, std::string_view text)
 {
+    if (lv < least.load(std::memory_order_relaxed))
+        return;
     timeval tv{};
     gettimeofday(&tv, nullptr);
     tm t{};
     localtime_r(&tv.tv_sec, &t);
     char stamp[32];
     std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &t);
-    const char* tag = lv == level::info ? "" : lv == level::warn ? "warning: " : "error: ";
+    const char* tag = lv == level::debug  ? "debug: "
+                      : lv == level::info ? ""
+                      : lv == level::warn ? "warning: "
+                                          : "error: ";
     const std::string line = fmt::format("{}.{:03} iod[{}] {}{}\n", stamp, tv.tv_usec / 1000,
                                          getpid(), tag, text);
     std::lock_guard lock(log_mutex);

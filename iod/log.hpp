@@ -7,12 +7,22 @@
 
 namespace iofwd::iod {
 
-enum class level { info, warn, error };
+enum class level { debug, info, warn, error };
+
+// Lines below `least` are not written (IOFWD_LOG_LEVEL; default info).
+void log_level(level least);
+// "debug", "info", "warn", "error" -> the level; false for anything else.
+bool parse_level(std::string_view text, level& out);
 
 // nullptr: stderr. False (and a line on stderr) when the file cannot be used.
 bool log_open(const char* path);
 void log_line(level lv, std::string_view text);
 
+template <typename... Args>
+void log_debug(fmt::format_string<Args...> f, Args&&... args)
+{
+    log_line(level::debug, fmt::format(f, std::forward<Args>(args)...));
+}
 template <typename... Args>
 void log_info(fmt::format_string<Args...> f, Args&&... args)
 {

@@ -25,6 +25,8 @@ int main(int argc, char** argv)
     }
     ::signal(SIGPIPE, SIG_IGN);
     const int ready_fd = opts.ready_fd;
+    if (level lv{}; parse_level(opts.log_level, lv))
+        log_level(lv);
     if (!log_open(opts.log.empty() ? nullptr : opts.log.c_str())) {
         if (ready_fd >= 0) {
             const std::string line = "error: cannot use the log file " + opts.log + "\n";

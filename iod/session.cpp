@@ -946,6 +946,18 @@ void session::on_bye()
     maybe_finish();
 }
 
+void session::each_transfer(const std::function<void(const transfer&)>& fn) const
+{
+    bool pulling_seen = false;
+    for (const auto& [version, weak] : staged_)
+        if (auto t = weak.lock()) {
+            pulling_seen = pulling_seen || t == pulling_;
+            fn(*t);
+        }
+    if (pulling_ && !pulling_seen)
+        fn(*pulling_);  // a forwarded file's write
+}
+
 void session::maybe_finish()
 {
     if (!bye_ || finishing_ || !socket_open_ || active_ > 0 || d_.manifests_pending())

@@ -52,6 +52,8 @@ public:
     bool done() const noexcept { return ended_ && active_ == 0 && !mailbox_.pending(); }
     // Called by the daemon when something it waits on for FINISHED changed.
     void maybe_finish();
+    // The writes of this rank still on their way (pulled or being flushed).
+    void each_transfer(const std::function<void(const transfer&)>& fn) const;
     // A chunk the rank pushed (proto::push_header) through `via` (its
     // puller; nullptr: the loop's worker); the status goes back to UCX
     // (UCS_INPROGRESS: kept).

@@ -50,7 +50,7 @@ transfer::transfer(daemon& d, source src, std::uint32_t rank, std::uint64_t vers
                    std::vector<std::byte> inline_data)
     : d_(d), src_(src), rank_(rank), version_(version), length_(length),
       object_(std::move(object)), open_(std::move(open)), target_(std::make_shared<target>()), h_(std::move(h)),
-      inline_(std::move(inline_data))
+      inline_(std::move(inline_data)), started_ns_(proto::monotonic_ns())
 {
     const std::uint64_t chunks = (length_ + d_.stage().slot_size() - 1) / d_.stage().slot_size();
     crcs_.resize(chunks);

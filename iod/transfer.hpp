@@ -94,6 +94,13 @@ public:
     void for_each_staged(const std::function<void(std::uint64_t, std::span<const std::byte>)>& fn) const;
     std::uint64_t length() const noexcept { return length_; }
     bool all_pulled() const noexcept { return pulled_bytes_ == length_; }
+    // For progress reports: where it goes, since when (monotonic_ns), and how
+    // far it got.
+    const std::string& object() const noexcept { return object_; }
+    std::uint32_t rank() const noexcept { return rank_; }
+    std::uint64_t started_ns() const noexcept { return started_ns_; }
+    std::uint64_t pulled_bytes() const noexcept { return pulled_bytes_; }
+    std::uint64_t flushed_bytes() const noexcept { return flushed_bytes_; }
 
 private:
     struct chunk {
@@ -138,6 +145,7 @@ private:
     handlers h_;
     std::vector<std::byte> inline_;
 
+    std::uint64_t started_ns_;
     std::uint64_t next_offset_ = 0;
     std::uint32_t next_index_ = 0;
     std::uint64_t pulled_bytes_ = 0;

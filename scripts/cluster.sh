@@ -15,7 +15,8 @@
 #                                      failure); `up` brings it back
 #   scripts/cluster.sh mpiexec ARGS..  hydra's mpiexec onto the nodes: adds
 #                                      -launcher ssh -launcher-exec THIS
-#                                      -iface BRIDGE -hosts NODES
+#                                      -iface BRIDGE, and -hosts NODES unless
+#                                      ARGS place the ranks (-host, -hosts, -f)
 #   scripts/cluster.sh -x NODE CMD..   what hydra calls (as it would call ssh)
 #
 # Options before the command, or variables:
@@ -220,7 +221,13 @@ case "$1" in
     [ -n "$hosts" ] || die "no nodes: run $self up N first"
     # The launcher (this script, run by mpiexec) finds the same cluster.
     export IOFWD_CLUSTER_NAME=$name IOFWD_CLUSTER_SUBNET=$subnet IOFWD_CLUSTER_STATE=$state
-    exec mpiexec -launcher ssh -launcher-exec "$self" -iface "$bridge" -hosts "$hosts" "$@" ;;
+    # Every node, unless the command places ranks itself (-host per block
+    # of an MPMD line, -hosts, a host file).
+    place=(-hosts "$hosts")
+    for a in "$@"; do
+      case "$a" in -host|-hosts|-f|-hostfile|-machinefile) place=() ;; esac
+    done
+    exec mpiexec -launcher ssh -launcher-exec "$self" -iface "$bridge" "${place[@]}" "$@" ;;
   -x) shift; [ $# -ge 2 ] || die "-x NODE CMD..."; cmd_launch "$@" ;;
   *) die "unknown command '$1' (try --help)" ;;
 esac

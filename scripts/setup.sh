@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install whatever iofwd needs from the Debian archive that this machine lacks.
-# (gfortran, libhdf5-mpich-dev and hdf5-tools serve the MPI shim's tests:
+# (iproute2 builds the simulated cluster of the multi-node tests, scripts/cluster.sh;
+# gfortran, libhdf5-mpich-dev and hdf5-tools serve the MPI shim's tests:
 # Fortran and parallel HDF5 programs run with and without it, compared by h5diff;
 # clang-15 and libfuzzer-15-dev build the libFuzzer harnesses of tests/fuzz, see
 # scripts/fuzz.sh.)
@@ -13,6 +14,7 @@ set -euo pipefail
 pkgs=(g++ meson ninja-build pkg-config
       mpich libmpich-dev
       libucx-dev ucx-utils
+      iproute2 procps util-linux
       libboost-dev libfmt-dev catch2
       gnuplot-nox
       gfortran libhdf5-mpich-dev hdf5-tools

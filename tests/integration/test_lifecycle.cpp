@@ -293,3 +293,32 @@ TEST_CASE("io_read of a version still in daemon memory is served from there", "[
     d.signal(SIGTERM);
     CHECK(d.wait(20s).has_value());
 }
+
+TEST_CASE("a long flush shows progress in the log; the log level and IOFWD_LOG are honoured",
+          "[lifecycle][progress]")
+{
+    cluster c;
+    // Each store write a second late: a 3 MiB version in 1 MiB chunks flushes
+    // for about 3 s, and the daemon says how far it got every second.
+    const std::map<std::string, std::string> slow{{"IOFWD_FAULT", "pwrite:DELAY"},
+                                                  {"IOFWD_CHUNK_SIZE", "1M"},
+                                                  {"IOFWD_PROGRESS_INTERVAL", "1"}};
+    auto r = c.rank(0, 1, {"--size", std::to_string(3 << 20), "--versions", "1"}, slow);
+    require_exit(r, 0);
+    const auto log = c.log();
+    INFO(log);
+    CHECK(count(log, "progress: itest/v00000001/nodeA.r0000 (rank 0): ") >= 2);
+    CHECK(log.find("of 3 MiB in the store, 3 MiB pulled") != std::string::npos);
+
+    // warn: only warnings and errors; IOFWD_LOG: a file of the user's choice,
+    // also for a daemon a rank launched.
+    cluster q;
+    const std::string elsewhere = q.tmp / "my.log";
+    auto r2 = q.rank(0, 1, {"--size", "70000", "--versions", "2"},
+                     {{"IOFWD_LOG", elsewhere}, {"IOFWD_LOG_LEVEL", "warn"}});
+    require_exit(r2, 0);
+    CHECK(count(read_file(elsewhere), "iod[") == 0);  // nothing at info level
+    auto r3 = q.rank(0, 1, {"--size", "70000", "--versions", "1"}, {{"IOFWD_LOG", elsewhere}});
+    require_exit(r3, 0);
+    CHECK(count(read_file(elsewhere), "connect job itest") == 1);
+}

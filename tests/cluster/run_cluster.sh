@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# Multi-node tests on a simulated cluster (scripts/cluster.sh): N nodes, each
+# a network namespace with its own hostname, SysV IPC and /dev/shm; MPI between
+# them over TCP; one daemon per node; the store in /tmp, shared as a parallel
+# file system would be. Every run is bounded; the cluster is removed at the
+# end, also after a failure. Where namespaces cannot be made the test fails,
+# saying so: it is never skipped.
+#
+#   run_cluster.sh SCENARIO NODES
+#   SCENARIO: hang | example | node-killed | late-node | shim-mpiio | shim-hdf5
+# The programs come from the environment (meson sets them): IOFWD_TEST_CHECKPOINT,
+# IOFWD_TEST_VERIFY, IOFWD_TEST_SHIM, IOFWD_TEST_MPIIO_APP, IOFWD_TEST_HDF5_APP.
+set -euo pipefail
+scenario=$1 nodes=$2
+here=$(cd "$(dirname "$0")" && pwd)
+cluster="$here/../../scripts/cluster.sh"
+checkpoint=${IOFWD_TEST_CHECKPOINT:?} verify=${IOFWD_TEST_VERIFY:?}
+
+# A cluster of the tests' own, apart from one a user may have up.
+export IOFWD_CLUSTER_NAME=ifct IOFWD_CLUSTER_SUBNET=10.213.79
+work=$(mktemp -d /tmp/iofwd-cluster-XXXXXX)
+chmod 755 "$work"
+cleanup() {
+  bash "$cluster" down >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "FAIL ($scenario, $nodes nodes): $*" >&2; exit 1; }
+
+if [ "$(id -u)" -ne 0 ]; then
+  fail "the simulated cluster needs root (network namespaces); run the tests as root"
+fi
+bash "$cluster" down >/dev/null 2>&1 || true
+bash "$cluster" up "$nodes" || fail "cannot create the simulated cluster (network namespaces unavailable?)"
+hosts=$(bash "$cluster" hosts)
+last=${hosts##*,}
+
+export IOFWD_RUNTIME_DIR=$work/rt IOFWD_LAUNCH_TIMEOUT=60 IOFWD_JOB=clustertest
+store=$work/store
+# mpiexec onto the cluster, bounded.
+cmpiexec() { timeout --kill-after=10 "${limit:-180}" bash "$cluster" mpiexec "$@"; }
+ranks=$((nodes * 2))
+
+case "$scenario" in
+hang)
+  # The two-node hang in MPI_Finalize: 16 and 64 MiB buffers, push and get,
+  # huge pages on and off, 10 runs each; every run must end by itself.
+  n=0
+  for size in 16M 64M; do
+    for pull in push get; do
+      for huge in 1 0; do
+        for i in $(seq 1 10); do
+          n=$((n + 1))
+          start=$(date +%s%N)
+          limit=60 cmpiexec -ppn 2 -n "$ranks" -genv IOFWD_PULL "$pull" \
+            -genv IOFWD_HUGEPAGES "$huge" -genv IOFWD_JOB "hang$n" \
+            "$checkpoint" --size "$size" --versions 2 --store "$store" > "$work/out" 2>&1 ||
+            { cat "$work/out" >&2; fail "run $n ($size, $pull, huge pages $huge) did not end by itself within 60 s (status $?)"; }
+          grep -q "nodes              $nodes (each with its own daemon)" "$work/out" ||
+            fail "run $n: not on $nodes nodes"
+          echo "run $n: $size $pull huge=$huge $(( ($(date +%s%N) - start) / 1000000 )) ms"
+        done
+      done
+    done
+  done
+  timeout 300 "$verify" --store "$store" --job hang1 --expect-versions 2 --expect-ranks "$ranks"
+  echo "cluster hang: $n runs, every one ended by itself"
+  ;;
+example)
+  # The checkpoint example, then a restart in a new job; every byte verified.
+  cmpiexec -ppn 2 -n "$ranks" "$checkpoint" --size 4M --versions 3 --store "$store" | tee "$work/first"
+  grep -q "nodes              $nodes (each with its own daemon)" "$work/first" || fail "not on $nodes nodes"
+  grep -q "in 3 versions (v1..v3)" "$work/first" || fail "first job's versions"
+  for v in 1 2 3; do
+    grep -q "^nodes $nodes$" "$store/clustertest/v0000000$v/COMPLETE" || fail "v$v not complete on $nodes nodes"
+  done
+  cmpiexec -ppn 2 -n "$ranks" "$checkpoint" --size 4M --versions 2 --restart --store "$store" | tee "$work/second"
+  grep -q "restart            from v3, complete job-wide" "$work/second" || fail "restart not from v3"
+  grep -q "in 2 versions (v4..v5)" "$work/second" || fail "second job's versions"
+  timeout 300 "$verify" --store "$store" --job clustertest --expect-versions 5 --expect-ranks "$ranks"
+  ;;
+node-killed)
+  # The last node's daemon writes slowly (each pwrite a second late), so
+  # that when version 2 is complete everywhere its part of version 3 is still
+  # on its way; then every process of that node is killed.
+  k=3
+  limit=120 cmpiexec -ppn 2 -n $((ranks - 2)) "$checkpoint" --size 1M --versions 5 --store "$store" \
+    : -n 2 -env IOFWD_FAULT pwrite:DELAY "$checkpoint" --size 1M --versions 5 --store "$store" \
+    > "$work/first" 2>&1 &
+  job=$!
+  for _ in $(seq 1 600); do
+    [ -e "$store/clustertest/v0000000$((k - 1))/COMPLETE" ] && break
+    kill -0 "$job" 2>/dev/null || { cat "$work/first" >&2; fail "the job ended before version $((k - 1)) was complete"; }
+    sleep 0.05
+  done
+  [ -e "$store/clustertest/v0000000$((k - 1))/COMPLETE" ] || fail "version $((k - 1)) never completed"
+  bash "$cluster" kill "$last"
+  # The rest of the job ends by itself (MPI aborts it), within the bound.
+  wait "$job" && fail "the job reported success after a node died" || true
+  [ -e "$store/clustertest/v0000000$k/COMPLETE" ] && fail "version $k is complete though node $last died in it"
+  # The surviving nodes' daemons finish what their ranks handed over, then
+  # exit; the restart comes after them (a daemon still writing the job holds
+  # its claim on the node and refuses a second writer).
+  for _ in $(seq 1 600); do
+    pgrep -f -- "--runtime-dir $IOFWD_RUNTIME_DIR" > /dev/null || break
+    sleep 0.1
+  done
+  pgrep -f -- "--runtime-dir $IOFWD_RUNTIME_DIR" > /dev/null && fail "the old job's daemons never exited"
+  # Every node restarts from version k-1, byte for byte.
+  bash "$cluster" up "$nodes" >/dev/null
+  cmpiexec -ppn 2 -n "$ranks" "$checkpoint" --size 1M --versions 2 --restart --store "$store" | tee "$work/second"
+  grep -q "restart            from v$((k - 1)), complete job-wide, every rank's bytes read back and verified" "$work/second" ||
+    fail "the restart did not take version $((k - 1))"
+  [ -e "$store/clustertest/v0000000$k/COMPLETE" ] && fail "version $k became complete"
+  timeout 300 "$verify" --store "$store" --job clustertest --expect-ranks "$ranks" | tee "$work/verify"
+  grep -q "all match" "$work/verify" || fail "the verifier found damage"
+  ;;
+late-node)
+  # The last node starts seconds after the others: its proxy late (the
+  # launcher's delay), and its ranks 3 s late into io_init (--stagger) with
+  # plain io_init, the run named by IOFWD_RUN as iofwd-mpiexec or Slurm name it.
+  run=late-$(date +%s%N)
+  IOFWD_CLUSTER_DELAY="$last:2" cmpiexec -ppn 2 -n "$ranks" -genv IOFWD_NODES "$nodes" \
+    -genv IOFWD_RUN "$run" "$checkpoint" --size 2M --versions 3 --store "$store" --plain-init \
+    --stagger 3 | tee "$work/first"
+  grep -q "in 3 versions (v1..v3)" "$work/first" || fail "the late node numbered differently"
+  timeout 300 "$verify" --store "$store" --job clustertest --expect-versions 3 --expect-ranks "$ranks"
+  # io_init_comm names the run itself.
+  IOFWD_JOB=late2 IOFWD_CLUSTER_DELAY="$last:2" cmpiexec -ppn 2 -n "$ranks" "$checkpoint" --size 2M \
+    --versions 3 --store "$store" --stagger 3 | tee "$work/second"
+  grep -q "in 3 versions (v1..v3)" "$work/second" || fail "io_init_comm: versions"
+  timeout 300 "$verify" --store "$store" --job late2 --expect-versions 3 --expect-ranks "$ranks"
+  # Without a run name the nodes disagree; that must not pass in silence.
+  set +e
+  IOFWD_JOB=late3 cmpiexec -ppn 2 -n "$ranks" -genv IOFWD_NODES "$nodes" \
+    -genv IOFWD_FINALIZE_TIMEOUT 5 "$checkpoint" --size 2M --versions 3 --store "$store" \
+    --plain-init --stagger 3 > "$work/third" 2>&1
+  status=$?
+  set -e
+  cat "$work/third"
+  [ "$status" -ne 0 ] || fail "a job whose versions never completed reported success"
+  grep -q "io_finalize failed: Input/output error" "$work/third" || fail "no io_finalize error"
+  grep -q "not complete job-wide" "$work/third" || fail "the error does not say why"
+  grep -q "without a run name" "$work/third" || fail "the error does not say how to fix it"
+  ;;
+shim-mpiio|shim-hdf5)
+  # An unmodified MPI-IO or parallel HDF5 program writing one shared file
+  # from every node, with and without the shim: the same bytes.
+  shim=${IOFWD_TEST_SHIM:?}
+  mkdir -p "$work/plain" "$work/shim" "$work/outside-plain" "$work/outside"
+  if [ "$scenario" = shim-mpiio ]; then
+    app=${IOFWD_TEST_MPIIO_APP:?} file=data.bin
+    plain_args=("$work/plain" "$work/outside-plain") shim_args=("$work/shim" "$work/outside")
+  else
+    app=${IOFWD_TEST_HDF5_APP:?} file=out.h5
+    plain_args=("$work/plain/$file") shim_args=("$work/shim/$file")
+  fi
+  # Without the shim, MPICH 4.0 alone hangs in MPI_Finalize over tcp (see
+  # finalize_progress.cpp): libiofwd preloaded carries the remedy, nothing else.
+  cmpiexec -ppn 2 -n "$ranks" -genv LD_PRELOAD "${IOFWD_TEST_LIBIOFWD:?}" "$app" "${plain_args[@]}" \
+    > "$work/plain.out"
+  cmpiexec -ppn 2 -n "$ranks" -genv LD_PRELOAD "$shim" -genv IOFWD_SHIM_PREFIXES "$work/shim" \
+    -genv IOFWD_SHIM_VERBOSE 1 "$app" "${shim_args[@]}" > "$work/shim.out" 2> "$work/shim.err"
+  cat "$work/shim.out" "$work/shim.err"
+  [ "$(grep -c 'attached to iod' "$work/shim.err")" -eq "$ranks" ] || fail "not every rank attached"
+  if [ "$scenario" = shim-mpiio ]; then
+    grep -q "0 failed checks" "$work/shim.out" || fail "the program's own checks failed under the shim"
+  else
+    grep -q "0 values read back wrong" "$work/shim.out" || fail "read back under the shim failed"
+    h5diff "$work/plain/$file" "$work/shim/$file" || fail "h5diff finds differences"
+  fi
+  cmp "$work/plain/$file" "$work/shim/$file" || fail "$file differs with the shim"
+  forwarded=$(grep -Eo ' 1 files, [0-9]+ writes' "$work/shim.err" | awk '{s += $3} END {print s + 0}')
+  [ "$(grep -Ec ' 1 files, [1-9][0-9]* writes' "$work/shim.err")" -eq "$ranks" ] ||
+    fail "not every rank forwarded writes"
+  # One daemon per node, each wrote its ranks' part of the one shared file.
+  for h in ${hosts//,/ }; do
+    cat "$IOFWD_RUNTIME_DIR"/"$h"-*.log | grep -q "forwarding writes to $work/shim/$file" ||
+      fail "the daemon of $h never saw $file"
+  done
+  echo "cluster $scenario: byte-identical on $nodes nodes, $forwarded writes forwarded"
+  ;;
+*)
+  fail "unknown scenario"
+  ;;
+esac
+echo "cluster $scenario on $nodes nodes: ok"
