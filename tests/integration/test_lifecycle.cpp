@@ -54,8 +54,10 @@ TEST_CASE("after the whole job is killed in version 4, a new job restarts from v
         // Rank 0 has written version 4; rank 1 is stuck before it.
         REQUIRE(wait_until([&] { return has_line(r0, "write 3 0 4 ") && has_line(r1, "stalled"); },
                            60s));
-        // Version 3 is committed job-wide; version 4 is half written.
+        // Version 3 is committed job-wide; version 4 is half written (rank
+        // 0's part in the store, rank 1's never).
         REQUIRE(wait_until([&] { return exists(c.store() + "/itest/v00000003/COMPLETE"); }, 30s));
+        REQUIRE(wait_until([&] { return exists(c.store() + "/itest/v00000004/nodeA.r0000"); }, 30s));
         r0.signal(SIGKILL);
         r1.signal(SIGKILL);
         kill_daemons(c.log());
