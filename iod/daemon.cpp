@@ -153,6 +153,8 @@ std::error_code daemon::start(std::string& why)
     // 81 -> 91 % at 256 MiB, 84 -> 93 % at 1 GiB (medians of 3-7 runs). A
     // value the user set wins.
     ::setenv("UCX_CMA_SEG_SIZE", std::to_string(opts_.chunk_bytes).c_str(), 0);
+    if (auto ec = peer_check_.start(why))
+        return ec;
     static const bool log_handler = [] {
         ucs_log_push_handler(&ucx_log);
         return true;

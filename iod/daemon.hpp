@@ -23,6 +23,7 @@
 #include "flusher.hpp"
 #include "layout.hpp"
 #include "options.hpp"
+#include "peer_check.hpp"
 #include "protocol.hpp"
 #include "puller.hpp"
 #include "rendezvous.hpp"
@@ -56,6 +57,8 @@ public:
     flusher& flush() noexcept { return *flusher_; }
     store::backend& store() noexcept { return *store_; }
     file_table& files() noexcept { return files_; }
+    // Whether a rank's UCX address and key are safe to hand to UCX.
+    peer_check& peers() noexcept { return peer_check_; }
     // Progresses UCX soon: after posting an operation.
     void kick() { driver_.kick(); }
     // Pulls in flight (retention waits while there are any). `loop_worker`:
@@ -140,6 +143,7 @@ private:
     runtime_paths paths_;
     unique_fd lock_;
     std::unique_ptr<store::backend> store_;
+    peer_check peer_check_;  // started before UCX, so its child copies no UCX state
     ucx::context context_;
     ucx::worker worker_;
     worker_driver driver_{loop_, worker_};

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include <utility>  // before Asio (Boost 1.74 needs it)
@@ -12,11 +13,15 @@
 #include "daemon.hpp"
 #include "log.hpp"
 #include "options.hpp"
+#include "peer_check.hpp"
 #include "sys.hpp"
 
 int main(int argc, char** argv)
 {
     using namespace iofwd::iod;
+    // The daemon's sacrificial checker of peers' UCX addresses (peer_check.hpp).
+    if (argc == 3 && std::string(argv[1]) == "--check-peer-fd")
+        return run_peer_check(std::atoi(argv[2]));
     options opts;
     switch (parse_options(argc, argv, opts)) {
     case parse_result::exit_ok: return 0;

@@ -160,6 +160,13 @@ void session::on_connect(proto::connect_msg& m)
         fail(errc::invalid_argument, fmt::format("{} nodes is not a plausible job", m.nodes));
         return;
     }
+    // UCX must not see the peer's bytes before they are known to be usable.
+    if (!d_.peers().usable(m.worker_address, m.rkey, why)) {
+        fail(errc::protocol_error,
+             fmt::format("the worker address or remote key of connection {} (pid {}): {}", id_,
+                         peer_pid_, why));
+        return;
+    }
     if (auto ec = d_.admit(*this, m, next_version_, why)) {
         fail(ec, why);
         return;
@@ -744,12 +751,19 @@ void session::start_file_write(std::shared_ptr<forwarded_file> f, proto::file_wr
     const bool push = m.data.empty() && m.rkey.empty();
     transfer::source src{ep_, nullptr, m.address, push, puller_, id_};
     if (m.data.empty() && !push) {
-        if (auto ec = ucx::rkey::unpack(ep_, m.rkey, file_rkey_)) {
+        std::string why;
+        std::error_code ec;
+        if (!d_.peers().usable(hello_.worker_address, m.rkey, why))
+            ec = make_error_code(errc::protocol_error);
+        else
+            ec = ucx::rkey::unpack(ep_, m.rkey, file_rkey_);
+        if (ec) {
             --active_;
             file_write_waiting_ = false;
             f->finished(offset, length);
             send(proto::error_msg::from(
-                ec, fmt::format("the remote key for {} does not unpack: {}", what, ec.message()),
+                ec, fmt::format("the remote key for {} does not unpack: {}", what,
+                                why.empty() ? ec.message() : why),
                 cookie));
             return;
         }

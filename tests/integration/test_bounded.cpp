@@ -154,3 +154,28 @@ TEST_CASE("a bad value of any setting is refused at io_init, naming the variable
     CHECK(r.output().find("iofwd: warning: IOFWD_STAGIN_SIZE is not an iofwd setting (did you "
                           "mean IOFWD_STAGING_SIZE?)") != std::string::npos);
 }
+
+TEST_CASE("a CONNECT whose UCX address would abort UCX leaves the daemon serving",
+          "[bounded][bad-address]")
+{
+    cluster c;
+    auto d = c.daemon();
+    for (int i = 0; i < 3; ++i) {
+        auto peer = c.run({build_path("IOFWD_TEST_RAW_PEER"), c.socket(), "bad-address"});
+        REQUIRE(peer.wait(20s).has_value());
+        INFO(peer.output() << c.log());
+        CHECK(peer.output().find("answer ERROR") != std::string::npos);
+        CHECK(peer.output().find("UCX cannot use them: the process that tried") !=
+              std::string::npos);
+        REQUIRE(d.running());
+    }
+    // Every check after the first had a new checker; real ranks are served.
+    auto r0 = c.rank(0, 2, {"--size", "1048576", "--versions", "2"});
+    auto r1 = c.rank(1, 2, {"--size", "70000", "--versions", "2"});
+    const auto s0 = r0.wait(30s), s1 = r1.wait(30s);
+    REQUIRE(s0.has_value());
+    REQUIRE(s1.has_value());
+    CHECK(exit_code(*s0) == 0);
+    CHECK(exit_code(*s1) == 0);
+    CHECK(exists(c.store() + "/itest/v00000002/COMPLETE"));
+}

@@ -207,7 +207,7 @@ TEST_CASE("malformed messages get a clear error and the daemon keeps serving",
         {"oversized", "exceeds the limit"},
         {"unknown-type", "unknown message type 77"},
         {"write-before-connect", "WRITE_REQ before CONNECT"},
-        {"hello", "cannot reach"},
+        {"hello", "UCX refuses them (Invalid parameter)"},
     };
     for (const auto& [mode, expect] : cases) {
         auto p = c.run({build_path("IOFWD_TEST_RAW_PEER"), c.socket(), mode});

@@ -5,6 +5,7 @@
 // MODE: garbage | bad-version | oversized | truncated | unknown-type |
 //       write-before-connect | hello (a CONNECT with a fake address) |
 //       huge-ranks (a CONNECT claiming 0xffffffff ranks) |
+//       bad-address (a CONNECT whose worker address makes UCX 1.13 abort) |
 //       mailbox-garbage (a real UCX worker, admitted with a mailbox, then an
 //       impossible tail published in it and the doorbell rung)
 // Prints "answer <type> <domain> <value> <text>" or "closed" or "timeout".
@@ -91,6 +92,17 @@ int main(int argc, char** argv)
         m.buffer_length = 4096;
         m.job = "itest";
         m.worker_address.assign(64, std::byte{1});
+        m.rkey.assign(16, std::byte{2});
+        bytes = proto::encode(m);
+    } else if (mode == "bad-address") {
+        proto::connect_msg m;
+        m.rank = 0;
+        m.ranks = 1;
+        m.buffer_length = 4096;
+        m.job = "itest";
+        // Address version 15: UCX asserts (always on) that it is 1 or 2.
+        m.worker_address.assign(64, std::byte{0x5a});
+        m.worker_address[0] = std::byte{0x0f};
         m.rkey.assign(16, std::byte{2});
         bytes = proto::encode(m);
     } else if (mode == "mailbox-garbage") {
