@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -79,6 +80,8 @@ int main(int argc, char** argv)
     void* mem = nullptr;
     if (posix_memalign(&mem, 4096, size) != 0)
         return 3;
+    // Freed on every way out (LeakSanitizer runs these tests too).
+    const std::unique_ptr<void, decltype(&std::free)> owner(mem, &std::free);
     auto* buf = static_cast<std::byte*>(mem);
 
     int failures = 0;
@@ -168,6 +171,5 @@ int main(int argc, char** argv)
             ++failures;
         }
     }
-    std::free(mem);
     return failures ? 1 : 0;
 }
