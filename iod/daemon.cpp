@@ -141,8 +141,13 @@ std::error_code daemon::start(std::string& why)
     if (auto ec = store::open(opts_.store, store_, why, {opts_.store_group}))
         return ec;
 
-    if (!opts_.transports.empty())
-        ::setenv("UCX_TLS", opts_.transports.c_str(), 1);
+    // The daemon's peers are the ranks of its own node: shared memory and
+    // cma, never a network transport, whatever UCX_TLS the job set for MPI.
+    // A rank's address that offers only tcp is then refused at CONNECT; with
+    // tcp enabled, the wireup of an endpoint to a rank that died or never
+    // progressed could fail inside UCX 1.13 on an assertion (seen under the
+    // daemon fuzzer) and take the daemon with it.
+    ::setenv("UCX_TLS", opts_.transports.empty() ? "self,sm,cma" : opts_.transports.c_str(), 1);
     if (!opts_.net_devices.empty())
         ::setenv("UCX_NET_DEVICES", opts_.net_devices.c_str(), 1);
     if (!opts_.port_range.empty())
@@ -436,6 +441,16 @@ std::error_code daemon::admit(session& s, const proto::connect_msg& m, std::uint
                         return e.second.get() == &s || !e.second->admitted() || e.second->done();
                     }) &&
         !manifests_pending_;
+    const bool ranks_gone = std::none_of(ranks_state_.begin(), ranks_state_.end(),
+                                         [](rank_state r) { return r == rank_state::connected; });
+    if (!job_.empty() && ranks_gone && !gone && !joinable) {
+        // The last job's ranks are gone but some of its data is still on its
+        // way to the store: the next job comes right after (the rank retries).
+        why = fmt::format("this daemon is finishing job '{}' (its ranks are gone, its last "
+                          "writes are on their way to the store)",
+                          job_);
+        return errc::job_finishing;
+    }
     if (job_.empty() || (gone && !joinable)) {
         // First rank of a job: find where its versions continue in the store,
         // and claim the job there. A job that only writes files through the

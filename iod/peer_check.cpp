@@ -1,5 +1,6 @@
 #include "peer_check.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -94,6 +95,10 @@ std::error_code peer_check::spawn(std::string& why)
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, theirs.get(), 3);
+    // UCX's own complaints about a peer's bytes (and its backtrace when it
+    // aborts on them) are not the daemon's log: the refusal is, in a line.
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_addclosefrom_np(&fa, 4);
     char self[] = "/proc/self/exe";
     char flag[] = "--check-peer-fd";

@@ -1,5 +1,7 @@
 #include "transfer.hpp"
 
+#include <boost/asio/post.hpp>
+
 #include <fmt/format.h>
 
 #include <atomic>
@@ -296,8 +298,14 @@ void transfer::source_gone()
          fmt::format("rank {} went away after {} of {} bytes of version {} were pulled; "
                      "the partial version is discarded",
                      rank_, pulled_bytes_, length_, version_));
-    if (in_flight_.empty())
+    if (in_flight_.empty()) {
+        // Nothing UCX still owes (a pushed write whose chunks never came):
+        // it ends now, or it would hold its session, and the daemon, forever.
+        // Posted: the caller (the session, closing) is in the middle of its
+        // own bookkeeping, which the end of this transfer changes.
+        boost::asio::post(d_.loop(), [self = shared_from_this()] { self->check_done(); });
         return;
+    }
     // UCX 1.13 does not cancel an emulated get whose target died when the
     // endpoint is closed (error mode NONE): give the pulls a moment, then give
     // up on them so that the version is reported and the daemon can finish.

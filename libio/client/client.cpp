@@ -228,11 +228,30 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
         if (auto ec = memory_.pack_rkey(hello.rkey))
             return undo(ec, fmt::format("packing the remote key: {}", ec.message()));
     }
-    if (auto ec = send(hello))
-        return undo(ec, why_);
     proto::message answer;
-    if (auto ec = receive(answer, launch_timeout))
-        return undo(ec, why_);
+    const auto give_up = clock::now() + launch_timeout;
+    for (auto pause = std::chrono::milliseconds(20);; pause = std::min(pause * 2, std::chrono::milliseconds(500))) {
+        if (auto ec = send(hello))
+            return undo(ec, why_);
+        if (auto ec = receive(answer, launch_timeout))
+            return undo(ec, why_);
+        // A shared daemon still finishing the last job's writes: ask again,
+        // on a new connection, until it is done (within the launch timeout).
+        auto* e = std::get_if<proto::error_msg>(&answer);
+        if (!e || e->code() != errc::job_finishing || clock::now() + pause >= give_up)
+            break;
+        std::this_thread::sleep_for(pause);
+        control_.reset();
+        rx_.clear();
+        passed_fds_.clear();
+        daemon_link again;
+        if (auto ec = attach_or_launch(paths_, daemon_args, launch_timeout, again, why))
+            return undo(ec, why);
+        control_ = std::move(again.control);
+        if (again.child > 0)
+            child_ = again.child;  // the old one exited meanwhile; we started this one
+        ::fcntl(control_.get(), F_SETFL, ::fcntl(control_.get(), F_GETFL) | O_NONBLOCK);
+    }
     if (auto* e = std::get_if<proto::error_msg>(&answer))
         return undo(e->code(), fmt::format("the daemon refused rank {}: {}", rank_, e->text));
     auto* a = std::get_if<proto::accept_msg>(&answer);

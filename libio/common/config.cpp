@@ -102,8 +102,10 @@ const std::vector<variable> table = {
     {"IOFWD_PROGRESS_INTERVAL", seconds, "5", 0, 86400, {}, reader::daemon,
      "seconds between progress lines in the log while a flush runs (0: none)",
      "--progress-interval", "SECONDS"},
-    {"IOFWD_TRANSPORTS", text, {}, 0, 0, {}, reader::daemon,
-     "UCX transports for pulling (UCX_TLS syntax; default: UCX's)", "--transports", "LIST"},
+    {"IOFWD_TRANSPORTS", text, "self,sm,cma", 0, 0, {}, reader::daemon,
+     "UCX transports between the daemon and its ranks (UCX_TLS syntax): node-local\n"
+     "ones, whatever UCX_TLS says",
+     "--transports", "LIST"},
     {"IOFWD_NET_DEVICES", text, {}, 0, 0, {}, reader::daemon,
      "network devices UCX may use (UCX_NET_DEVICES syntax)", "--net-devices", "LIST"},
     {"IOFWD_PORT_RANGE", text, {}, 0, 0, {}, reader::daemon,

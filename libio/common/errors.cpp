@@ -31,6 +31,7 @@ public:
         case errc::shutting_down: return "the daemon is shutting down";
         case errc::exists: return "the object exists already";
         case errc::incomplete: return "a checkpoint version is not complete on every node";
+        case errc::job_finishing: return "the daemon is finishing the previous job";
         case errc::unsafe_path:
             return "refused a store path that is not the user's own (another user's, writable by "
                    "others, a symlink, or not a regular file)";
@@ -90,6 +91,7 @@ int runtime_to_errno(errc e)
     case errc::exists: return EEXIST;
     case errc::incomplete: return EIO;
     case errc::unsafe_path: return EACCES;
+    case errc::job_finishing: return EBUSY;
     }
     return EIO;
 }

@@ -35,6 +35,7 @@ enum class errc : int {
     exists,                // (store) the name is taken: an exclusive create lost
     incomplete,            // a version this rank wrote is not complete job-wide
     unsafe_path,           // (store) another user's, writable by others, a symlink, not a file
+    job_finishing,         // the daemon still finishes the previous job; try again shortly
 };
 
 const std::error_category& runtime_category() noexcept;

@@ -179,3 +179,36 @@ TEST_CASE("a CONNECT whose UCX address would abort UCX leaves the daemon serving
     CHECK(exit_code(*s1) == 0);
     CHECK(exists(c.store() + "/itest/v00000002/COMPLETE"));
 }
+
+TEST_CASE("a live daemon fuzzed over its socket with valid-then-mutated sessions keeps serving",
+          "[bounded][fuzz-daemon]")
+{
+    cluster c;
+    auto d = c.daemon();
+    // IOFWD_TEST_FUZZ_SECONDS (30) and IOFWD_TEST_FUZZ_SEED (the clock) to reproduce a run.
+    const char* secs = std::getenv("IOFWD_TEST_FUZZ_SECONDS");
+    std::vector<std::string> argv = {build_path("IOFWD_TEST_DAEMON_FUZZ"), c.socket(),
+                                     secs ? secs : "30", c.tmp.path()};
+    if (const char* seed = std::getenv("IOFWD_TEST_FUZZ_SEED"))
+        argv.emplace_back(seed);
+    auto fuzz = c.run(argv);
+    const auto st = fuzz.wait(600s);
+    REQUIRE(st.has_value());
+    INFO(fuzz.output());
+    CHECK(exit_code(*st) == 0);
+    CHECK(fuzz.output().find("connections ") != std::string::npos);
+    REQUIRE(d.running());
+    // A real checkpoint afterwards, every byte checked.
+    auto r0 = c.rank(0, 2, {"--size", "3000000", "--versions", "2"});
+    auto r1 = c.rank(1, 2, {"--size", "70000", "--versions", "2"});
+    const auto s0 = r0.wait(60s), s1 = r1.wait(60s);
+    INFO(r0.output() << r1.output());
+    REQUIRE(s0.has_value());
+    REQUIRE(s1.has_value());
+    CHECK(exit_code(*s0) == 0);
+    CHECK(exit_code(*s1) == 0);
+    std::string out;
+    CHECK(c.verify(2, 2, out) == 0);
+    INFO(out);
+    CHECK(d.running());
+}
