@@ -231,15 +231,22 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
     proto::message answer;
     const auto give_up = clock::now() + launch_timeout;
     for (auto pause = std::chrono::milliseconds(20);; pause = std::min(pause * 2, std::chrono::milliseconds(500))) {
-        if (auto ec = send(hello))
+        // A daemon that dies between accepting the connection and answering
+        // (killed just now: its socket still took us) is as good as none: try
+        // again, and launch one if need be. So is a shared daemon still
+        // finishing the last job's writes. Both within the launch timeout.
+        std::error_code ec = send(hello);
+        if (!ec)
+            ec = receive(answer, launch_timeout);
+        const bool retry = clock::now() + pause < give_up &&
+                           (ec == errc::daemon_gone ||
+                            (!ec && std::holds_alternative<proto::error_msg>(answer) &&
+                             std::get<proto::error_msg>(answer).code() == errc::job_finishing));
+        if (ec && !retry)
             return undo(ec, why_);
-        if (auto ec = receive(answer, launch_timeout))
-            return undo(ec, why_);
-        // A shared daemon still finishing the last job's writes: ask again,
-        // on a new connection, until it is done (within the launch timeout).
-        auto* e = std::get_if<proto::error_msg>(&answer);
-        if (!e || e->code() != errc::job_finishing || clock::now() + pause >= give_up)
+        if (!retry)
             break;
+        broken_ = {};
         std::this_thread::sleep_for(pause);
         control_.reset();
         rx_.clear();
