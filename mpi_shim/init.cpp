@@ -95,12 +95,24 @@ void attach()
         PMPI_Comm_free(&node);
     }
     const bool blocking = env_or("IOFWD_SHIM_POLL", "0") == "0";
-    if (auto ec = s.conn.init_files(static_cast<std::uint32_t>(rank),
-                                    static_cast<std::uint32_t>(ranks), blocking)) {
+    const auto ec = s.conn.init_files(static_cast<std::uint32_t>(rank),
+                                      static_cast<std::uint32_t>(ranks), blocking);
+    // Every rank forwards or none does: what the shim adds to collective
+    // calls (the barrier of a reopened file) must happen on all of them. A
+    // rank that cannot reach its daemon turns forwarding off for the job.
+    int here = ec ? 0 : 1, everywhere = 0;
+    PMPI_Allreduce(&here, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (ec) {
         // Without a daemon the program still runs, through MPI-IO alone.
         warn_once("attach", fmt::format("cannot reach the iofwd daemon ({}): {}; every file "
-                                        "goes through MPI-IO unforwarded",
+                                        "goes through MPI-IO unforwarded, on every rank",
                                         ec.message(), s.conn.why()));
+        return;
+    }
+    if (!everywhere) {
+        s.conn.detach();
+        warn_once("attach", "another rank could not reach its iofwd daemon; every file goes "
+                            "through MPI-IO unforwarded, on every rank");
         return;
     }
     s.attached = true;

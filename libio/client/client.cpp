@@ -818,7 +818,9 @@ std::error_code client::finalize()
         if (auto ec = confirm_commit(why))
             result = ec;
     }
-    if (child_ > 0) {
+    if (child_ > 0 && !wait_for_daemon_) {
+        child_ = -1;  // it exits by itself (after its idle timeout at the latest)
+    } else if (child_ > 0) {
         // This rank launched the daemon: it waits for the daemon's exit, which
         // follows the node's other ranks' io_finalize. A rank that never calls
         // it (after an error) would hold this one forever, and through MPI's
@@ -853,6 +855,14 @@ std::error_code client::finalize()
     if (result)
         return fail(result, fmt::format("{} ({})", why, ctx));
     return {};
+}
+
+std::error_code client::detach()
+{
+    wait_for_daemon_ = false;
+    const auto ec = finalize();
+    wait_for_daemon_ = true;
+    return ec;
 }
 
 std::error_code client::confirm_commit(std::string& why)

@@ -61,6 +61,9 @@ public:
     }
     std::error_code write(std::uint64_t len, std::uint64_t& version);
     std::error_code finalize();
+    // finalize, without waiting for a daemon this process launched to exit
+    // (it goes on alone): for a process that stops using iofwd early.
+    std::error_code detach();
     std::error_code wait(std::uint64_t version, proto::version_state_msg& out);
     std::error_code test(std::uint64_t version, proto::version_state_t& out);
     // The daemon's first write of a durable version and its commit (monotonic ns).
@@ -170,6 +173,7 @@ private:
     std::error_code file_request(proto::message m, std::uint64_t cookie, const std::string& what,
                                  const push_source* src = nullptr);
 
+    bool wait_for_daemon_ = true;  // finalize waits for the daemon we launched
     bool initialized_ = false;
     bool blocking_ = true;
     bool files_only_ = false;

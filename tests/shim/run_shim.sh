@@ -2,7 +2,8 @@
 # The MPI shim under real mpiexec: unmodified programs run with and without it
 # and their files compared byte for byte.
 #   run_shim.sh SCENARIO MPIEXEC SHIM_LIB WRAPPER MPIIO_APP [HDF5_APP|TOOL_LIB]
-# SCENARIO: mpiio | hdf5 | stack | enospc | fortran | daemon-killed | ranks-killed
+# SCENARIO: mpiio | hdf5 | stack | enospc | fortran | daemon-killed | ranks-killed |
+#           attach-split
 set -euo pipefail
 scenario=$1 mpiexec=$2 shim=$3 wrapper=$4 app=$5 extra=${6:-}
 work=$(mktemp -d /tmp/iofwd-shim-XXXXXX)
@@ -80,6 +81,27 @@ enospc)
   grep -q "No space left on device" "$work/err" || fail "no ENOSPC in words"
   grep -q "$work/shim/data.bin" "$work/err" || fail "the failing file is not named"
   daemon_log | grep -q "No space left on device" || fail "the daemon log does not say ENOSPC"
+  ;;
+attach-split)
+  # The first daemon dies while starting: the rank that launched it cannot
+  # attach, the other launches a second one and could. Forwarding must then
+  # be off for every rank (half forwarding deadlocked in MPI_File_open), and
+  # the program runs through MPI-IO, the same bytes.
+  iod=$(dirname "$shim")/../iod/iod
+  printf '#!/bin/sh\nif mkdir "%s" 2>/dev/null; then kill -9 $$; fi\nexec "%s" "$@"\n' \
+    "$work/died" "$iod" > "$work/iod-dies-once"
+  chmod +x "$work/iod-dies-once"
+  run "$mpiexec" -n 2 "$app" "$work/plain" "$work/outside-plain"
+  IOFWD_IOD="$work/iod-dies-once" IOFWD_SHIM_VERBOSE=1 run "$mpiexec" -n 2 \
+    -genv LD_PRELOAD "$shim" -genv IOFWD_SHIM_PREFIXES "$work/shim" \
+    "$app" "$work/shim" "$work/outside" > "$work/out" 2> "$work/err" ||
+    { cat "$work/err" >&2; fail "the program failed"; }
+  cat "$work/err" >&2
+  [ -d "$work/died" ] || fail "the first daemon did not die"
+  grep -q "0 failed checks" "$work/out" || fail "the program's own checks failed"
+  cmp "$work/plain/data.bin" "$work/shim/data.bin" || fail "data.bin differs"
+  [ "$(grep -c 'unforwarded, on every rank' "$work/err")" -eq 2 ] || fail "not every rank fell back"
+  if grep -q "attached to iod" "$work/err"; then fail "a rank still forwards"; fi
   ;;
 daemon-killed)
   # The daemon dies while ranks wait for it (its writes made slow): every rank
