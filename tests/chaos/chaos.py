@@ -66,6 +66,9 @@ def main():
     ap.add_argument("--work")
     a = ap.parse_args()
     rng = random.Random(a.seed)
+    # One buffer size for the whole run: a restart reads back what the last
+    # round wrote.
+    size = rng.choice(["4K", "64K", "1M", "3M", "8M"])
     b = os.path.abspath(a.build)
     checkpoint = f"{b}/examples/checkpoint"
     verify = f"{b}/examples/verify"
@@ -94,8 +97,7 @@ def main():
 
     for rnd in range(1, a.rounds + 1):
         totals["rounds"] += 1
-        size = rng.choice(["4K", "64K", "1M", "3M", "8M"])
-        versions = rng.randint(4, 20)
+        versions = rng.randint(10, 40)
         restart = newest_complete(store, job) > 0
         cmd = ["mpiexec", "-n", "4", checkpoint, "--size", size, "--versions", str(versions)]
         if restart:
@@ -110,11 +112,24 @@ def main():
                                    os.path.join(work, "outside")],
                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                   start_new_session=True)]
-        time.sleep(rng.uniform(0.05, 1.5))
         kind = rng.choice(["kill-daemon", "kill-rank", "stop-daemon", "stop-rank",
                            "stop-daemon-long", "none"])
-        victims = (pids_with("--runtime-dir " + rt) if "daemon" in kind
-                   else pids_with(checkpoint + " --size") + pids_with(mpiio_app + " " + files))
+
+        def targets():
+            if "daemon" in kind:
+                return pids_with("--runtime-dir " + rt)
+            # The ranks themselves, not mpiexec or its proxies.
+            return [(p, c) for p, c in pids_with(checkpoint + " --size") +
+                    pids_with(mpiio_app + " " + files)
+                    if not c.startswith(("mpiexec", "/usr/bin/mpiexec", "/usr/bin/hydra"))]
+
+        # Strike while there is something to strike: once the victims exist,
+        # after a random moment into the job.
+        ready = time.time() + 5
+        while kind != "none" and not targets() and time.time() < ready:
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0, 0.4))
+        victims = targets()
         stopped = []
         if kind != "none" and victims:
             pid, _ = rng.choice(victims)
@@ -149,8 +164,17 @@ def main():
                 outputs.append((p.returncode, out.decode(errors="replace")))
             except subprocess.TimeoutExpired:
                 violation(f"{' '.join(p.args[:4])} ... still running {BOUND} s after the fault")
+                # Where it is stuck, for whoever reads this.
+                for pid, cmd in pids_with(rt) + pids_with(checkpoint) + pids_with(mpiio_app):
+                    bt = subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex",
+                                         "thread apply all bt 12"], capture_output=True,
+                                        text=True, timeout=60).stdout
+                    frames = [l for l in bt.splitlines() if l.startswith("#")][:14]
+                    print(f"    {pid} {cmd[:100]}\n      " + "\n      ".join(frames), flush=True)
                 os.killpg(p.pid, signal.SIGKILL)
-                p.communicate()
+                out, _ = p.communicate()
+                print("    its output ends:\n      " +
+                      "\n      ".join(out.decode(errors="replace").splitlines()[-15:]), flush=True)
                 outputs.append((None, ""))
         for p in stopped:
             try:
@@ -180,6 +204,8 @@ def main():
         expect = f"latest 0 {newest}" if newest else "latest 2 "
         check(probe.stdout.startswith(expect),
               f"io_latest says {probe.stdout.strip()!r}, the newest COMPLETE is v{newest}")
+        if kind == "none" and outputs[0][0] != 0:
+            violation("the job failed with no fault:\n" + outputs[0][1][-1500:])
         ok = "ok" if outputs[0][0] == 0 else f"status {outputs[0][0]}"
         shim_ok = "ok" if outputs[1][0] == 0 else f"status {outputs[1][0]}"
         print(f"round {rnd}: {size} x {versions} versions{' (restart)' if restart else ''}, "
