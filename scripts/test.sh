@@ -1,31 +1,62 @@
 #!/usr/bin/env bash
-# The whole test suite: install what is missing, build, run every test
-# (unit, integration with real iod and UCX, failure injection, mpiexec, a real
-# throwaway Ceph cluster for the rados store), and
-# end with the line "N passed, N failed" counted from meson's test log.
+# The whole test suite: install what is missing, build, and run
+#  1. every test of the build (unit; integration, failure and security tests
+#     with real iod and UCX processes; mpiexec; the MPI shim with unmodified
+#     MPI-IO, HDF5 and Fortran programs; the multi-node tests on a simulated
+#     cluster of network namespaces; a chaos run; the rados store against a
+#     real throwaway Ceph cluster);
+#  2. the same suites under AddressSanitizer + UndefinedBehaviorSanitizer and
+#     the threaded ones under ThreadSanitizer (scripts/sanitize.sh says which);
+#  3. the libFuzzer harnesses, 60 s each (scripts/fuzz.sh).
+# It ends with the line "N passed, N failed", every test of the three counted
+# from their real results (meson's test logs, the fuzzers' verdicts).
+#
+#   scripts/test.sh [--quick] [meson test arguments...]
+#   --quick   only part 1 (what a developer runs between commits)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+quick=0
+if [ "${1:-}" = "--quick" ]; then
+  quick=1
+  shift
+fi
 bash scripts/setup.sh --ceph || exit 1
 bash scripts/build.sh || exit 1
 # A test's processes must not find a daemon of an earlier run or of the user.
 export TMPDIR=${TMPDIR:-/tmp}
-meson test -C build --num-processes 1 --print-errorlogs "$@"
-status=$?
-python3 - build/meson-logs/testlog.json <<'PY'
+status=0
+meson test -C build --num-processes 1 --print-errorlogs "$@" || status=1
+logs=(build/meson-logs/testlog.json)
+fuzz_passed=0 fuzz_failed=0
+if [ "$quick" = 0 ] && [ $# -eq 0 ]; then
+  echo "== sanitizers"
+  bash scripts/sanitize.sh || status=1
+  for d in build-asan build-tsan; do
+    [ -f "$d/meson-logs/testlog.json" ] && logs+=("$d/meson-logs/testlog.json")
+  done
+  echo "== fuzzers"
+  bash scripts/fuzz.sh --seconds 60 | tee build/fuzz.log || status=1
+  fuzz_passed=$(grep -c ' PASS$' build/fuzz.log || true)
+  fuzz_failed=$(grep -Ec ' FAIL' build/fuzz.log || true)
+  [ "$fuzz_passed" -gt 0 ] || [ "$fuzz_failed" -gt 0 ] || fuzz_failed=1  # it never ran
+fi
+python3 - "$fuzz_passed" "$fuzz_failed" "${logs[@]}" <<'PY'
 import json, sys
-passed = failed = skipped = 0
-with open(sys.argv[1]) as f:
-    for line in f:
-        line = line.strip()
-        if not line:
-            continue
-        r = json.loads(line)["result"]
-        if r in ("OK", "EXPECTEDFAIL"):
-            passed += 1
-        elif r == "SKIP":
-            skipped += 1
-        else:
-            failed += 1
+passed, failed = int(sys.argv[1]), int(sys.argv[2])
+skipped = 0
+for path in sys.argv[3:]:
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            r = json.loads(line)["result"]
+            if r in ("OK", "EXPECTEDFAIL"):
+                passed += 1
+            elif r == "SKIP":
+                skipped += 1
+            else:
+                failed += 1
 print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
 PY
 exit $status
