@@ -16,7 +16,7 @@
 #include "crc32c.hpp"
 #include "errors.hpp"
 #include "format.hpp"
-#include "layout.hpp"
+#include "store/layout.hpp"
 #include "pattern.hpp"
 #include "store/backend.hpp"
 #include "store/catalog.hpp"

@@ -21,7 +21,7 @@
 #include "fd.hpp"
 #include "files.hpp"
 #include "flusher.hpp"
-#include "layout.hpp"
+#include "store/layout.hpp"
 #include "options.hpp"
 #include "peer_check.hpp"
 #include "protocol.hpp"

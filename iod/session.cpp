@@ -18,7 +18,7 @@
 #include "fd_passing.hpp"
 #include "format.hpp"
 #include "files.hpp"
-#include "layout.hpp"
+#include "store/layout.hpp"
 #include "log.hpp"
 #include "transfer.hpp"
 

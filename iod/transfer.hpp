@@ -23,7 +23,7 @@
 
 #include <ucp/api/ucp.h>
 
-#include "layout.hpp"
+#include "store/layout.hpp"
 #include "staging.hpp"
 #include "store/backend.hpp"
 

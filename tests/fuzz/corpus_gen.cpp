@@ -25,7 +25,7 @@
 
 #include <fmt/format.h>
 
-#include "layout.hpp"
+#include "store/layout.hpp"
 #include "mailbox.hpp"
 #include "mailbox_script.hpp"
 #include "protocol.hpp"

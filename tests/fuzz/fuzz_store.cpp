@@ -15,7 +15,7 @@
 
 #include "check.hpp"
 #include "errors.hpp"
-#include "layout.hpp"
+#include "store/layout.hpp"
 
 using namespace iofwd;
 using namespace iofwd::store;

@@ -1,4 +1,4 @@
-#include "catalog.hpp"
+#include "store/catalog.hpp"
 
 #include <algorithm>
 

@@ -10,8 +10,8 @@
 #include <system_error>
 #include <vector>
 
-#include "backend.hpp"
-#include "layout.hpp"
+#include "store/backend.hpp"
+#include "store/layout.hpp"
 
 namespace iofwd::store {
 

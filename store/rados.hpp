@@ -14,7 +14,7 @@
 #include <memory>
 #include <string>
 
-#include "backend.hpp"
+#include "store/backend.hpp"
 
 namespace iofwd::store {
 

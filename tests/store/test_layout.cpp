@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "errors.hpp"
-#include "layout.hpp"
+#include "store/layout.hpp"
 
 using namespace iofwd;
 using namespace iofwd::store;

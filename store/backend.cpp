@@ -1,10 +1,10 @@
-#include "backend.hpp"
+#include "store/backend.hpp"
 
 #include <fmt/format.h>
 
-#include "directory.hpp"
+#include "store/directory.hpp"
 #if IOFWD_HAVE_RADOS
-#include "rados.hpp"
+#include "store/rados.hpp"
 #endif
 #include "errors.hpp"
 

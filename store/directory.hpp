@@ -13,7 +13,7 @@
 #include <string>
 #include <system_error>
 
-#include "backend.hpp"
+#include "store/backend.hpp"
 #include "fd.hpp"
 
 namespace iofwd::store {

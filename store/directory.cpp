@@ -1,4 +1,4 @@
-#include "directory.hpp"
+#include "store/directory.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

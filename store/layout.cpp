@@ -1,4 +1,4 @@
-#include "layout.hpp"
+#include "store/layout.hpp"
 
 #include <charconv>
 

@@ -1,4 +1,4 @@
-#include "rados.hpp"
+#include "store/rados.hpp"
 
 #include <rados/librados.h>
 #if IOFWD_RADOS_CXX
