@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
@@ -201,9 +202,11 @@ std::error_code daemon::start(std::string& why)
         if (auto ec = pullers_.back()->start(context_, why))
             return ec;
     }
-    flusher_ = std::make_unique<flusher>(loop_, opts_.flush_threads, [this] { start_prune(); });
-    catalog_ = std::make_unique<flusher>(loop_, 1);
-    retention_ = std::make_unique<flusher>(loop_, 1);
+    flushes_ = std::make_unique<flush_policy>(
+        loop_, opts_.flush_threads, staging_, [this] { arm_progress(); },
+        [this] { job_->data_idle(); });
+    job_ = std::make_unique<iod::job>(loop_, opts_, *store_, paths_.session, *flushes_,
+                                      [this] { changed(); });
     if (auto ec = listen(why))
         return ec;
 
@@ -306,64 +309,6 @@ void daemon::report_progress()
         arm_progress();
 }
 
-void daemon::pull_started(bool loop_worker)
-{
-    arm_progress();
-    retention_pause_.store(true, std::memory_order_relaxed);
-    ++pulls_active_;
-    if (loop_worker)
-        driver_.busy_begin();
-}
-
-void daemon::pull_finished(bool loop_worker)
-{
-    if (loop_worker)
-        driver_.busy_end();
-    if (pulls_active_ > 0 && --pulls_active_ == 0 && prune_job_)
-        asio::post(loop_, [this] { start_prune(); });  // after the pull's own handling
-}
-
-void daemon::acquire_slot(staging::waiter w, std::uint64_t bytes)
-{
-    staging_.acquire(std::move(w), bytes);
-    if (staging_.short_of_slots())
-        release_flushes(nullptr);
-}
-
-void daemon::flush_staged(const void* owner, bool hold, flusher::work w, flusher::done d)
-{
-    if (hold && !staging_.short_of_slots()) {
-        held_flushes_.push_back({owner, std::move(w), std::move(d)});
-        return;
-    }
-    release_flushes(owner);  // the owner's earlier chunks first
-    flusher_->submit(std::move(w), std::move(d));
-}
-
-// nullptr: every owner's.
-void daemon::release_flushes(const void* owner)
-{
-    std::vector<held_flush> go;
-    std::erase_if(held_flushes_, [&](held_flush& h) {
-        if (owner && h.owner != owner)
-            return false;
-        go.push_back(std::move(h));
-        return true;
-    });
-    for (auto& h : go)
-        flusher_->submit(std::move(h.work), std::move(h.done));
-}
-
-bool daemon::job_over() const
-{
-    if (job_.empty())
-        return false;
-    for (auto s : ranks_state_)
-        if (s != rank_state::ended && s != rank_state::died)
-            return false;
-    return true;
-}
-
 ucs_status_t daemon::on_push(void* arg, const void* header, std::size_t header_length,
                              void* data, std::size_t length, const ucp_am_recv_param_t* param)
 {
@@ -388,307 +333,50 @@ puller* daemon::puller_for(std::uint32_t rank) noexcept
     return pullers_.empty() ? nullptr : pullers_[rank % pullers_.size()].get();
 }
 
-void daemon::release_pushed(puller* via, std::uint64_t sender, void* desc)
-{
-    if (via)
-        via->release(sender, desc);
-    else
-        ucp_am_data_release(worker_.get(), desc);
-}
-
-std::error_code daemon::claim_store(const std::string& job, std::uint64_t& last,
-                                    std::unique_ptr<store::claim>& claim, std::string& why)
-{
-    std::vector<std::string> names;
-    if (auto ec = store_->list(job + "/", names); ec && ec != errc::not_found) {
-        why = fmt::format("cannot list job {} in {}: {}", job, store_->describe(),
-                          store::failure(*store_, job, ec));
-        return ec;
-    }
-    for (const auto& n : names)
-        if (auto v = store::parse_version_dir(n))
-            last = std::max(last, *v);
-    if (auto ec = store_->claim_job(job, opts_.node, claim)) {
-        why = ec == errc::rank_in_use
-                  ? fmt::format("job '{}' on node {} is being written by another daemon in {} "
-                                "right now: give concurrent jobs different names (IOFWD_JOB)",
-                                job, opts_.node, store_->describe())
-                  : fmt::format("cannot claim job '{}' in {}: {}", job, store_->describe(),
-                                store::failure(*store_, job, ec));
-        job_.clear();
-        return ec;
-    }
-    return {};
-}
-
-std::error_code daemon::admit(session& s, const proto::connect_msg& m, std::uint64_t& first_version,
-                              std::string& why)
+std::error_code daemon::admit(const session& s, const proto::connect_msg& m,
+                              std::uint64_t& first_version, std::string& why)
 {
     if (shutting_down_) {
         why = "the daemon is shutting down";
         return errc::shutting_down;
     }
-    // A job whose ranks have all gone (or never came) is forgotten when a
-    // rank that cannot belong to it connects.
-    const bool joinable = !job_.empty() && m.job == job_ && m.run == run_ && m.ranks == ranks_ &&
-                          m.nodes == nodes_ && m.rank < ranks_state_.size() &&
-                          ranks_state_[m.rank] == rank_state::absent;
-    const bool gone =
-        std::none_of(ranks_state_.begin(), ranks_state_.end(),
-                     [](rank_state r) { return r == rank_state::connected; }) &&
-        std::all_of(sessions_.begin(), sessions_.end(),
-                    [&](const auto& e) {
-                        return e.second.get() == &s || !e.second->admitted() || e.second->done();
-                    }) &&
-        !manifests_pending_;
-    const bool ranks_gone = std::none_of(ranks_state_.begin(), ranks_state_.end(),
-                                         [](rank_state r) { return r == rank_state::connected; });
-    if (!job_.empty() && ranks_gone && !gone && !joinable) {
-        // The last job's ranks are gone but some of its data is still on its
-        // way to the store: the next job comes right after (the rank retries).
-        why = fmt::format("this daemon is finishing job '{}' (its ranks are gone, its last "
-                          "writes are on their way to the store)",
-                          job_);
-        return errc::job_finishing;
-    }
-    if (job_.empty() || (gone && !joinable)) {
-        // First rank of a job: find where its versions continue in the store,
-        // and claim the job there. A job that only writes files through the
-        // shim keeps no versions in the store and claims nothing.
-        std::uint64_t last = 0;
-        job_claim_.reset();
-        std::unique_ptr<store::claim> claim;
-        if (!(m.flags & proto::connect_flag_files))
-            if (auto ec = claim_store(m.job, last, claim, why))
-                return ec;
-        std::uint64_t first = last + 1;
-        if (!m.run.empty() && !(m.flags & proto::connect_flag_files)) {
-            // Every node numbers this run's versions from one record.
-            store::run_record rec;
-            if (auto ec = store::join_run(*store_, m.job, m.run, m.nodes, opts_.node, first, rec,
-                                          why)) {
-                job_.clear();
-                return ec;
-            }
-            if (rec.first_version != first)
-                log_info("run {} of job {}: versions from {}, as its record says", m.run, m.job,
-                         rec.first_version);
-            first = rec.first_version;
-        }
-        abandon_partial_versions();
-        job_claim_ = std::move(claim);
-        job_ = m.job;
-        run_ = m.run;
-        ranks_ = m.ranks;
-        nodes_ = m.nodes;
-        ranks_state_.assign(ranks_, rank_state::absent);
-        versions_.clear();
-        first_version_ = first;
-    } else if (m.job != job_) {
-        why = fmt::format("this daemon serves job '{}' on session {}; rank {} asked for job '{}' "
-                          "(give each job its own IOFWD_SESSION)",
-                          job_, paths_.session, m.rank, m.job);
-        return errc::invalid_argument;
-    } else if (m.run != run_) {
-        why = fmt::format("this daemon serves run '{}' of job {}; rank {} belongs to run '{}' "
-                          "(give each run its own IOFWD_SESSION, or finish the first)",
-                          run_, job_, m.rank, m.run);
-        return errc::invalid_argument;
-    } else if (m.nodes != nodes_) {
-        why = fmt::format("rank {} says the job has {} nodes, earlier ranks said {} (IOFWD_NODES)",
-                          m.rank, m.nodes, nodes_);
-        return errc::rank_mismatch;
-    } else if (m.ranks != ranks_) {
-        why = fmt::format("rank {} says the node has {} ranks, earlier ranks said {}", m.rank,
-                          m.ranks, ranks_);
-        return errc::rank_mismatch;
-    }
-    if (ranks_state_[m.rank] != rank_state::absent) {
-        why = fmt::format("node-local rank {} of job {} is already {}", m.rank, job_,
-                          ranks_state_[m.rank] == rank_state::connected ? "connected"
-                                                                        : "finished");
-        return errc::rank_in_use;
-    }
-    ranks_state_[m.rank] = rank_state::connected;
-    first_version = first_version_;
-    return {};
+    const bool others_active = std::any_of(sessions_.begin(), sessions_.end(), [&](const auto& e) {
+        return e.second.get() != &s && e.second->admitted() && !e.second->done();
+    });
+    return job_->admit(m, others_active, first_version, why);
 }
 
-void daemon::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_t version,
-                          std::uint32_t rank, const store::manifest_entry& entry)
+void daemon::session_ended(const session& s, bool clean)
 {
-    auto& pv = versions_[version];
-    if (pv.entries.empty())
-        pv.entries.resize(ranks);
-    if (rank >= pv.entries.size() || pv.entries[rank])
+    if (s.admitted())
+        job_->rank_ended(s.rank(), clean);
+    changed();
+}
+
+void daemon::changed()
+{
+    if (settle_posted_ || stopped_)
         return;
-    pv.entries[rank] = entry;
-    if (++pv.count < ranks)
-        return;
-
-    store::manifest m{job, opts_.node, version, ranks, {}};
-    for (const auto& e : pv.entries)
-        m.entries.push_back(*e);
-    versions_.erase(version);
-    const std::string name = store::manifest_object(job, version, opts_.node);
-    auto text = std::make_shared<std::string>(store::format_manifest(m));
-    ++manifests_pending_;
-    store::backend* st = store_.get();
-    // Manifest, then (if every node's manifest is there) COMPLETE: one job on
-    // the catalog thread. Retention follows as a job of its own.
-    struct outcome {
-        bool completed = false;
-        std::string why;
-    };
-    auto result = std::make_shared<outcome>();
-    const std::uint32_t nodes = nodes_;
-    catalog_->submit(
-        [st, name, text, job, version, nodes, result]() -> std::error_code {
-            if (auto ec = st->put(name, std::as_bytes(std::span(*text)))) {
-                result->why = fmt::format("writing manifest {} failed: {}", name, ec.message());
-                return ec;
-            }
-            return store::try_complete(*st, job, version, nodes, result->completed, result->why);
-        },
-        [this, name, version, result, job](std::error_code ec) {
-            if (ec) {
-                log_error("version {} of node {}: {}", version, opts_.node, result->why);
-                if (!manifest_error_)
-                    manifest_error_ = ec;
-                ++lost_versions_;
-            } else {
-                log_info("version {} of node {} complete ({} ranks): {}", version, opts_.node,
-                         ranks_, name);
-                if (result->completed) {
-                    log_info("version {} of job {} complete on all {} nodes: {}", version, job,
-                             nodes_, store::complete_object(job, version));
-                    prune(job);
-                }
-            }
-            --manifests_pending_;
-            catalog_done();
-        });
+    settle_posted_ = true;
+    boost::asio::post(loop_, [this] {
+        settle_posted_ = false;
+        settle();
+    });
 }
 
-std::size_t daemon::abandon_partial_versions()
-{
-    std::size_t lost = 0;
-    for (const auto& [version, pv] : versions_) {
-        std::vector<std::uint32_t> missing, died;
-        for (std::uint32_t r = 0; r < pv.entries.size(); ++r)
-            if (!pv.entries[r])
-                (r < ranks_state_.size() && ranks_state_[r] == rank_state::died ? died : missing)
-                    .push_back(r);
-        if (missing.empty()) {
-            log_warn("version {} of job {} on node {}: discarded, rank{} {} died before writing "
-                     "it",
-                     version, job_, opts_.node, died.size() == 1 ? "" : "s", fmt::join(died, ", "));
-            continue;
-        }
-        ++lost;
-        log_error("version {} of job {} on node {}: rank{} {} never wrote it, so the node has no "
-                  "manifest for it and it can never be complete; every rank must write every "
-                  "version",
-                  version, job_, opts_.node, missing.size() == 1 ? "" : "s",
-                  fmt::join(missing, ", "));
-    }
-    lost_versions_ += lost;
-    versions_.clear();
-    return lost;
-}
-
-void daemon::prune(const std::string& job)
-{
-    if (opts_.keep == 0)
-        return;
-    if (!prune_job_)
-        ++manifests_pending_;  // counted from now: the daemon does not exit before it ran
-    prune_job_ = job;
-    start_prune();
-}
-
-void daemon::start_prune()
-{
-    // Old versions go while no data is on its way to the store: their removal
-    // would compete with a running checkpoint's flush for the store (on Ceph,
-    // removal under a flush slowed it by 10-15 %). Checkpoints leave gaps.
-    const bool data_busy = pulls_active_ > 0 || !held_flushes_.empty() || flusher_->busy();
-    if (!prune_job_ || pruning_ || data_busy)
-        return;
-    pruning_ = true;
-    retention_pause_.store(false, std::memory_order_relaxed);
-    const std::string job = *prune_job_;
-    prune_job_.reset();
-    struct outcome {
-        std::vector<std::uint64_t> removed;
-        std::error_code ec;
-    };
-    auto result = std::make_shared<outcome>();
-    store::backend* st = store_.get();
-    const unsigned keep = opts_.keep;
-    retention_->submit(
-        [this, st, job, keep, result]() -> std::error_code {
-            // A new write pauses it after the version being removed; it goes
-            // on when the data is in the store.
-            result->ec = store::prune(*st, job, keep, result->removed, [this] {
-                return retention_pause_.load(std::memory_order_relaxed);
-            });
-            return {};
-        },
-        [this, job, result](std::error_code) {
-            pruning_ = false;
-            // Versions already removed are reported even when a later one failed.
-            for (auto v : result->removed)
-                log_info("retention (keep {}): removed version {} of job {}", opts_.keep, v, job);
-            if (result->ec == std::errc::operation_canceled)
-                prune(job);  // paused: wanted again, starts once the data is in
-            else if (result->ec)
-                log_error("retention (keep {}) of job {} stopped: {}; older versions stay in the "
-                          "store",
-                          opts_.keep, job, result->ec.message());
-            --manifests_pending_;
-            start_prune();  // a version completed while this ran
-            catalog_done();
-        });
-}
-
-void daemon::catalog_done()
-{
-    for (auto& [id, s] : sessions_)
-        s->maybe_finish();
-    check_exit();
-}
-
-void daemon::version_failed(std::error_code ec)
-{
-    if (ec != errc::peer_gone)
-        ++lost_versions_;
-}
-
-void daemon::session_ended(session& s, bool clean)
-{
-    if (s.admitted() && s.rank() < ranks_state_.size())
-        ranks_state_[s.rank()] = clean ? rank_state::ended : rank_state::died;
-    boost::asio::post(loop_, [this] { check_exit(); });
-}
-
-std::uint32_t daemon::unfinished_ranks(std::uint32_t rank) const
-{
-    std::uint32_t n = 0;
-    for (std::uint32_t r = 0; r < ranks_state_.size(); ++r)
-        n += r != rank && ranks_state_[r] == rank_state::connected;
-    return n;
-}
-
-void daemon::check_exit()
+void daemon::settle()
 {
     if (stopped_)
         return;
+    // Ranks waiting for FINISHED whose data is all durable get it (a session
+    // ending this way calls changed() again).
+    for (auto& [id, s] : std::map(sessions_))
+        s->maybe_finish();
     for (auto it = sessions_.begin(); it != sessions_.end();)
         it = it->second->done() ? sessions_.erase(it) : std::next(it);
-    const bool idle = sessions_.empty() && manifests_pending_ == 0;
+    const bool idle = sessions_.empty() && !job_->busy();
     if (shutting_down_) {
-        bool busy = manifests_pending_ > 0;
+        bool busy = job_->busy();
         for (auto& [id, s] : sessions_)
             busy = busy || s->busy();
         if (!busy)
@@ -698,18 +386,20 @@ void daemon::check_exit()
             stop();
         return;
     }
-    if (opts_.auto_exit && job_over() && idle) {
-        abandon_partial_versions();
-        if (lost_versions_ == 0)
-            log_info("job {}: all {} ranks done, everything durable; exiting", job_, ranks_);
+    if (opts_.auto_exit && job_->over() && idle) {
+        job_->close();
+        if (job_->lost_versions() == 0)
+            log_info("job {}: all {} ranks done, everything durable; exiting", job_->name(),
+                     job_->ranks());
         else
             log_error("job {}: all {} ranks done; {} version{} could not be made durable or "
                       "complete (see above); exiting with status 1",
-                      job_, ranks_, lost_versions_, lost_versions_ == 1 ? "" : "s");
+                      job_->name(), job_->ranks(), job_->lost_versions(),
+                      job_->lost_versions() == 1 ? "" : "s");
         stop();
         return;
     }
-    if (opts_.auto_exit && job_.empty() && idle && next_session_id_ > 1) {
+    if (opts_.auto_exit && job_->empty() && idle && next_session_id_ > 1) {
         // Launched for ranks that were all refused: nothing to serve.
         log_info("no rank was admitted (see the refusals above); exiting");
         stop();
@@ -726,11 +416,11 @@ void daemon::arm_idle_timer()
     idle_timer_.expires_after(std::chrono::milliseconds(
         static_cast<std::int64_t>(opts_.idle_timeout * 1000)));
     idle_timer_.async_wait([this](boost::system::error_code ec) {
-        if (ec || stopped_ || !sessions_.empty() || manifests_pending_)
+        if (ec || stopped_ || !sessions_.empty() || job_->busy())
             return;
         log_warn("no rank connected for {} s; exiting (job {}, {} of {} ranks finished)",
-                 opts_.idle_timeout, job_.empty() ? "none" : job_,
-                 std::count(ranks_state_.begin(), ranks_state_.end(), rank_state::ended), ranks_);
+                 opts_.idle_timeout, job_->empty() ? "none" : job_->name(), job_->ranks_ended(),
+                 job_->ranks());
         stop();
     });
 }
@@ -750,7 +440,7 @@ void daemon::on_signal(int signo)
         if (!ec)
             on_signal(s);
     });
-    check_exit();
+    changed();
 }
 
 void daemon::stop()

@@ -2,6 +2,8 @@
 
 #include <boost/asio/post.hpp>
 
+#include <algorithm>
+
 namespace iofwd::iod {
 
 flusher::flusher(boost::asio::io_context& loop, unsigned threads, std::function<void()> on_idle)
@@ -53,6 +55,68 @@ void flusher::run()
                 on_idle_();
         });
     }
+}
+
+flush_policy::flush_policy(boost::asio::io_context& loop, unsigned threads, staging& slots,
+                           std::function<void()> on_busy, std::function<void()> on_idle)
+    : loop_(loop), slots_(slots), on_busy_(std::move(on_busy)), on_idle_(std::move(on_idle)),
+      pool_(loop, threads, [this] { became_idle(); })
+{
+}
+
+void flush_policy::acquire(staging::waiter w, std::uint64_t bytes)
+{
+    slots_.acquire(std::move(w), bytes);
+    if (slots_.short_of_slots())
+        release(nullptr);
+}
+
+void flush_policy::flush(const void* owner, bool hold, flusher::work w, flusher::done d)
+{
+    if (hold && !slots_.short_of_slots()) {
+        held_.push_back({owner, std::move(w), std::move(d)});
+        return;
+    }
+    release(owner);  // the owner's earlier chunks first
+    pool_.submit(std::move(w), std::move(d));
+}
+
+void flush_policy::release(const void* owner)
+{
+    std::vector<held> go;
+    std::erase_if(held_, [&](held& h) {
+        if (owner && h.owner != owner)
+            return false;
+        go.push_back(std::move(h));
+        return true;
+    });
+    for (auto& h : go)
+        pool_.submit(std::move(h.work), std::move(h.done));
+}
+
+void flush_policy::commit(flusher::work w, flusher::done d)
+{
+    pool_.submit(std::move(w), std::move(d));
+}
+
+void flush_policy::pull_started()
+{
+    disturbed_.store(true, std::memory_order_relaxed);
+    ++pulls_;
+    if (on_busy_)
+        on_busy_();
+}
+
+void flush_policy::pull_finished()
+{
+    if (pulls_ > 0 && --pulls_ == 0)
+        boost::asio::post(loop_, [this] { became_idle(); });  // after the pull's own handling
+}
+
+void flush_policy::became_idle()
+{
+    if (idle() && on_idle_)
+        on_idle_();
 }
 
 }  // namespace iofwd::iod

@@ -2,6 +2,11 @@
 // Worker threads that do the store's blocking work (writes, fsync, commits)
 // so that the event loop keeps pulling while earlier data is flushed. A job
 // runs on a worker; its completion handler runs back on the event loop.
+//
+// flush_policy puts the daemon's data flushes on such threads and decides
+// when each runs; it also keeps the count of pulls in flight, so that it
+// knows when the data path is idle (nothing pulled, held or flushed).
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -12,6 +17,8 @@
 
 #include <utility>  // before Asio (Boost 1.74 needs it)
 #include <boost/asio/io_context.hpp>
+
+#include "staging.hpp"
 
 namespace iofwd::iod {
 
@@ -42,6 +49,62 @@ private:
     std::deque<std::pair<work, done>> jobs_;
     bool stopping_ = false;
     std::vector<std::thread> threads_;
+};
+
+// The data path's flushes and the rules for them, on the event loop's thread:
+//  - a write's chunks may be held back while the same write is still being
+//    pulled and staging has free slots: on a node with few cores a flush
+//    (crc32c, store write) beside the pull of the same write's later chunks
+//    slows the pull the rank is blocked in by a third or more, and
+//    postponing it by the pull's few milliseconds costs the time to durable
+//    little;
+//  - a pull that has to wait for a slot lets every held flush go (they are
+//    what frees slots);
+//  - commits and fsyncs go to the same threads, never held.
+class flush_policy final {
+public:
+    // `on_busy` runs when a pull starts (the daemon reports progress while
+    // data moves); `on_idle` each time the data path has become idle.
+    flush_policy(boost::asio::io_context& loop, unsigned threads, staging& slots,
+                 std::function<void()> on_busy, std::function<void()> on_idle);
+
+    // A staging slot for a pull (staging::acquire).
+    void acquire(staging::waiter w, std::uint64_t bytes = UINT64_MAX);
+    // Starts the store write of staged bytes of `owner` (a transfer), or,
+    // with `hold` and while staging has free slots, keeps it until
+    // release(owner).
+    void flush(const void* owner, bool hold, flusher::work w, flusher::done d);
+    // Starts the held flushes of `owner` (nullptr: of everyone).
+    void release(const void* owner);
+    // A commit or an fsync: started at once.
+    void commit(flusher::work w, flusher::done d);
+
+    // Pulls in flight: counted so that retention waits for none.
+    void pull_started();
+    void pull_finished();
+    // Nothing pulled, held or being flushed.
+    bool idle() const noexcept { return pulls_ == 0 && held_.empty() && !pool_.busy(); }
+    // Whether a pull started since clear_disturbed(): read by the retention
+    // thread, which pauses between versions when one did.
+    bool disturbed() const noexcept { return disturbed_.load(std::memory_order_relaxed); }
+    void clear_disturbed() noexcept { disturbed_.store(false, std::memory_order_relaxed); }
+
+private:
+    void became_idle();
+
+    boost::asio::io_context& loop_;
+    staging& slots_;
+    std::function<void()> on_busy_;
+    std::function<void()> on_idle_;
+    struct held {
+        const void* owner;
+        flusher::work work;
+        flusher::done done;
+    };
+    std::vector<held> held_;
+    unsigned pulls_ = 0;
+    std::atomic<bool> disturbed_{false};
+    flusher pool_;  // last: its threads stop first
 };
 
 }  // namespace iofwd::iod

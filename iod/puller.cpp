@@ -170,4 +170,12 @@ void puller::release(std::uint64_t sender, void* desc)
     });
 }
 
+void give_back(puller* via, ucx::worker& loop_worker, std::uint64_t sender, void* desc)
+{
+    if (via)
+        via->release(sender, desc);
+    else
+        ucp_am_data_release(loop_worker.get(), desc);
+}
+
 }  // namespace iofwd::iod

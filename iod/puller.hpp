@@ -37,6 +37,12 @@ namespace iofwd::iod {
 bool decode_push(const void* header, std::size_t header_length, std::size_t length,
                  const ucp_am_recv_param_t* param, proto::push_header& out);
 
+class puller;
+
+// Gives a pushed chunk of session `sender` back unread, on the worker it came
+// in on: its puller (`via`), or the loop's own worker when `via` is null.
+void give_back(puller* via, ucx::worker& loop_worker, std::uint64_t sender, void* desc);
+
 class puller final {
 public:
     // A chunk pushed to this puller, on the daemon's loop. The puller holds

@@ -8,7 +8,9 @@
 #include <cstring>
 
 #include "crc32c.hpp"
-#include "daemon.hpp"
+#include "flusher.hpp"
+#include "puller.hpp"
+#include "worker_driver.hpp"
 #include "errors.hpp"
 #include "format.hpp"
 #include "log.hpp"
@@ -47,14 +49,14 @@ struct transfer::pull_request {
     bool loop_worker = true;  // done by the loop's worker, not a puller
 };
 
-transfer::transfer(daemon& d, source src, std::uint32_t rank, std::uint64_t version,
+transfer::transfer(transfer_resources r, source src, std::uint32_t rank, std::uint64_t version,
                    std::uint64_t length, std::string object, opener open, handlers h,
                    std::vector<std::byte> inline_data)
-    : d_(d), src_(src), rank_(rank), version_(version), length_(length),
+    : r_(r), src_(src), rank_(rank), version_(version), length_(length),
       object_(std::move(object)), open_(std::move(open)), target_(std::make_shared<target>()), h_(std::move(h)),
       inline_(std::move(inline_data)), started_ns_(proto::monotonic_ns())
 {
-    const std::uint64_t chunks = (length_ + d_.stage().slot_size() - 1) / d_.stage().slot_size();
+    const std::uint64_t chunks = (length_ + r_.slots.slot_size() - 1) / r_.slots.slot_size();
     crcs_.resize(chunks);
     sizes_.resize(chunks);
     held_.resize(chunks);
@@ -64,7 +66,7 @@ transfer::transfer(daemon& d, source src, std::uint32_t rank, std::uint64_t vers
 
 ucs_status_t transfer::arrived(std::uint64_t offset, std::uint64_t length, void* desc)
 {
-    const std::uint64_t slot = d_.stage().slot_size();
+    const std::uint64_t slot = r_.slots.slot_size();
     const bool fits = src_.push && inline_.empty() && offset % slot == 0 && offset < length_ &&
                       length == std::min(slot, length_ - offset);
     if (!fits || announced_[offset / slot]) {
@@ -84,7 +86,7 @@ ucs_status_t transfer::arrived(std::uint64_t offset, std::uint64_t length, void*
 void transfer::drop_pending()
 {
     for (auto& p : pending_)
-        d_.release_pushed(src_.via, src_.sender, p.desc);
+        give_back(src_.via, r_.worker, src_.sender, p.desc);
     pending_.clear();
 }
 
@@ -120,7 +122,7 @@ void transfer::request_slot()
     // One slot at a time per transfer: the next request queues behind other
     // ranks' requests, so concurrent writers share the staging memory fairly.
     // A write of one chunk needs only a piece of a slot that size.
-    d_.acquire_slot([self = shared_from_this()](slot s) { self->on_slot(s); },
+    r_.flushes.acquire([self = shared_from_this()](slot s) { self->on_slot(s); },
                     crcs_.size() == 1 ? length_ : UINT64_MAX);
 }
 
@@ -128,7 +130,7 @@ void transfer::on_slot(slot s)
 {
     waiting_for_slot_ = false;
     if (error_) {
-        d_.stage().release(s);
+        r_.slots.release(s);
         check_done();
         return;
     }
@@ -143,7 +145,7 @@ void transfer::on_slot(slot s)
         }
         pull_into(s, p.c, [&](ucp_request_param_t& param) {
             param.cb.recv_am = &transfer::recv_done;
-            return ucp_am_recv_data_nbx(d_.worker().get(), p.desc, s.data, p.c.size, &param);
+            return ucp_am_recv_data_nbx(r_.worker.get(), p.desc, s.data, p.c.size, &param);
         });
         request_slot();
         return;
@@ -172,18 +174,32 @@ void transfer::pull_into(slot s, chunk c, Post&& post)
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                          UCP_OP_ATTR_FIELD_MEMH;
     param.user_data = req;
-    param.memh = d_.stage().memh();
+    param.memh = r_.slots.memh();
     ++pulls_in_flight_;
-    d_.pull_started();
+    pull_begun(true);
     ucs_status_t st = UCS_OK;
     if (ucx::request_finished(post(param), st)) {
         delete req;
-        d_.pull_finished();
+        pull_ended(true);
         on_pulled(s, c, st);
     } else {
         in_flight_.push_back(req);
-        d_.kick();
+        r_.driver.kick();
     }
+}
+
+void transfer::pull_begun(bool loop_worker)
+{
+    r_.flushes.pull_started();
+    if (loop_worker)
+        r_.driver.busy_begin();
+}
+
+void transfer::pull_ended(bool loop_worker)
+{
+    if (loop_worker)
+        r_.driver.busy_end();
+    r_.flushes.pull_finished();
 }
 
 void transfer::receive_via_puller(slot s, chunk c, void* desc)
@@ -191,9 +207,9 @@ void transfer::receive_via_puller(slot s, chunk c, void* desc)
     auto* req = new pull_request{shared_from_this(), s, c};
     req->loop_worker = false;
     ++pulls_in_flight_;
-    d_.pull_started(false);
+    pull_begun(false);
     in_flight_.push_back(req);
-    src_.via->receive(src_.sender, desc, s.data, c.size, d_.stage().memh(),
+    src_.via->receive(src_.sender, desc, s.data, c.size, r_.slots.memh(),
                       [req](ucs_status_t st) { pull_done(req, st); });
 }
 
@@ -206,11 +222,11 @@ void transfer::get_done(void* request, ucs_status_t status, void* user_data)
 void transfer::pull_done(pull_request* req, ucs_status_t status)
 {
     if (req->orphaned) {
-        req->self->d_.stage().release(req->s);
+        req->self->r_.slots.release(req->s);
         delete req;
         return;
     }
-    req->self->d_.pull_finished(req->loop_worker);
+    req->self->pull_ended(req->loop_worker);
     std::erase(req->self->in_flight_, req);
     auto self = std::move(req->self);
     const slot s = req->s;
@@ -235,7 +251,7 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
              fmt::format("pulling bytes [{}, {}) of rank {} version {} failed: {}; the partial "
                          "version is discarded",
                          c.offset, c.offset + c.size, rank_, version_, ucs_status_string(st)));
-        d_.stage().release(s);
+        r_.slots.release(s);
         check_done();
         return;
     }
@@ -249,7 +265,7 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
     // A write of one chunk is committed by the same job: no trip back to the
     // loop and out to a flusher thread again between its write and its fsync.
     auto committing = crcs_.size() == 1 ? std::make_shared<bool>(false) : nullptr;
-    d_.flush_staged(
+    r_.flushes.flush(
         this, !all_pulled() && !error_,
         [t = target_, open = &open_, size = length_, s, c, crc, committing] {
             t->job_started();
@@ -271,7 +287,7 @@ void transfer::on_flushed(slot s, chunk c, std::uint32_t crc, std::error_code ec
 {
     --flushes_in_flight_;
     ++released_;
-    d_.stage().release(s);
+    r_.slots.release(s);
     if (committed) {
         // The only chunk, written and committed by its job (ec: the commit's).
         report_commit(ec, crc);
@@ -303,13 +319,13 @@ void transfer::source_gone()
         // it ends now, or it would hold its session, and the daemon, forever.
         // Posted: the caller (the session, closing) is in the middle of its
         // own bookkeeping, which the end of this transfer changes.
-        boost::asio::post(d_.loop(), [self = shared_from_this()] { self->check_done(); });
+        boost::asio::post(r_.loop, [self = shared_from_this()] { self->check_done(); });
         return;
     }
     // UCX 1.13 does not cancel an emulated get whose target died when the
     // endpoint is closed (error mode NONE): give the pulls a moment, then give
     // up on them so that the version is reported and the daemon can finish.
-    grace_ = std::make_unique<boost::asio::steady_timer>(d_.loop(), std::chrono::seconds(2));
+    grace_ = std::make_unique<boost::asio::steady_timer>(r_.loop, std::chrono::seconds(2));
     grace_->async_wait([self = shared_from_this()](boost::system::error_code ec) {
         if (ec || self->in_flight_.empty())
             return;
@@ -319,7 +335,7 @@ void transfer::source_gone()
         for (auto* req : self->in_flight_) {
             req->orphaned = true;
             --self->pulls_in_flight_;
-            self->d_.pull_finished(req->loop_worker);
+            self->pull_ended(req->loop_worker);
         }
         self->in_flight_.clear();
         self->check_done();
@@ -333,7 +349,7 @@ void transfer::fail(std::error_code ec, std::string why)
     error_ = ec;
     why_ = std::move(why);
     drop_pending();
-    d_.release_flushes(this);
+    r_.flushes.release(this);
 }
 
 void transfer::check_done()
@@ -355,7 +371,7 @@ void transfer::check_done()
     std::uint32_t crc = 0;
     for (std::size_t i = 0; i < crcs_.size(); ++i)
         crc = i == 0 ? crcs_[0] : crc32c_combine(crc, crcs_[i], sizes_[i]);
-    d_.flush().submit([t = target_] { return t->writer->commit(); },
+    r_.flushes.commit([t = target_] { return t->writer->commit(); },
                       [self = shared_from_this(), crc](std::error_code ec) {
                           self->committing_ = false;
                           self->report_commit(ec, crc);

@@ -27,10 +27,24 @@
 #include "staging.hpp"
 #include "store/backend.hpp"
 
+namespace iofwd::ucx {
+class worker;
+}
+
 namespace iofwd::iod {
 
-class daemon;
+class flush_policy;
 class puller;
+class worker_driver;
+
+// Everything a transfer uses of the daemon; nothing else is reachable from it.
+struct transfer_resources {
+    boost::asio::io_context& loop;
+    ucx::worker& worker;    // the loop's UCX worker: gets, and pushed chunks no puller takes
+    worker_driver& driver;  // progresses it soon after a post, and polls while a pull runs on it
+    staging& slots;
+    flush_policy& flushes;  // store writes and commits, and the count of pulls
+};
 
 class transfer final : public std::enable_shared_from_this<transfer> {
 public:
@@ -71,7 +85,7 @@ public:
 
     // `object` names the destination in messages; `inline_data`: a small
     // write's bytes, already here (no pull).
-    transfer(daemon& d, source src, std::uint32_t rank, std::uint64_t version,
+    transfer(transfer_resources r, source src, std::uint32_t rank, std::uint64_t version,
              std::uint64_t length, std::string object, opener open, handlers h,
              std::vector<std::byte> inline_data = {});
 
@@ -130,8 +144,14 @@ private:
     // A pull ended (back on the loop), whichever worker did it.
     static void pull_done(pull_request* req, ucs_status_t status);
     void drop_pending();
+    // A pull began or ended; `loop_worker`: on the loop's own worker, which
+    // is then polled instead of slept on (a get of user memory is many
+    // active-message fragments, and a wakeup per fragment costs more than
+    // the copy); a puller spins its own.
+    void pull_begun(bool loop_worker);
+    void pull_ended(bool loop_worker);
 
-    daemon& d_;
+    transfer_resources r_;
     source src_;
     std::uint32_t rank_;
     std::uint64_t version_;

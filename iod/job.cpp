@@ -1,0 +1,312 @@
+#include "job.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "errors.hpp"
+#include "log.hpp"
+#include "store/catalog.hpp"
+
+namespace iofwd::iod {
+
+job::job(boost::asio::io_context& loop, const options& opts, store::backend& store,
+         const std::string& session, flush_policy& data, std::function<void()> on_change)
+    : loop_(loop), opts_(opts), store_(store), session_(session), data_(data),
+      on_change_(std::move(on_change)), catalog_(loop, 1), retention_(loop, 1)
+{
+}
+
+job::~job() = default;
+
+std::error_code job::claim_store(const std::string& job, std::uint64_t& last,
+                                 std::unique_ptr<store::claim>& claim, std::string& why)
+{
+    std::vector<std::string> names;
+    if (auto ec = store_.list(job + "/", names); ec && ec != errc::not_found) {
+        why = fmt::format("cannot list job {} in {}: {}", job, store_.describe(),
+                          store::failure(store_, job, ec));
+        return ec;
+    }
+    for (const auto& n : names)
+        if (auto v = store::parse_version_dir(n))
+            last = std::max(last, *v);
+    if (auto ec = store_.claim_job(job, opts_.node, claim)) {
+        why = ec == errc::rank_in_use
+                  ? fmt::format("job '{}' on node {} is being written by another daemon in {} "
+                                "right now: give concurrent jobs different names (IOFWD_JOB)",
+                                job, opts_.node, store_.describe())
+                  : fmt::format("cannot claim job '{}' in {}: {}", job, store_.describe(),
+                                store::failure(store_, job, ec));
+        name_.clear();
+        return ec;
+    }
+    return {};
+}
+
+std::error_code job::admit(const proto::connect_msg& m, bool others_active,
+                           std::uint64_t& first_version, std::string& why)
+{
+    // A job whose ranks have all gone (or never came) is forgotten when a
+    // rank that cannot belong to it connects.
+    const bool joinable = !name_.empty() && m.job == name_ && m.run == run_ && m.ranks == ranks_ &&
+                          m.nodes == nodes_ && m.rank < ranks_state_.size() &&
+                          ranks_state_[m.rank] == rank_state::absent;
+    const bool ranks_gone = std::none_of(ranks_state_.begin(), ranks_state_.end(),
+                                         [](rank_state r) { return r == rank_state::connected; });
+    const bool gone = ranks_gone && !others_active && !pending_;
+    if (!name_.empty() && ranks_gone && !gone && !joinable) {
+        // The last job's ranks are gone but some of its data is still on its
+        // way to the store: the next job comes right after (the rank retries).
+        why = fmt::format("this daemon is finishing job '{}' (its ranks are gone, its last "
+                          "writes are on their way to the store)",
+                          name_);
+        return errc::job_finishing;
+    }
+    if (name_.empty() || (gone && !joinable)) {
+        // First rank of a job: find where its versions continue in the store,
+        // and claim the job there. A job that only writes files through the
+        // shim keeps no versions in the store and claims nothing.
+        std::uint64_t last = 0;
+        claim_.reset();
+        std::unique_ptr<store::claim> claim;
+        const bool files_only = m.flags & proto::connect_flag_files;
+        if (!files_only)
+            if (auto ec = claim_store(m.job, last, claim, why))
+                return ec;
+        std::uint64_t first = last + 1;
+        if (!m.run.empty() && !files_only) {
+            // Every node numbers this run's versions from one record.
+            store::run_record rec;
+            if (auto ec = store::join_run(store_, m.job, m.run, m.nodes, opts_.node, first, rec,
+                                          why)) {
+                name_.clear();
+                return ec;
+            }
+            if (rec.first_version != first)
+                log_info("run {} of job {}: versions from {}, as its record says", m.run, m.job,
+                         rec.first_version);
+            first = rec.first_version;
+        }
+        abandon_partial_versions();
+        claim_ = std::move(claim);
+        name_ = m.job;
+        run_ = m.run;
+        ranks_ = m.ranks;
+        nodes_ = m.nodes;
+        ranks_state_.assign(ranks_, rank_state::absent);
+        versions_.clear();
+        first_version_ = first;
+    } else if (m.job != name_) {
+        why = fmt::format("this daemon serves job '{}' on session {}; rank {} asked for job '{}' "
+                          "(give each job its own IOFWD_SESSION)",
+                          name_, session_, m.rank, m.job);
+        return errc::invalid_argument;
+    } else if (m.run != run_) {
+        why = fmt::format("this daemon serves run '{}' of job {}; rank {} belongs to run '{}' "
+                          "(give each run its own IOFWD_SESSION, or finish the first)",
+                          run_, name_, m.rank, m.run);
+        return errc::invalid_argument;
+    } else if (m.nodes != nodes_) {
+        why = fmt::format("rank {} says the job has {} nodes, earlier ranks said {} (IOFWD_NODES)",
+                          m.rank, m.nodes, nodes_);
+        return errc::rank_mismatch;
+    } else if (m.ranks != ranks_) {
+        why = fmt::format("rank {} says the node has {} ranks, earlier ranks said {}", m.rank,
+                          m.ranks, ranks_);
+        return errc::rank_mismatch;
+    }
+    if (ranks_state_[m.rank] != rank_state::absent) {
+        why = fmt::format("node-local rank {} of job {} is already {}", m.rank, name_,
+                          ranks_state_[m.rank] == rank_state::connected ? "connected"
+                                                                        : "finished");
+        return errc::rank_in_use;
+    }
+    ranks_state_[m.rank] = rank_state::connected;
+    first_version = first_version_;
+    return {};
+}
+
+void job::rank_ended(std::uint32_t rank, bool clean)
+{
+    if (rank < ranks_state_.size())
+        ranks_state_[rank] = clean ? rank_state::ended : rank_state::died;
+}
+
+void job::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_t version,
+                       std::uint32_t rank, const store::manifest_entry& entry)
+{
+    auto& pv = versions_[version];
+    if (pv.entries.empty())
+        pv.entries.resize(ranks);
+    if (rank >= pv.entries.size() || pv.entries[rank])
+        return;
+    pv.entries[rank] = entry;
+    if (++pv.count < ranks)
+        return;
+
+    store::manifest m{job, opts_.node, version, ranks, {}};
+    for (const auto& e : pv.entries)
+        m.entries.push_back(*e);
+    versions_.erase(version);
+    const std::string name = store::manifest_object(job, version, opts_.node);
+    auto text = std::make_shared<std::string>(store::format_manifest(m));
+    ++pending_;
+    store::backend* st = &store_;
+    // Manifest, then (if every node's manifest is there) COMPLETE: one job on
+    // the catalog thread. Retention follows as a job of its own.
+    struct outcome {
+        bool completed = false;
+        std::string why;
+    };
+    auto result = std::make_shared<outcome>();
+    const std::uint32_t nodes = nodes_;
+    catalog_.submit(
+        [st, name, text, job, version, nodes, result]() -> std::error_code {
+            if (auto ec = st->put(name, std::as_bytes(std::span(*text)))) {
+                result->why = fmt::format("writing manifest {} failed: {}", name, ec.message());
+                return ec;
+            }
+            return store::try_complete(*st, job, version, nodes, result->completed, result->why);
+        },
+        [this, name, version, result, job, nodes](std::error_code ec) {
+            if (ec) {
+                log_error("version {} of node {}: {}", version, opts_.node, result->why);
+                if (!manifest_error_)
+                    manifest_error_ = ec;
+                ++lost_versions_;
+            } else {
+                log_info("version {} of node {} complete ({} ranks): {}", version, opts_.node,
+                         ranks_, name);
+                if (result->completed) {
+                    log_info("version {} of job {} complete on all {} nodes: {}", version, job,
+                             nodes, store::complete_object(job, version));
+                    prune(job);
+                }
+            }
+            done_one();
+        });
+}
+
+void job::version_failed(std::error_code ec)
+{
+    if (ec != errc::peer_gone)
+        ++lost_versions_;
+}
+
+void job::abandon_partial_versions()
+{
+    std::uint64_t lost = 0;
+    for (const auto& [version, pv] : versions_) {
+        std::vector<std::uint32_t> missing, died;
+        for (std::uint32_t r = 0; r < pv.entries.size(); ++r)
+            if (!pv.entries[r])
+                (r < ranks_state_.size() && ranks_state_[r] == rank_state::died ? died : missing)
+                    .push_back(r);
+        if (missing.empty()) {
+            log_warn("version {} of job {} on node {}: discarded, rank{} {} died before writing "
+                     "it",
+                     version, name_, opts_.node, died.size() == 1 ? "" : "s", fmt::join(died, ", "));
+            continue;
+        }
+        ++lost;
+        log_error("version {} of job {} on node {}: rank{} {} never wrote it, so the node has no "
+                  "manifest for it and it can never be complete; every rank must write every "
+                  "version",
+                  version, name_, opts_.node, missing.size() == 1 ? "" : "s",
+                  fmt::join(missing, ", "));
+    }
+    lost_versions_ += lost;
+    versions_.clear();
+}
+
+void job::close()
+{
+    abandon_partial_versions();
+}
+
+bool job::over() const
+{
+    if (name_.empty())
+        return false;
+    return std::all_of(ranks_state_.begin(), ranks_state_.end(), [](rank_state s) {
+        return s == rank_state::ended || s == rank_state::died;
+    });
+}
+
+std::uint32_t job::ranks_ended() const
+{
+    return static_cast<std::uint32_t>(
+        std::count(ranks_state_.begin(), ranks_state_.end(), rank_state::ended));
+}
+
+std::uint32_t job::unfinished_ranks(std::uint32_t rank) const
+{
+    std::uint32_t n = 0;
+    for (std::uint32_t r = 0; r < ranks_state_.size(); ++r)
+        n += r != rank && ranks_state_[r] == rank_state::connected;
+    return n;
+}
+
+void job::prune(const std::string& job)
+{
+    if (opts_.keep == 0)
+        return;
+    if (!prune_job_)
+        ++pending_;  // counted from now: the daemon does not exit before it ran
+    prune_job_ = job;
+    start_prune();
+}
+
+void job::start_prune()
+{
+    // Old versions go while no data is on its way to the store: their removal
+    // would compete with a running checkpoint's flush for the store (on Ceph,
+    // removal under a flush slowed it by 10-15 %). Checkpoints leave gaps.
+    if (!prune_job_ || pruning_ || !data_.idle())
+        return;
+    pruning_ = true;
+    data_.clear_disturbed();
+    const std::string job = *prune_job_;
+    prune_job_.reset();
+    struct outcome {
+        std::vector<std::uint64_t> removed;
+        std::error_code ec;
+    };
+    auto result = std::make_shared<outcome>();
+    store::backend* st = &store_;
+    const unsigned keep = opts_.keep;
+    flush_policy* data = &data_;
+    retention_.submit(
+        [data, st, job, keep, result]() -> std::error_code {
+            // A new write pauses it after the version being removed; it goes
+            // on when the data is in the store.
+            result->ec = store::prune(*st, job, keep, result->removed,
+                                      [data] { return data->disturbed(); });
+            return {};
+        },
+        [this, job, result](std::error_code) {
+            pruning_ = false;
+            // Versions already removed are reported even when a later one failed.
+            for (auto v : result->removed)
+                log_info("retention (keep {}): removed version {} of job {}", opts_.keep, v, job);
+            if (result->ec == std::errc::operation_canceled)
+                prune(job);  // paused: wanted again, starts once the data is in
+            else if (result->ec)
+                log_error("retention (keep {}) of job {} stopped: {}; older versions stay in the "
+                          "store",
+                          opts_.keep, job, result->ec.message());
+            start_prune();  // a version completed while this ran
+            done_one();
+        });
+}
+
+void job::done_one()
+{
+    --pending_;
+    if (on_change_)
+        on_change_();
+}
+
+}  // namespace iofwd::iod

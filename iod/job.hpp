@@ -1,0 +1,130 @@
+#pragma once
+// The job a daemon serves on its node, and its bookkeeping:
+//  - admission of ranks: the job's claim in the store (one daemon per job
+//    and node), where its versions continue, and for a named run the run's
+//    record, from which every node numbers the run's versions alike;
+//  - which node-local ranks are connected, said BYE or died;
+//  - once every rank of the node has a version durable, the node's manifest
+//    and, when every node's manifest is there, the job-wide COMPLETE record
+//    (on a catalog thread, one version at a time);
+//  - retention of old versions (on a thread of its own, while the data path
+//    is idle), and what could not be made durable (the exit status).
+// Loop thread only, like the rest of the daemon; its store work runs on the
+// threads it owns and reports back on the loop.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <utility>  // before Asio (Boost 1.74 needs it)
+#include <boost/asio/io_context.hpp>
+
+#include "flusher.hpp"
+#include "options.hpp"
+#include "protocol.hpp"
+#include "store/backend.hpp"
+#include "store/layout.hpp"
+
+namespace iofwd::iod {
+
+class job final {
+public:
+    // `on_change` runs on the loop whenever catalog or retention work ended
+    // (sessions waiting for it may finish, the daemon may exit).
+    job(boost::asio::io_context& loop, const options& opts, store::backend& store,
+        const std::string& session, flush_policy& data, std::function<void()> on_change);
+    job(const job&) = delete;
+    job& operator=(const job&) = delete;
+    ~job();
+
+    // A rank's CONNECT. Admitted: `first_version` is where this run's
+    // versions start. Refused: the error and a sentence in `why`.
+    // `others_active`: a connection of another rank is still admitted and
+    // not done (its job cannot be forgotten yet).
+    std::error_code admit(const proto::connect_msg& m, bool others_active,
+                          std::uint64_t& first_version, std::string& why);
+    // An admitted rank's connection ended: `clean` after its BYE.
+    void rank_ended(std::uint32_t rank, bool clean);
+    // Version `version` of node-local rank `rank` is durable; the node's
+    // manifest follows once all `ranks` are.
+    void rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_t version,
+                      std::uint32_t rank, const store::manifest_entry& entry);
+    // A version io_write had already returned for could not be made durable.
+    void version_failed(std::error_code ec);
+    // The data path is idle: retention may run now.
+    void data_idle() { start_prune(); }
+
+    // Catalog work a rank's FINISHED waits for: not a retention still
+    // waiting for the data path to be idle (the daemon's exit does wait).
+    bool catalog_pending() const noexcept { return pending_ > (prune_job_ ? 1u : 0u); }
+    // Any catalog or retention work not done.
+    bool busy() const noexcept { return pending_ > 0; }
+    std::error_code manifest_error() const noexcept { return manifest_error_; }
+    // The node-local ranks other than `rank` still connected.
+    std::uint32_t unfinished_ranks(std::uint32_t rank) const;
+    // Every rank of the job said BYE or died.
+    bool over() const;
+    bool empty() const noexcept { return name_.empty(); }
+    const std::string& name() const noexcept { return name_; }
+    std::uint32_t ranks() const noexcept { return ranks_; }
+    std::uint32_t ranks_ended() const;
+    // Versions some rank wrote and another never will, now that the job is
+    // over: logged and forgotten (see abandon_partial_versions).
+    void close();
+    std::uint64_t lost_versions() const noexcept { return lost_versions_; }
+
+private:
+    // ended: said BYE; died: its connection closed without one.
+    enum class rank_state { absent, connected, ended, died };
+    struct pending_version {
+        std::vector<std::optional<store::manifest_entry>> entries;
+        std::uint32_t count = 0;
+    };
+
+    // The newest version of `job` in the store (0: none) and the job's claim
+    // for this node.
+    std::error_code claim_store(const std::string& job, std::uint64_t& last,
+                                std::unique_ptr<store::claim>& claim, std::string& why);
+    // Versions some node-local rank wrote and another never will: those a
+    // rank that said BYE left out count as lost (every rank must write every
+    // version), those of a rank that died only as discarded.
+    void abandon_partial_versions();
+    // Retention of `job` after a version completed, on the retention thread
+    // once the data path is idle.
+    void prune(const std::string& job);
+    void start_prune();
+    void done_one();
+
+    boost::asio::io_context& loop_;
+    const options& opts_;
+    store::backend& store_;
+    std::string session_;
+    flush_policy& data_;
+    std::function<void()> on_change_;
+
+    std::string name_;
+    std::string run_;  // its run's name (connect_msg::run); empty: unnamed
+    std::unique_ptr<store::claim> claim_;
+    std::uint32_t ranks_ = 0;
+    std::uint32_t nodes_ = 1;
+    std::vector<rank_state> ranks_state_;
+    std::uint64_t first_version_ = 1;
+    std::map<std::uint64_t, pending_version> versions_;
+    unsigned pending_ = 0;                  // catalog and retention jobs not done
+    std::optional<std::string> prune_job_;  // retention wanted, not started yet
+    bool pruning_ = false;
+    std::error_code manifest_error_;
+    std::uint64_t lost_versions_ = 0;
+    // Manifests and COMPLETE records, one version at a time, and retention on
+    // a thread of its own: their small serial store round trips never hold a
+    // thread the next version's data needs, and a version's commit never
+    // waits behind the removal of an old one.
+    flusher catalog_;
+    flusher retention_;
+};
+
+}  // namespace iofwd::iod
