@@ -1,12 +1,13 @@
 #pragma once
-// The per-process client behind the C API: connection to the node's daemon,
-// the UCX worker that serves the daemon's pulls of our buffer, and the
-// request/answer exchanges of io_init, io_write and io_finalize.
-//
-// While it waits for an answer it keeps progressing its UCX worker (UCX 1.13
-// serves a get of user memory only while the target progresses), asleep on
-// the worker's event fd and the control socket in blocking mode, spinning in
-// polling mode.
+// The per-process client behind the C API: io_init and io_finalize, and the
+// parts that do the rest, one concern each:
+//   launcher    finding the node's daemon or starting it
+//   settings    the IOFWD_* configuration, read once at io_init
+//   connection  the control socket and the wait for an answer
+//   writer      io_write and the shim's file writes (mailbox, pushes)
+//   reader      io_read, io_latest, and the job-wide commit at io_finalize
+// The client owns the UCX context and worker that serve the daemon's reads
+// of the registered buffer.
 #include <sys/types.h>
 
 #include <array>
@@ -19,14 +20,14 @@
 #include <system_error>
 #include <vector>
 
+#include "connection.hpp"
 #include "errors.hpp"
-#include "fd.hpp"
-#include "mailbox.hpp"
 #include "protocol.hpp"
+#include "reader.hpp"
 #include "rendezvous.hpp"
 #include "settings.hpp"
-#include "store/backend.hpp"
 #include "ucx.hpp"
+#include "writer.hpp"
 
 namespace iofwd::client {
 
@@ -53,7 +54,7 @@ public:
     // Called by finalize once this rank's data is durable, to wait until every
     // rank of the job is (io_init_comm: a barrier on its communicator); then
     // the job-wide commit is checked at once instead of awaited.
-    using barrier_fn = int (*)(void* ctx, double timeout_s);
+    using barrier_fn = reader::barrier_fn;
     void set_barrier(barrier_fn fn, void* ctx) noexcept
     {
         barrier_ = fn;
@@ -94,124 +95,45 @@ public:
     // The sentence for the last failure (without the call's name).
     const std::string& why() const noexcept { return why_; }
     const proto::accept_msg& daemon_info() const noexcept { return accept_; }
-    std::uint64_t next_version() const noexcept { return next_version_; }
+    std::uint64_t next_version() const noexcept { return writer_.next_version(); }
     std::string context() const;
 
 private:
-    std::error_code send(const proto::message& m);
-    // When a blocking wait polls before it sleeps on the socket and UCX.
-    enum class polling {
-        // For a moment after UCX last did something.
-        after_activity,
-        // From the start too: the daemon is getting our bytes over UCX right
-        // now, and replies to it must go out at once.
-        moving,
-        // Never: the daemon reads pushed bytes itself and UCX traffic is only
-        // its acknowledgements; polling would take a core from its copy.
-        never,
-    };
-    // Next message from the daemon, progressing UCX while waiting. timeout 0:
-    // no limit (the daemon's death still ends the wait at once).
-    std::error_code receive(proto::message& out, std::chrono::milliseconds timeout,
-                            polling poll = polling::after_activity);
-    bool try_parse(proto::message& out, std::error_code& ec);
-    // The ERROR a daemon sent before it closed the connection (empty text: none).
-    proto::error_msg closing_words();
     std::error_code fail(std::error_code ec, std::string why);
-    // The error for any request once the connection is broken (said once).
-    std::error_code broken_error();
-    std::error_code daemon_error(const proto::error_msg& e);
-    // An answer that is not the one `request` expects: the daemon's ERROR, or
-    // a protocol error that leaves the connection unusable.
-    std::error_code unexpected(const proto::message& m, const std::string& request);
-    // After FINISHED: the newest version this rank wrote is complete on every
-    // node (store::committed), waiting for the other nodes up to the commit
-    // timeout (after the barrier, if one is set, only briefly).
-    std::error_code confirm_commit(std::string& why);
-    // Sends a QUERY and returns its answer (a VERSION_STATE or an error).
+    // Sends CONNECT and takes the answer, trying a daemon again that died
+    // between accepting and answering (or one still finishing the last job).
+    std::error_code connect(const proto::connect_msg& hello, char** daemon_args,
+                            proto::message& answer);
+    // A checked request needs io_init and a connection that is not broken.
+    std::error_code ready(const char* what);
     std::error_code query(std::uint64_t version, bool wait, proto::version_state_msg& out);
-    // The store holding this job: the daemon's when initialised, else IOFWD_STORE.
-    std::error_code open_store(std::string& job);
-    // io_read of a version still in daemon memory; `served` false when the
-    // daemon no longer holds all of it.
-    std::error_code read_staged(std::uint64_t version, std::span<std::byte> out, bool& served,
-                                std::uint64_t& size);
+    reader::place here() const;
     void release();
-    // A look at the control socket without reading or waiting: nothing
-    // there, a message waiting, the daemon gone, or interrupted.
-    enum class control_state { quiet, unread, gone, unknown };
-    control_state peek_control() const;
-    // A small write through the mailbox: `put` writes the record (given its
-    // cookie; sets whether to ring). False: take the socket instead.
-    bool mail(std::uint64_t len, const std::function<bool(std::uint64_t, bool&)>& put);
-    void close_daemon_ep();
-    // A pushed write: its chunks' headers (UCX reads them until each send
-    // completes) and send requests.
-    struct push_state {
-        std::vector<std::array<std::byte, proto::push_header_size>> headers;
-        std::vector<void*> requests;
-    };
-    // Posts [data, data + len) of write `cookie` as rendezvous active
-    // messages, one per daemon chunk; memh may be null (UCX registers).
-    std::error_code push(std::uint64_t cookie, const void* data, std::uint64_t len, ucp_mem_h memh,
-                         push_state& out);
-    // Waits until every send of `p` completed (the daemon read the bytes or
-    // refused them); cancels them if the daemon is gone.
-    std::error_code wait_pushed(push_state& p);
-    // Bytes a write request announces and the rank then pushes.
-    struct push_source {
-        const void* data;
-        std::uint64_t len;
-        ucp_mem_h memh;  // null: UCX registers them itself
-    };
-    // Sends `request`, pushes `src` (when given) as its chunks, and returns
-    // the daemon's answer once UCX is done with every chunk.
-    std::error_code exchange(proto::message request, std::uint64_t cookie,
-                             const push_source* src, proto::message& answer);
-    // Sends a FILE_* request (pushing `src`, when given) and waits for its
-    // FILE_DONE or WRITE_DONE.
-    std::error_code file_request(proto::message m, std::uint64_t cookie, const std::string& what,
-                                 const push_source* src = nullptr);
+
+    std::string why_;
+    connection conn_{why_};
+    writer writer_{conn_, why_};
+    reader reader_{conn_, why_};
 
     bool wait_for_daemon_ = true;  // finalize waits for the daemon we launched
     bool initialized_ = false;
     bool blocking_ = true;
     bool files_only_ = false;
-    std::uint64_t eager_limit_ = 0;  // writes up to this size go inline (IOFWD_EAGER_LIMIT)
     void* buffer_ = nullptr;
     std::uint64_t length_ = 0;
     std::uint32_t rank_ = 0;
     std::uint32_t ranks_ = 0;
     runtime_paths paths_;
     pid_t child_ = -1;
-
-    unique_fd control_;
-    std::vector<std::byte> rx_;
-    std::vector<unique_fd> passed_fds_;  // came with the daemon's messages (ACCEPT)
-    // Small writes go through the daemon's mailbox (mailbox.hpp) while the
-    // rank's next version number is known (an io_write that failed on the
-    // socket leaves it to the daemon's next WRITE_DONE).
-    mailbox::writer mailbox_;
-    unique_fd doorbell_;
-    bool version_known_ = false;
-    std::chrono::steady_clock::time_point socket_checked_{};  // last look for a dead daemon
-    std::error_code broken_;  // the connection is unusable from now on
     ucx::context context_;
     ucx::worker worker_;
     int efd_ = -1;
     ucx::memory memory_;
-    ucp_ep_h daemon_ep_ = nullptr;  // to push writes to the daemon (connect_flag_push)
     proto::accept_msg accept_;
-    std::uint64_t next_cookie_ = 1;
-    std::uint64_t next_version_ = 0;
-    std::uint64_t last_written_ = 0;  // the newest version this rank wrote (0: none)
     settings settings_;
     barrier_fn barrier_ = nullptr;
     void* barrier_ctx_ = nullptr;
     std::string job_;
-    std::unique_ptr<store::backend> store_;
-    std::string store_uri_;
-    std::string why_;
 };
 
 }  // namespace iofwd::client

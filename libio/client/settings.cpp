@@ -81,16 +81,28 @@ std::error_code load_settings(std::uint32_t nodes, const std::string& run, setti
     if (auto ec = config::get_seconds("IOFWD_FINALIZE_TIMEOUT", t, why))
         return ec;
     s.finalize_timeout = ms(t);
-    // The settings read elsewhere in the client, checked here so that a bad
-    // value stops io_init rather than a later call.
-    for (const char* name : {"IOFWD_STORE", "IOFWD_JOB", "IOFWD_NODE", "IOFWD_SESSION",
-                             "IOFWD_RUNTIME_DIR", "IOFWD_IOD"}) {
+    if (auto ec = config::get_text("IOFWD_STORE", s.store, why))
+        return ec;
+    if (s.store.empty())
+        s.store = default_store();
+    if (auto ec = config::get_text("IOFWD_LOG", s.log, why))
+        return ec;
+    s.job = default_job_name();
+    // The settings read elsewhere (rendezvous.hpp, the launcher), checked
+    // here so that a bad value stops io_init rather than a later call.
+    for (const char* name : {"IOFWD_JOB", "IOFWD_NODE", "IOFWD_SESSION", "IOFWD_RUNTIME_DIR",
+                             "IOFWD_IOD"}) {
         std::string ignored;
         if (auto ec = config::get_text(name, ignored, why))
             return ec;
     }
     out = std::move(s);
     return {};
+}
+
+std::string default_store()
+{
+    return env_or("IOFWD_STORE", "iofwd-store");
 }
 
 void warn_unknown_settings(bool speak)

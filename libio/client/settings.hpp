@@ -19,6 +19,9 @@ struct settings {
     std::chrono::milliseconds launch_timeout{30'000};
     std::chrono::milliseconds daemon_timeout{60'000};    // silence before the daemon counts as dead
     std::chrono::milliseconds finalize_timeout{60'000};  // 0: no limit
+    std::string job;    // the job's name in the store: IOFWD_JOB, else the program's
+    std::string store;  // IOFWD_STORE, passed on to a daemon the rank launches
+    std::string log;    // IOFWD_LOG: where that daemon logs (empty: the runtime directory)
 };
 
 // Reads the environment. `nodes` and `run` from the program win over it
@@ -27,6 +30,10 @@ struct settings {
 // errc::invalid_argument with a sentence in `why`.
 std::error_code load_settings(std::uint32_t nodes, const std::string& run, settings& out,
                               std::string& why);
+
+// The store and the job before io_init (a restart asking io_latest first):
+// IOFWD_STORE, else ./iofwd-store; IOFWD_JOB, else the program's name.
+std::string default_store();
 
 // Sentences about IOFWD_* variables that are not iofwd settings, printed to
 // stderr once per process (by the node's first rank only when `speak`).

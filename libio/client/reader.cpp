@@ -1,0 +1,190 @@
+#include "reader.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "crc32c.hpp"
+#include "errors.hpp"
+#include "store/catalog.hpp"
+
+namespace iofwd::client {
+
+using clock = std::chrono::steady_clock;
+
+std::error_code reader::fail(std::error_code ec, std::string why)
+{
+    why_ = std::move(why);
+    return ec;
+}
+
+std::error_code reader::open_store(const std::string& uri)
+{
+    if (!store_ || uri != store_uri_) {
+        std::string why;
+        if (auto ec = store::open(uri, store_, why))
+            return fail(ec, why);
+        store_uri_ = uri;
+    }
+    return {};
+}
+
+std::error_code reader::read(const place& at, std::uint64_t version, std::span<std::byte> out,
+                             std::uint64_t& size)
+{
+    proto::version_state_msg st;
+    if (auto ec = conn_.query(version, false, st))
+        return ec;
+    if (st.state == proto::version_state_t::flushing) {
+        if (st.size > out.size())
+            return fail(errc::too_large,
+                        fmt::format("version {} holds {} bytes, more than the {} byte buffer",
+                                    version, st.size, out.size()));
+        bool served = false;
+        if (auto ec = read_staged(version, out, served, size))
+            return ec;
+        if (served)
+            return {};
+    }
+    // From the store, once durable.
+    if (st.state != proto::version_state_t::unknown && st.state != proto::version_state_t::durable)
+        if (auto ec = conn_.query(version, true, st))
+            return ec;
+    if (auto ec = open_store(at.store))
+        return ec;
+    const std::string& job = at.job;
+    std::uint64_t length = st.size;
+    std::uint32_t crc = st.crc32c;
+    if (st.state == proto::version_state_t::unknown) {
+        // Not written in this run: the version must be complete job-wide.
+        store::version_info info;
+        std::string why;
+        if (auto ec = store::load_version(*store_, job, version, info, why))
+            return fail(ec == errc::not_found ? make_error_code(errc::not_found) : ec, why);
+        const store::manifest_entry* entry = nullptr;
+        for (const auto& m : info.manifests)
+            if (m.node == at.node && at.rank < m.entries.size())
+                entry = &m.entries[at.rank];
+        if (!entry)
+            return fail(errc::not_found,
+                        fmt::format("version {} of job {} holds no data for node {} rank {}",
+                                    version, job, at.node, at.rank));
+        length = entry->size;
+        crc = entry->crc32c;
+    }
+    const auto name = store::data_object(job, version, at.node, at.rank);
+    std::string why;
+    if (auto ec = store::read_checked(*store_, name, length, crc, out, why))
+        return fail(ec, fmt::format("version {}: {}", version, why));
+    size = length;
+    return {};
+}
+
+std::error_code reader::read_staged(std::uint64_t version, std::span<std::byte> out, bool& served,
+                                    std::uint64_t& size)
+{
+    const std::uint64_t cookie = conn_.next_cookie();
+    if (auto ec = conn_.send(proto::read_req_msg{cookie, version}))
+        return ec;
+    std::uint64_t received = 0;
+    for (;;) {
+        proto::message m;
+        if (auto ec = conn_.receive(m, std::chrono::milliseconds(0)))
+            return ec;
+        if (auto* d = std::get_if<proto::read_data_msg>(&m); d && d->cookie == cookie) {
+            if (d->offset > out.size() || d->data.size() > out.size() - d->offset) {
+                conn_.set_broken(errc::protocol_error);
+                return fail(errc::protocol_error,
+                            fmt::format("the daemon sent bytes [{}, {}) of version {} for a {} "
+                                        "byte buffer",
+                                        d->offset, d->offset + d->data.size(), version, out.size()));
+            }
+            std::memcpy(out.data() + d->offset, d->data.data(), d->data.size());
+            received += d->data.size();
+            continue;
+        }
+        if (auto* e = std::get_if<proto::version_state_msg>(&m); e && e->cookie == cookie) {
+            served = e->state == proto::version_state_t::flushing;
+            if (!served)
+                return {};
+            const std::uint32_t crc = crc32c(out.first(static_cast<std::size_t>(e->size)));
+            if (received != e->size || crc != e->crc32c)
+                return fail(errc::corrupt,
+                            fmt::format("version {} read from daemon memory: {} of {} bytes, "
+                                        "crc32c {:08x}, the daemon says {:08x}",
+                                        version, received, e->size, crc, e->crc32c));
+            size = e->size;
+            return {};
+        }
+        return conn_.unexpected(m, "READ_REQ");
+    }
+}
+
+std::error_code reader::latest(const place& at, bool verify, std::uint64_t& version,
+                               std::string& skipped)
+{
+    if (auto ec = open_store(at.store))
+        return ec;
+    std::string why;
+    if (auto ec = store::latest(*store_, at.job, verify, version, skipped, why))
+        return fail(ec, why);
+    return {};
+}
+
+std::error_code reader::confirm_commit(const place& at, std::uint64_t version, const settings& s,
+                                       barrier_fn barrier, void* barrier_ctx, std::string& why)
+{
+    const auto timeout = s.finalize_timeout;
+    if (barrier) {
+        // Every rank of the job reached this point: every node's manifests
+        // are written, and with the last one the COMPLETE record.
+        if (const int rc = barrier(barrier_ctx, static_cast<double>(timeout.count()) / 1000)) {
+            why = fmt::format("the other ranks of the job did not all reach io_finalize within "
+                              "{} s (IOFWD_FINALIZE_TIMEOUT): {}; version {} may be incomplete",
+                              timeout.count() / 1000, std::strerror(rc), version);
+            return rc == ETIMEDOUT ? make_error_code(errc::daemon_timeout)
+                                   : std::error_code(rc, std::system_category());
+        }
+    }
+    const std::string& job = at.job;
+    if (auto ec = open_store(at.store)) {
+        why = why_;
+        return ec;
+    }
+    // The other nodes' daemons may still be writing their part; a shared
+    // file system may show their records a moment late.
+    const auto deadline =
+        barrier || timeout.count() == 0 ? clock::now() + std::chrono::seconds(5) : clock::now() + timeout;
+    auto pause = std::chrono::milliseconds(2);
+    for (;;) {
+        bool yes = false;
+        std::string state;
+        if (auto ec = store::committed(*store_, job, version, yes, state)) {
+            why = fmt::format("cannot tell whether version {} of job {} is complete: {}",
+                              version, job, ec.message());
+            return ec;
+        }
+        if (yes)
+            return {};
+        if (clock::now() >= deadline) {
+            why = fmt::format(
+                "version {} of job {} is durable on this node but not complete job-wide: {}, "
+                "the job has {} nodes; {}",
+                version, job, state, s.nodes,
+                s.run.empty()
+                    ? "without a run name each node's daemon numbered the versions from what it "
+                      "found in the store, so nodes that started apart disagree: use "
+                      "io_init_comm, or set IOFWD_RUN to one value per run on every node"
+                    : fmt::format("the other nodes did not commit it within {} s "
+                                  "(IOFWD_FINALIZE_TIMEOUT); see their daemons' logs",
+                                  timeout.count() / 1000));
+            return make_error_code(errc::incomplete);
+        }
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, std::chrono::milliseconds(250));
+    }
+}
+
+}  // namespace iofwd::client
