@@ -191,18 +191,17 @@ int run_peer_check(int fd)
         return 2;
     std::vector<std::byte> address, rkey;
     while (read_blob(fd, address) && read_blob(fd, rkey)) {
-        ucp_ep_h ep = nullptr;
-        ucs_status_t st = address.empty()
-                              ? UCS_ERR_INVALID_PARAM
-                              : ucx::connect(worker.get(), address, nullptr, nullptr, ep);
-        if (st == UCS_OK && !rkey.empty()) {
-            ucp_rkey_h key = nullptr;
-            st = ucp_ep_rkey_unpack(ep, rkey.data(), &key);
-            if (st == UCS_OK)
-                ucp_rkey_destroy(key);
+        ucs_status_t st = UCS_ERR_INVALID_PARAM;
+        {
+            ucx::endpoint ep;
+            if (!address.empty())
+                st = ucx::endpoint::connect(worker.get(), address, nullptr, nullptr, ep);
+            if (st == UCS_OK && !rkey.empty()) {
+                ucx::rkey key;
+                if (auto ec = ucx::rkey::unpack(ep.get(), rkey, key))
+                    st = UCS_ERR_INVALID_PARAM;
+            }
         }
-        if (ep)
-            ucx::close_now(ep);
         worker.drain();
         const std::string line =
             st == UCS_OK ? std::string("ok\n") : fmt::format("bad {}\n", ucs_status_string(st));

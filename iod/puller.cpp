@@ -42,9 +42,7 @@ puller::~puller()
 {
     if (thread_.joinable()) {
         asio::post(io_, [this] {
-            for (auto& [sender, ep] : eps_)
-                ucx::close_now(ep);
-            eps_.clear();
+            eps_.clear();  // closed by force
             driver_.stop();
             keep_.reset();
             io_.stop();
@@ -96,14 +94,14 @@ ucs_status_t puller::on_push(void* arg, const void* header, std::size_t header_l
 void puller::connect(std::uint64_t sender, std::vector<std::byte> rank_address)
 {
     asio::post(io_, [this, sender, address = std::move(rank_address)] {
-        ucp_ep_h ep = nullptr;
-        if (ucs_status_t st = ucx::connect(worker_.get(), address, nullptr, nullptr, ep);
+        ucx::endpoint ep;
+        if (ucs_status_t st = ucx::endpoint::connect(worker_.get(), address, nullptr, nullptr, ep);
             st != UCS_OK) {
             log_warn("puller {}: no endpoint to the rank of session {}: {}", index_, sender,
                      ucs_status_string(st));
             return;
         }
-        eps_[sender] = ep;
+        eps_[sender] = std::move(ep);
         driver_.kick();
     });
 }
@@ -115,8 +113,7 @@ void puller::disconnect(std::uint64_t sender)
         const auto it = eps_.find(sender);
         if (it == eps_.end())
             return;
-        ucx::close_now(it->second);
-        eps_.erase(it);
+        eps_.erase(it);  // closed by force
         driver_.kick();  // the cancelled operations complete through progress
     });
 }

@@ -99,7 +99,7 @@ private:
     worker_driver driver_{io_, worker_};
     std::vector<std::byte> address_;
     // The puller's thread only:
-    std::unordered_map<std::uint64_t, ucp_ep_h> eps_;  // connected senders
+    std::unordered_map<std::uint64_t, ucx::endpoint> eps_;  // connected senders
     std::unordered_set<std::uint64_t> closed_;         // disconnected senders
     std::thread thread_;
 };

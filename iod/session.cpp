@@ -193,16 +193,15 @@ void session::on_connect(proto::connect_msg& m)
 
     // A dead rank is detected by its control socket closing, and its endpoint
     // is then force-closed, which cancels the pulls still outstanding.
-    ucs_status_t st =
-        ucx::connect(d_.worker().get(), hello.worker_address, &session::ep_error, this, ep_);
+    ucs_status_t st = ucx::endpoint::connect(d_.worker().get(), hello.worker_address,
+                                             &session::ep_error, this, ep_);
     if (st != UCS_OK) {
-        ep_ = nullptr;
         fail(make_ucx_error(st),
              fmt::format("cannot reach {} over UCX: {}", who(), ucs_status_string(st)));
         return;
     }
     if (!hello.rkey.empty()) {
-        if (auto ec = ucx::rkey::unpack(ep_, hello.rkey, rkey_)) {
+        if (auto ec = ucx::rkey::unpack(ep_.get(), hello.rkey, rkey_)) {
             fail(ec, fmt::format("the remote key of {} does not unpack: {}", who(), ec.message()));
             return;
         }
@@ -217,7 +216,7 @@ void session::on_connect(proto::connect_msg& m)
     a.node = d_.opts().node;
     a.store = d_.store().describe() + "/" + hello.job;
     a.store_uri = d_.store().location();
-    a.transport = ucx::endpoint_transports(ep_);
+    a.transport = ucx::endpoint_transports(ep_.get());
     a.session = id_;
     if (hello.flags & proto::connect_flag_push) {
         // The rank pushes to its puller, which copies on a thread of its own.
@@ -274,12 +273,12 @@ void session::mail_drained()
 
 transfer::source session::source(bool push, ucp_rkey_h rkey, std::uint64_t address) const
 {
-    return transfer::source{ep_, rkey, address, push, puller_, id_};
+    return transfer::source{ep_.get(), rkey, address, push, puller_, id_};
 }
 
 std::error_code session::unpack_key(std::span<const std::byte> packed, ucx::rkey& out) const
 {
-    return ucx::rkey::unpack(ep_, packed, out);
+    return ucx::rkey::unpack(ep_.get(), packed, out);
 }
 
 void session::give_back(void* desc)
@@ -347,28 +346,21 @@ void session::close_endpoint(bool force)
         finish_closing();
         return;
     }
-    ucp_ep_h ep = std::exchange(ep_, nullptr);
     rkey_ = ucx::rkey{};
     if (force) {
-        ucx::close_now(ep);
+        ep_.close(ucx::endpoint::mode::force);
         d_.kick();  // the cancelled operations complete through progress
         return;
     }
-    ucp_request_param_t param{};
-    param.op_attr_mask =
-        UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    param.flags = ep_failed_ ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-    param.cb.send = &session::ep_closed;
-    param.user_data = new std::weak_ptr<session>(weak_from_this());
-    ucs_status_ptr_t p = ucp_ep_close_nbx(ep, &param);
-    ucs_status_t st = UCS_OK;
-    if (ucx::request_finished(p, st)) {
-        d_.kick();
-        delete static_cast<std::weak_ptr<session>*>(param.user_data);
+    auto* weak = new std::weak_ptr<session>(weak_from_this());
+    void* request = ep_.close(ep_failed_ ? ucx::endpoint::mode::force : ucx::endpoint::mode::flush,
+                              &session::ep_closed, weak);
+    d_.kick();
+    if (!request) {
+        delete weak;
         finish_closing();
         return;
     }
-    d_.kick();
     // Do not let a peer that stopped progressing hold FINISHED back forever.
     close_timer_.expires_after(std::chrono::seconds(5));
     close_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {

@@ -142,8 +142,8 @@ private:
     state state_ = state::greeting;
 
     std::optional<proto::connect_msg> hello_;
-    ucp_ep_h ep_ = nullptr;
-    bool ep_failed_ = false;
+    ucx::endpoint ep_;
+    bool ep_failed_ = false;  // UCX reported an error on it: its close is forced
     puller* puller_ = nullptr;  // copies this rank's pushed chunks (nullptr: the loop)
     bool puller_closed_ = false;
     ucx::rkey rkey_;

@@ -12,9 +12,7 @@ namespace iofwd::iod {
 
 staging::~staging()
 {
-    mem_ = ucx::memory{};  // deregister before unmapping
-    if (base_ && ::munmap(base_, mapped_) != 0)
-        log_warn("munmap of staging memory failed: {}", std::strerror(errno));
+    mem_ = ucx::memory{};  // deregister before unmapping (map_ goes after)
 }
 
 std::error_code staging::init(const ucx::context& ctx, std::uint64_t total, std::uint64_t slot_size)
@@ -24,10 +22,9 @@ std::error_code staging::init(const ucx::context& ctx, std::uint64_t total, std:
     slots_ = static_cast<std::uint32_t>(total / slot_size);
     slot_size_ = slot_size;
     mapped_ = slot_size_ * slots_;
-    void* p = ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        return last_system_error();
-    base_ = static_cast<std::byte*>(p);
+    if (auto ec = mapping::map(mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, map_))
+        return ec;
+    base_ = static_cast<std::byte*>(map_.get());
     // Huge pages where the kernel allows, then touch every page once: the first
     // touch of a fresh 4 KiB page costs ~10 us here, which must not happen on
     // the data path.

@@ -15,6 +15,7 @@
 #include <system_error>
 #include <vector>
 
+#include "mapping.hpp"
 #include "ucx.hpp"
 
 namespace iofwd::iod {
@@ -48,7 +49,8 @@ public:
     std::uint64_t total() const noexcept { return slot_size_ * slots_; }
 
 private:
-    std::byte* base_ = nullptr;
+    mapping map_;
+    std::byte* base_ = nullptr;  // in map_
     std::uint64_t mapped_ = 0;
     std::uint64_t slot_size_ = 0;
     std::uint32_t slots_ = 0;

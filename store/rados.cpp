@@ -23,9 +23,51 @@
 #include "crc32c.hpp"
 #include "errors.hpp"
 #include "rendezvous.hpp"
+#include "unique_handle.hpp"
 
 namespace iofwd::store {
 namespace {
+
+// Owners of librados's handles: each released exactly once, on every path.
+struct release_completion {
+    void operator()(rados_completion_t c) const noexcept { rados_aio_release(c); }
+};
+using completion = unique_handle<rados_completion_t, release_completion>;
+struct release_write_op {
+    void operator()(rados_write_op_t op) const noexcept { rados_release_write_op(op); }
+};
+using write_op = unique_handle<rados_write_op_t, release_write_op>;
+struct release_read_op {
+    void operator()(rados_read_op_t op) const noexcept { rados_release_read_op(op); }
+};
+using read_op = unique_handle<rados_read_op_t, release_read_op>;
+struct end_omap_iter {
+    void operator()(rados_omap_iter_t it) const noexcept { rados_omap_get_end(it); }
+};
+using omap_iter = unique_handle<rados_omap_iter_t, end_omap_iter>;
+struct destroy_ioctx {
+    void operator()(rados_ioctx_t io) const noexcept { rados_ioctx_destroy(io); }
+};
+using ioctx = unique_handle<rados_ioctx_t, destroy_ioctx>;
+struct shutdown_cluster {
+    void operator()(rados_t c) const noexcept { rados_shutdown(c); }
+};
+using cluster = unique_handle<rados_t, shutdown_cluster>;
+#if IOFWD_RADOS_CXX
+struct release_cxx_completion {
+    void operator()(librados::AioCompletion* c) const noexcept { c->release(); }
+};
+using cxx_completion = unique_handle<librados::AioCompletion*, release_cxx_completion>;
+#endif
+
+// A new completion, or an empty one if librados could not make it.
+completion new_completion()
+{
+    rados_completion_t c = nullptr;
+    if (rados_aio_create_completion2(nullptr, nullptr, &c) < 0)
+        return {};
+    return completion(c);
+}
 
 constexpr std::uint64_t piece_size = 64ull << 20;
 constexpr std::uint64_t max_write = 16ull << 20;  // per request, well under osd_max_write_size
@@ -62,28 +104,24 @@ std::string piece_name(const std::string& name, const std::string& id, std::uint
 
 // Starts removing pieces [0, count) of a write, all at once; wait_all() waits
 // for them. Best effort: a piece left behind is garbage no head points to.
-std::vector<rados_completion_t> remove_pieces(rados_ioctx_t io, const std::string& name,
-                                              const std::string& id, std::uint64_t count)
+std::vector<completion> remove_pieces(rados_ioctx_t io, const std::string& name,
+                                      const std::string& id, std::uint64_t count)
 {
-    std::vector<rados_completion_t> started;
+    std::vector<completion> started;
     for (std::uint64_t n = 0; n < count; ++n) {
-        rados_completion_t c = nullptr;
-        if (rados_aio_create_completion2(nullptr, nullptr, &c) < 0)
+        auto c = new_completion();
+        if (!c)
             break;
-        if (rados_aio_remove(io, piece_name(name, id, n).c_str(), c) < 0)
-            rados_aio_release(c);
-        else
-            started.push_back(c);
+        if (rados_aio_remove(io, piece_name(name, id, n).c_str(), c.get()) >= 0)
+            started.push_back(std::move(c));
     }
     return started;
 }
 
-void wait_all(std::vector<rados_completion_t>& started)
+void wait_all(std::vector<completion>& started)
 {
-    for (auto c : started) {
-        rados_aio_wait_for_complete(c);
-        rados_aio_release(c);
-    }
+    for (auto& c : started)
+        rados_aio_wait_for_complete(c.get());
     started.clear();
 }
 
@@ -150,8 +188,8 @@ private:
 struct index_update {
     struct entry {
         std::string dir, key;
-        rados_write_op_t op = nullptr;
-        rados_completion_t done = nullptr;
+        write_op op;
+        completion done;
     };
     rados_ioctx_t io;
     index_cache& cache;
@@ -173,16 +211,15 @@ index_update index_add_start(rados_ioctx_t io, index_cache& cache, const std::st
         path = path.substr(0, slash);
     }
     for (auto& e : u.entries) {
-        e.op = rados_create_write_op();
+        e.op.reset(rados_create_write_op());
         const char* keys[] = {e.key.c_str()};
         const char* vals[] = {""};
         const size_t lens[] = {0};
-        rados_write_op_omap_set(e.op, keys, vals, lens, 1);
-        rados_aio_create_completion2(nullptr, nullptr, &e.done);
-        if (rados_aio_write_op_operate(e.op, io, e.done, index_of(e.dir).c_str(), nullptr, 0) < 0) {
-            rados_aio_release(e.done);
-            e.done = nullptr;
-        }
+        rados_write_op_omap_set(e.op.get(), keys, vals, lens, 1);
+        e.done = new_completion();
+        if (e.done && rados_aio_write_op_operate(e.op.get(), io, e.done.get(),
+                                                 index_of(e.dir).c_str(), nullptr, 0) < 0)
+            e.done.reset();
     }
     return u;
 }
@@ -193,15 +230,16 @@ int index_add_finish(index_update& u)
     for (auto& e : u.entries) {
         int rc = -EIO;
         if (e.done) {
-            rados_aio_wait_for_complete(e.done);
-            rc = rados_aio_get_return_value(e.done);
-            rados_aio_release(e.done);
+            rados_aio_wait_for_complete(e.done.get());
+            rc = rados_aio_get_return_value(e.done.get());
+            e.done.reset();
         }
         if (rc < 0)  // once more, synchronously with backoff
             rc = with_retries([&] {
-                return rados_write_op_operate(e.op, u.io, index_of(e.dir).c_str(), nullptr, 0);
+                return rados_write_op_operate(e.op.get(), u.io, index_of(e.dir).c_str(), nullptr,
+                                              0);
             });
-        rados_release_write_op(e.op);
+        e.op.reset();
         if (rc < 0 && !first_error)
             first_error = rc;
     }
@@ -217,11 +255,10 @@ int index_remove(rados_ioctx_t io, const std::string& name)
     const auto slash = name.rfind('/');
     const std::string dir = slash == std::string::npos ? "" : name.substr(0, slash + 1);
     const std::string key = slash == std::string::npos ? name : name.substr(slash + 1);
-    rados_write_op_t op = rados_create_write_op();
+    const write_op op(rados_create_write_op());
     const char* keys[] = {key.c_str()};
-    rados_write_op_omap_rm_keys(op, keys, 1);
-    const int rc = rados_write_op_operate(op, io, index_of(dir).c_str(), nullptr, 0);
-    rados_release_write_op(op);
+    rados_write_op_omap_rm_keys(op.get(), keys, 1);
+    const int rc = rados_write_op_operate(op.get(), io, index_of(dir).c_str(), nullptr, 0);
     return rc == -ENOENT ? 0 : rc;
 }
 
@@ -263,7 +300,7 @@ private:
         // Split at piece boundaries and into bounded requests, all in flight
         // at once, then wait for every one.
         struct request {
-            rados_completion_t c = nullptr;
+            completion c;
             std::string object;
             const char* buf;
             std::size_t len;
@@ -276,7 +313,7 @@ private:
             const std::uint64_t in_piece = at % piece_size;
             const std::uint64_t n =
                 std::min({max_write, piece_size - in_piece, data.size() - done});
-            reqs.push_back({nullptr, piece_name(name_, id_, at / piece_size),
+            reqs.push_back({completion{}, piece_name(name_, id_, at / piece_size),
                             reinterpret_cast<const char*>(data.data() + done),
                             static_cast<std::size_t>(n), in_piece});
             done += n;
@@ -287,10 +324,10 @@ private:
         // rados_aio_write would first copy every byte into a buffer of its own.
         librados::IoCtx ctx;
         librados::IoCtx::from_rados_ioctx_t(io_, ctx);
-        std::vector<librados::AioCompletion*> done(reqs.size(), nullptr);
+        std::vector<cxx_completion> done(reqs.size());
         for (std::size_t i = 0; i < reqs.size(); ++i) {
             auto& r = reqs[i];
-            done[i] = librados::Rados::aio_create_completion();
+            done[i].reset(librados::Rados::aio_create_completion());
             const auto bl =
                 librados::bufferlist::static_from_mem(const_cast<char*>(r.buf), r.len);
             if (crc) {
@@ -309,14 +346,16 @@ private:
                                    librados::ALLOC_HINT_FLAG_SEQUENTIAL_READ |
                                    librados::ALLOC_HINT_FLAG_IMMUTABLE);
             op.write(r.off, bl);
-            const int rc = ctx.aio_operate(r.object, done[i], &op);
+            const int rc = ctx.aio_operate(r.object, done[i].get(), &op);
             if (rc < 0 && !first_error)
                 first_error = rc;
         }
 #else
         for (auto& r : reqs) {
-            rados_aio_create_completion2(nullptr, nullptr, &r.c);
-            const int rc = rados_aio_write(io_, r.object.c_str(), r.c, r.buf, r.len, r.off);
+            r.c = new_completion();
+            const int rc = r.c ? rados_aio_write(io_, r.object.c_str(), r.c.get(), r.buf, r.len,
+                                                 r.off)
+                               : -ENOMEM;
             if (rc < 0 && !first_error)
                 first_error = rc;
         }
@@ -324,13 +363,16 @@ private:
         for (std::size_t i = 0; i < reqs.size(); ++i) {
             auto& r = reqs[i];
 #if IOFWD_RADOS_CXX
-            done[i]->wait_for_complete();
-            int rc = done[i]->get_return_value();
-            done[i]->release();
+            done[i].get()->wait_for_complete();
+            int rc = done[i].get()->get_return_value();
+            done[i].reset();
 #else
-            rados_aio_wait_for_complete(r.c);
-            int rc = rados_aio_get_return_value(r.c);
-            rados_aio_release(r.c);
+            int rc = -EIO;
+            if (r.c) {
+                rados_aio_wait_for_complete(r.c.get());
+                rc = rados_aio_get_return_value(r.c.get());
+                r.c.reset();
+            }
 #endif
             if (rc < 0)  // one more try, synchronously with backoff, before giving up
                 rc = with_retries(
@@ -368,11 +410,13 @@ private:
         const auto text = format_head({size_, id_, pieces()});
         // Usually the name is new: create the head exclusively, one round
         // trip. If it exists, this replaces an object: note the old pieces.
-        rados_write_op_t create = rados_create_write_op();
-        rados_write_op_create(create, LIBRADOS_CREATE_EXCLUSIVE, nullptr);
-        rados_write_op_write_full(create, text.data(), text.size());
-        int rc = rados_write_op_operate(create, io_, name_.c_str(), nullptr, 0);
-        rados_release_write_op(create);
+        int rc = 0;
+        {
+            const write_op create(rados_create_write_op());
+            rados_write_op_create(create.get(), LIBRADOS_CREATE_EXCLUSIVE, nullptr);
+            rados_write_op_write_full(create.get(), text.data(), text.size());
+            rc = rados_write_op_operate(create.get(), io_, name_.c_str(), nullptr, 0);
+        }
         std::string old_text;
         head old;
         bool had_old = false;
@@ -478,14 +522,9 @@ private:
 
 class rados_backend final : public backend {
 public:
-    rados_backend(rados_t cluster, rados_ioctx_t io, std::string pool)
-        : cluster_(cluster), io_(io), pool_(std::move(pool))
+    rados_backend(cluster c, ioctx io, std::string pool)
+        : cluster_(std::move(c)), ioctx_(std::move(io)), io_(ioctx_.get()), pool_(std::move(pool))
     {
-    }
-    ~rados_backend() override
-    {
-        rados_ioctx_destroy(io_);
-        rados_shutdown(cluster_);
     }
 
     std::string describe() const override { return "rados pool " + pool_; }
@@ -544,27 +583,24 @@ public:
         std::vector<std::string> names;
         std::string after;
         for (;;) {
-            rados_read_op_t op = rados_create_read_op();
-            rados_omap_iter_t it = nullptr;
+            const read_op op(rados_create_read_op());
+            rados_omap_iter_t iter = nullptr;
             unsigned char more = 0;
             int prval = 0;
-            rados_read_op_omap_get_keys2(op, after.c_str(), 10000, &it, &more, &prval);
+            rados_read_op_omap_get_keys2(op.get(), after.c_str(), 10000, &iter, &more, &prval);
             const int rc = with_retries(
-                [&] { return rados_read_op_operate(op, io_, index_of(dir).c_str(), 0); });
+                [&] { return rados_read_op_operate(op.get(), io_, index_of(dir).c_str(), 0); });
+            // The iterator exists once the operation ran.
+            const omap_iter it(rc >= 0 ? iter : nullptr);
             if (rc < 0 || prval < 0) {
-                if (rc >= 0)
-                    rados_omap_get_end(it);
-                rados_release_read_op(op);
                 const int err = rc < 0 ? rc : prval;
                 return err == -ENOENT ? make_error_code(errc::not_found) : rados_error(err);
             }
             char* key = nullptr;
             char* val = nullptr;
             size_t len = 0;
-            while (rados_omap_get_next(it, &key, &val, &len) == 0 && key)
+            while (rados_omap_get_next(it.get(), &key, &val, &len) == 0 && key)
                 names.emplace_back(key);
-            rados_omap_get_end(it);
-            rados_release_read_op(op);
             if (!more || names.empty())
                 break;
             after = names.back();
@@ -635,7 +671,8 @@ private:
         return {};
     }
 
-    rados_t cluster_;
+    cluster cluster_;  // shut down after the I/O context is destroyed
+    ioctx ioctx_;
     rados_ioctx_t io_;
     std::string pool_;
     index_cache cache_;
@@ -651,48 +688,46 @@ std::error_code open_rados(const std::string& pool, std::unique_ptr<backend>& ou
         return make_error_code(errc::invalid_argument);
     }
     const std::string user = env_or("IOFWD_CEPH_USER", "client.admin");
-    rados_t cluster = nullptr;
-    int rc = rados_create2(&cluster, "ceph", user.c_str(), 0);
+    rados_t handle = nullptr;
+    int rc = rados_create2(&handle, "ceph", user.c_str(), 0);
     if (rc < 0) {
         why = fmt::format("rados_create2 for user {}: {}", user, std::strerror(-rc));
         return rados_error(rc);
     }
+    cluster c(handle);
     const std::string conf = env_or("IOFWD_CEPH_CONF", "");
-    rc = conf.empty() ? rados_conf_read_file(cluster, nullptr)
-                      : rados_conf_read_file(cluster, conf.c_str());
+    rc = conf.empty() ? rados_conf_read_file(c.get(), nullptr)
+                      : rados_conf_read_file(c.get(), conf.c_str());
     if (rc < 0) {
         why = fmt::format("cannot read the Ceph configuration {}: {} (set IOFWD_CEPH_CONF)",
                           conf.empty() ? "(default search path)" : conf, std::strerror(-rc));
-        rados_shutdown(cluster);
         return rados_error(rc);
     }
     if (const auto keyring = env_or("IOFWD_CEPH_KEYRING", ""); !keyring.empty())
-        rados_conf_set(cluster, "keyring", keyring.c_str());
+        rados_conf_set(c.get(), "keyring", keyring.c_str());
     // Fail, do not hang, when the cluster or an OSD is gone; with_retries
     // adds bounded retries with backoff on top.
     std::string timeout = env_or("IOFWD_CEPH_OP_TIMEOUT", "15");
     if (timeout.find_first_not_of("0123456789") != std::string::npos)
         timeout = "15";
-    rados_conf_set(cluster, "client_mount_timeout", timeout.c_str());
-    rados_conf_set(cluster, "rados_mon_op_timeout", timeout.c_str());
-    rados_conf_set(cluster, "rados_osd_op_timeout", timeout.c_str());
-    rc = rados_connect(cluster);
+    rados_conf_set(c.get(), "client_mount_timeout", timeout.c_str());
+    rados_conf_set(c.get(), "rados_mon_op_timeout", timeout.c_str());
+    rados_conf_set(c.get(), "rados_osd_op_timeout", timeout.c_str());
+    rc = rados_connect(c.get());
     if (rc < 0) {
         why = fmt::format("cannot connect to the Ceph cluster ({}) as {}: {} — is it running, "
                           "is the key right?",
                           conf.empty() ? "default ceph.conf" : conf, user, std::strerror(-rc));
-        rados_shutdown(cluster);
         return rados_error(rc);
     }
     rados_ioctx_t io = nullptr;
-    rc = rados_ioctx_create(cluster, pool.c_str(), &io);
+    rc = rados_ioctx_create(c.get(), pool.c_str(), &io);
     if (rc < 0) {
         why = fmt::format("Ceph pool '{}' cannot be opened: {}{}", pool, std::strerror(-rc),
                           rc == -ENOENT ? " (create it: ceph osd pool create " + pool + ")" : "");
-        rados_shutdown(cluster);
         return rados_error(rc);
     }
-    out = std::make_unique<rados_backend>(cluster, io, pool);
+    out = std::make_unique<rados_backend>(std::move(c), ioctx(io), pool);
     return {};
 }
 

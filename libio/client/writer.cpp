@@ -46,10 +46,9 @@ std::error_code writer::open(setup s)
         doorbell_ = std::move(s.fds[1]);
     }
     if (s.push && !accept_->worker_address.empty()) {
-        if (ucs_status_t st =
-                ucx::connect(worker_->get(), accept_->worker_address, nullptr, nullptr, daemon_ep_);
+        if (ucs_status_t st = ucx::endpoint::connect(worker_->get(), accept_->worker_address,
+                                                     nullptr, nullptr, daemon_ep_);
             st != UCS_OK) {
-            daemon_ep_ = nullptr;
             return fail(make_ucx_error(st), fmt::format("cannot reach the daemon over UCX: {}",
                                                         ucs_status_string(st)));
         }
@@ -148,7 +147,7 @@ std::error_code writer::push(std::uint64_t cookie, const void* data, std::uint64
             param.memh = memh;
         }
         const auto* p = static_cast<const std::byte*>(data) + off;
-        ucs_status_ptr_t r = ucp_am_send_nbx(daemon_ep_, proto::am_push, out.headers[i].data(),
+        ucs_status_ptr_t r = ucp_am_send_nbx(daemon_ep_.get(), proto::am_push, out.headers[i].data(),
                                              proto::push_header_size, p,
                                              std::min(chunk, len - off), &param);
         if (UCS_PTR_IS_ERR(r)) {
@@ -252,13 +251,9 @@ std::error_code writer::wait_pushed(push_state& p)
 
 void writer::close_daemon_ep()
 {
-    if (!daemon_ep_)
-        return;
-    ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    ucs_status_ptr_t p = ucp_ep_close_nbx(std::exchange(daemon_ep_, nullptr), &param);
-    if (UCS_PTR_IS_PTR(p)) {
+    // Forced: the sends still on it are cancelled; wait (a second at most)
+    // for the close, progressing the worker, so that they complete.
+    if (void* p = daemon_ep_.close(ucx::endpoint::mode::force)) {
         const auto deadline = clock::now() + std::chrono::seconds(1);
         while (ucp_request_check_status(p) == UCS_INPROGRESS && clock::now() < deadline)
             worker_->progress();

@@ -105,7 +105,7 @@ private:
     bool blocking_ = true;
     std::uint64_t eager_limit_ = 0;
     std::chrono::milliseconds silence_{60'000};
-    ucp_ep_h daemon_ep_ = nullptr;  // to push writes to the daemon's puller
+    ucx::endpoint daemon_ep_;  // to push writes to the daemon's puller
     // Small writes go through the daemon's mailbox while the rank's next
     // version number is known (an io_write that failed on the socket leaves
     // it to the daemon's next WRITE_DONE).

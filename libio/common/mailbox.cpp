@@ -50,12 +50,6 @@ namespace {
 
 std::byte* area(layout* s) noexcept { return reinterpret_cast<std::byte*>(s) + header_bytes; }
 
-void unmap(layout* s, std::size_t capacity) noexcept
-{
-    if (s)
-        ::munmap(s, header_bytes + capacity);
-}
-
 // Half the area: a record always fits, wherever the last one ended.
 std::size_t max_record_length(std::size_t capacity) noexcept
 {
@@ -64,7 +58,7 @@ std::size_t max_record_length(std::size_t capacity) noexcept
 
 }  // namespace
 
-reader::~reader() { unmap(s_, capacity_); }
+reader::~reader() = default;
 
 std::size_t reader::max_length() const noexcept
 {
@@ -93,17 +87,16 @@ std::error_code reader::create(std::size_t capacity, reader& out, unique_fd& mem
         why = fmt::format("sizing a rank's mailbox ({} bytes) failed: {}", total, ec.message());
         return ec;
     }
-    void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd.get(), 0);
-    if (p == MAP_FAILED) {
-        const auto ec = last_system_error();
+    mapping m;
+    if (auto ec = mapping::map(total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd.get(), m)) {
         why = fmt::format("mapping a rank's mailbox ({} bytes) failed: {}", total, ec.message());
         return ec;
     }
-    auto* s = new (p) layout{};
+    auto* s = new (m.get()) layout{};
     s->magic = magic;
     s->capacity = capacity;
     s->asleep.store(1);
-    unmap(out.s_, out.capacity_);
+    out.map_ = std::move(m);
     out.s_ = s;
     out.capacity_ = capacity;
     out.taken_ = 0;
@@ -193,21 +186,22 @@ void reader::freeze() noexcept
 void reader::discard() noexcept { frozen_ = taken_; }
 
 writer::writer(writer&& o) noexcept
-    : s_(std::exchange(o.s_, nullptr)), capacity_(std::exchange(o.capacity_, 0))
+    : map_(std::move(o.map_)), s_(std::exchange(o.s_, nullptr)),
+      capacity_(std::exchange(o.capacity_, 0))
 {
 }
 
 writer& writer::operator=(writer&& o) noexcept
 {
     if (this != &o) {
-        unmap(s_, capacity_);
+        map_ = std::move(o.map_);
         s_ = std::exchange(o.s_, nullptr);
         capacity_ = std::exchange(o.capacity_, 0);
     }
     return *this;
 }
 
-writer::~writer() { unmap(s_, capacity_); }
+writer::~writer() = default;
 
 std::error_code writer::open(int memfd, std::size_t capacity, writer& out, std::string& why)
 {
@@ -222,19 +216,18 @@ std::error_code writer::open(int memfd, std::size_t capacity, writer& out, std::
         why = fmt::format("the daemon's mailbox holds {} bytes, ACCEPT said {}", st.st_size, total);
         return make_error_code(errc::protocol_error);
     }
-    void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, memfd, 0);
-    if (p == MAP_FAILED) {
-        const auto ec = last_system_error();
+    mapping m;
+    if (auto ec = mapping::map(total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, memfd, m)) {
         why = fmt::format("mapping the daemon's mailbox failed: {}", ec.message());
         return ec;
     }
-    auto* s = static_cast<layout*>(p);
+    auto* s = static_cast<layout*>(m.get());
     if (s->magic != magic || s->capacity != capacity) {
-        ::munmap(p, total);
         why = "the daemon's mailbox has an unknown layout";
         return make_error_code(errc::protocol_error);
     }
     out = writer{};
+    out.map_ = std::move(m);
     out.s_ = s;
     out.capacity_ = capacity;
     return {};

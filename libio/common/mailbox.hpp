@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "fd.hpp"
+#include "mapping.hpp"
 
 namespace iofwd::mailbox {
 
@@ -83,7 +84,8 @@ private:
     // The end of what the rank published: its tail, or where it was frozen.
     std::uint64_t published(std::memory_order order) const noexcept;
 
-    layout* s_ = nullptr;
+    mapping map_;
+    layout* s_ = nullptr;  // in map_
     std::size_t capacity_ = 0;
     std::uint64_t taken_ = 0;  // our position: bytes read
     std::uint64_t frozen_ = UINT64_MAX;  // UINT64_MAX: not frozen
@@ -118,7 +120,8 @@ private:
     bool put_record(std::uint32_t kind, std::uint64_t cookie, std::uint64_t where,
                     std::uint64_t file, std::span<const std::byte> data, bool& wake) noexcept;
 
-    layout* s_ = nullptr;
+    mapping map_;
+    layout* s_ = nullptr;  // in map_
     std::size_t capacity_ = 0;
 };
 

@@ -10,21 +10,6 @@
 
 namespace iofwd::ucx {
 
-context& context::operator=(context&& o) noexcept
-{
-    if (this != &o) {
-        this->~context();
-        h_ = std::exchange(o.h_, nullptr);
-    }
-    return *this;
-}
-
-context::~context()
-{
-    if (h_)
-        ucp_cleanup(std::exchange(h_, nullptr));
-}
-
 std::error_code context::create(std::uint64_t features, const char* name, context& out,
                                 bool shared_workers)
 {
@@ -45,24 +30,8 @@ std::error_code context::create(std::uint64_t features, const char* name, contex
     ucp_config_release(config);
     if (st != UCS_OK)
         return make_ucx_error(st);
-    out = context{};
-    out.h_ = h;
+    out.h_ = decltype(out.h_)(h);
     return {};
-}
-
-worker& worker::operator=(worker&& o) noexcept
-{
-    if (this != &o) {
-        this->~worker();
-        h_ = std::exchange(o.h_, nullptr);
-    }
-    return *this;
-}
-
-worker::~worker()
-{
-    if (h_)
-        ucp_worker_destroy(std::exchange(h_, nullptr));
 }
 
 std::error_code worker::create(const context& ctx, worker& out)
@@ -76,15 +45,14 @@ std::error_code worker::create(const context& ctx, worker& out)
     const ucs_status_t st = ucp_worker_create(ctx.get(), &params, &h);
     if (st != UCS_OK)
         return make_ucx_error(st);
-    out = worker{};
-    out.h_ = h;
+    out.h_ = decltype(out.h_)(h);
     return {};
 }
 
 std::error_code worker::event_fd(int& out) const
 {
     int fd = -1;
-    const ucs_status_t st = ucp_worker_get_efd(h_, &fd);
+    const ucs_status_t st = ucp_worker_get_efd(h_.get(), &fd);
     if (st != UCS_OK)
         return make_ucx_error(st);
     out = fd;
@@ -95,33 +63,13 @@ std::error_code worker::address(std::vector<std::byte>& out) const
 {
     ucp_address_t* addr = nullptr;
     std::size_t len = 0;
-    const ucs_status_t st = ucp_worker_get_address(h_, &addr, &len);
+    const ucs_status_t st = ucp_worker_get_address(h_.get(), &addr, &len);
     if (st != UCS_OK)
         return make_ucx_error(st);
     const auto* p = reinterpret_cast<const std::byte*>(addr);
     out.assign(p, p + len);
-    ucp_worker_release_address(h_, addr);
+    ucp_worker_release_address(h_.get(), addr);
     return {};
-}
-
-memory& memory::operator=(memory&& o) noexcept
-{
-    if (this != &o) {
-        this->~memory();
-        ctx_ = std::exchange(o.ctx_, nullptr);
-        h_ = std::exchange(o.h_, nullptr);
-    }
-    return *this;
-}
-
-memory::~memory()
-{
-    if (h_) {
-        const ucs_status_t st = ucp_mem_unmap(ctx_, h_);
-        if (st != UCS_OK)
-            std::fprintf(stderr, "iofwd: ucp_mem_unmap failed: %s\n", ucs_status_string(st));
-        h_ = nullptr;
-    }
 }
 
 std::error_code memory::map(const context& ctx, void* address, std::size_t length, memory& out)
@@ -134,9 +82,8 @@ std::error_code memory::map(const context& ctx, void* address, std::size_t lengt
     const ucs_status_t st = ucp_mem_map(ctx.get(), &params, &h);
     if (st != UCS_OK)
         return make_ucx_error(st);
-    out = memory{};
     out.ctx_ = ctx.get();
-    out.h_ = h;
+    out.h_ = decltype(out.h_)(h, detail::unmap_memory{ctx.get()});
     return {};
 }
 
@@ -144,7 +91,7 @@ std::error_code memory::pack_rkey(std::vector<std::byte>& out) const
 {
     void* buf = nullptr;
     std::size_t len = 0;
-    const ucs_status_t st = ucp_rkey_pack(ctx_, h_, &buf, &len);
+    const ucs_status_t st = ucp_rkey_pack(ctx_, h_.get(), &buf, &len);
     if (st != UCS_OK)
         return make_ucx_error(st);
     const auto* p = static_cast<const std::byte*>(buf);
@@ -153,29 +100,13 @@ std::error_code memory::pack_rkey(std::vector<std::byte>& out) const
     return {};
 }
 
-rkey& rkey::operator=(rkey&& o) noexcept
-{
-    if (this != &o) {
-        this->~rkey();
-        h_ = std::exchange(o.h_, nullptr);
-    }
-    return *this;
-}
-
-rkey::~rkey()
-{
-    if (h_)
-        ucp_rkey_destroy(std::exchange(h_, nullptr));
-}
-
 std::error_code rkey::unpack(ucp_ep_h ep, std::span<const std::byte> packed, rkey& out)
 {
     ucp_rkey_h h = nullptr;
     const ucs_status_t st = ucp_ep_rkey_unpack(ep, packed.data(), &h);
     if (st != UCS_OK)
         return make_ucx_error(st);
-    out = rkey{};
-    out.h_ = h;
+    out.h_ = decltype(out.h_)(h);
     return {};
 }
 
@@ -216,8 +147,8 @@ std::string endpoint_transports(ucp_ep_h ep)
     return out.empty() ? "unknown" : out;
 }
 
-ucs_status_t connect(ucp_worker_h w, std::span<const std::byte> address,
-                     ucp_err_handler_cb_t on_error, void* arg, ucp_ep_h& out)
+ucs_status_t endpoint::connect(ucp_worker_h w, std::span<const std::byte> address,
+                               ucp_err_handler_cb_t on_error, void* arg, endpoint& out)
 {
     ucp_ep_params_t params{};
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
@@ -228,18 +159,51 @@ ucs_status_t connect(ucp_worker_h w, std::span<const std::byte> address,
         params.err_handler.cb = on_error;
         params.err_handler.arg = arg;
     }
-    return ucp_ep_create(w, &params, &out);
+    ucp_ep_h ep = nullptr;
+    const ucs_status_t st = ucp_ep_create(w, &params, &ep);
+    out.h_ = decltype(out.h_)(st == UCS_OK ? ep : nullptr);
+    return st;
 }
 
-void close_now(ucp_ep_h ep)
+void* endpoint::close(mode how, ucp_send_nbx_callback_t done, void* user_data) noexcept
 {
+    ucp_ep_h ep = h_.release();
+    if (!ep)
+        return nullptr;
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = how == mode::force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    if (done) {
+        param.op_attr_mask |= UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+        param.cb.send = done;
+        param.user_data = user_data;
+    }
+    ucs_status_ptr_t p = ucp_ep_close_nbx(ep, &param);
+    return UCS_PTR_IS_PTR(p) ? p : nullptr;
+}
+
+namespace detail {
+
+void unmap_memory::operator()(ucp_mem_h h) const noexcept
+{
+    const ucs_status_t st = ucp_mem_unmap(ctx, h);
+    if (st != UCS_OK)
+        std::fprintf(stderr, "iofwd: ucp_mem_unmap failed: %s\n", ucs_status_string(st));
+}
+
+void force_close::operator()(ucp_ep_h h) const noexcept
+{
+    // Operations still on it are cancelled and complete through progress;
+    // the close itself is not waited for.
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    ucs_status_ptr_t p = ucp_ep_close_nbx(ep, &param);
+    ucs_status_ptr_t p = ucp_ep_close_nbx(h, &param);
     if (UCS_PTR_IS_PTR(p))
         ucp_request_free(p);
 }
+
+}  // namespace detail
 
 bool request_finished(ucs_status_ptr_t ptr, ucs_status_t& status) noexcept
 {
