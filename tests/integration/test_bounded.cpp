@@ -46,7 +46,7 @@ TEST_CASE("a stopped daemon ends io_write and io_finalize with ETIMEDOUT within 
     CHECK(r.output().find("has answered nothing for 2 s, not even a heartbeat") !=
           std::string::npos);
     // Within the bound (2 s of silence) plus the pause before the write.
-    CHECK(elapsed < 5s);
+    CHECK(elapsed < scaled(5s));
     // io_finalize after that does not wait either.
     CHECK(has_line(r, "finalize 110 "));
 }
@@ -70,7 +70,7 @@ TEST_CASE("a rank that skips io_finalize holds the launching rank only until the
     const auto st = r0.wait(20s);
     INFO(r0.output() << c.log());
     REQUIRE(st.has_value());
-    CHECK(clock_type::now() - start < 8s);
+    CHECK(clock_type::now() - start < scaled(8s));
     CHECK(exit_code(*st) == 1);
     CHECK(has_line(r0, "finalize 110 "));
     CHECK(r0.output().find("serving 1 other rank of this node that had not called io_finalize") !=

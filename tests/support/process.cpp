@@ -20,6 +20,17 @@ extern char** environ;
 
 namespace test {
 
+std::chrono::milliseconds scaled(std::chrono::milliseconds bound)
+{
+    static const long factor = [] {
+        const char* v = std::getenv("IOFWD_TEST_TIME_SCALE");
+        const long f = v ? std::strtol(v, nullptr, 10) : 1;
+        return f > 0 ? f : 1;
+    }();
+    return bound * factor;
+}
+
+
 temp_dir::temp_dir()
 {
     const char* base = std::getenv("TMPDIR");

@@ -14,6 +14,11 @@ namespace test {
 
 using namespace std::chrono_literals;
 
+// A bound on how long something real takes (a wait, an elapsed time),
+// stretched by IOFWD_TEST_TIME_SCALE (a whole number, default 1): the
+// sanitizer builds run the same tests several times slower.
+std::chrono::milliseconds scaled(std::chrono::milliseconds bound);
+
 class temp_dir {
 public:
     temp_dir();
