@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "file_view.hpp"
 #include "protocol.hpp"
 #include "shim.hpp"
 
@@ -25,31 +26,7 @@ struct open_file {
     std::string path;
     bool forward = true;           // false once forwarding stopped (atomic mode)
     bool dirty = false;            // forwarded writes MPI-IO may not see yet
-    // The file view, when the shim can map it: its filetype holds one
-    // contiguous run of `tile_size` bytes, `tile_lb` into each `tile_extent`
-    // bytes of the file, from `disp` on (the default view: one byte per byte).
-    bool usable_view = true;
-    MPI_Offset disp = 0;
-    MPI_Count etype_size = 1;
-    MPI_Count tile_size = 1;
-    MPI_Count tile_extent = 1;
-    MPI_Count tile_lb = 0;
-
-    // The file byte of view offset `offset` (in etypes) when `bytes` from
-    // there lie contiguously in the file.
-    bool file_range(MPI_Offset offset, MPI_Count bytes, MPI_Offset& at) const
-    {
-        if (!usable_view || bytes % etype_size != 0)
-            return false;
-        const MPI_Count b = offset * etype_size;
-        const MPI_Count tile = b / tile_size;
-        const MPI_Count within = b % tile_size;
-        const bool dense = tile_extent == tile_size && tile_lb == 0;
-        if (!dense && within + bytes > tile_size)
-            return false;  // it would cross into the next tile's gap
-        at = disp + tile * tile_extent + tile_lb + within;
-        return true;
-    }
+    file_view view;  // the default view until MPI_File_set_view
 };
 
 std::unordered_map<MPI_File, open_file>& files()
@@ -140,13 +117,13 @@ int write_common(const char* call, where w, MPI_File fh, MPI_Offset offset, cons
         return same();
     }
     MPI_Count bytes = 0;
-    MPI_Offset file_at = 0;
+    std::int64_t file_at = 0;
     const char* why_not = nullptr;
     if (w == where::individual_pointer && PMPI_File_get_position(fh, &offset) != MPI_SUCCESS)
         why_not = "the file pointer cannot be read";
     else if (!contiguous(type, count, bytes))
         why_not = "the memory datatype is not contiguous";
-    else if (!f->file_range(offset, bytes, file_at))
+    else if (!f->view.file_range(offset, bytes, file_at))
         why_not = "the file view does not place the bytes contiguously";
     if (why_not) {
         lock.unlock();
@@ -168,7 +145,7 @@ int write_common(const char* call, where w, MPI_File fh, MPI_Offset offset, cons
         f->dirty = true;
     }
     if (w == where::individual_pointer)
-        PMPI_File_seek(fh, offset + bytes / f->etype_size, MPI_SEEK_SET);
+        PMPI_File_seek(fh, offset + bytes / f->view.etype_size, MPI_SEEK_SET);
     s.stats.writes += 1;
     s.stats.bytes += static_cast<std::uint64_t>(bytes);
     s.stats.write_seconds +=
@@ -376,13 +353,13 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
             PMPI_Type_get_true_extent_x(filetype, &ftrue_lb, &ftrue_extent) == MPI_SUCCESS &&
             fsize > 0 && ftrue_extent == fsize && flb == 0 && ftrue_lb >= 0 &&
             ftrue_lb + fsize <= fextent;
-        f->usable_view = std::strcmp(datarep, "native") == 0 && etype_ok && filetype_ok &&
+        f->view.usable = std::strcmp(datarep, "native") == 0 && etype_ok && filetype_ok &&
                          fsize % (esize / 2) == 0;
-        f->disp = disp;
-        f->etype_size = etype_ok ? esize / 2 : 1;
-        f->tile_size = fsize > 0 ? fsize : 1;
-        f->tile_extent = fextent > 0 ? fextent : 1;
-        f->tile_lb = ftrue_lb;
+        f->view.disp = disp;
+        f->view.etype_size = etype_ok ? esize / 2 : 1;
+        f->view.tile_size = fsize > 0 ? fsize : 1;
+        f->view.tile_extent = fextent > 0 ? fextent : 1;
+        f->view.tile_lb = ftrue_lb;
     }
     return rc;
 }
