@@ -28,6 +28,10 @@
 // limit, ucx and the POSIX and MPI-IO baselines: for a remote store, where the
 // figure to compare is the store's own (bench/ceph.sh compares it with `rados
 // bench`), and the local disk's baselines would only add noise.
+//
+// About 720 lines, one program: every phase (iofwd, the baselines, the
+// limits) runs in the same processes and repetitions so that their figures
+// can be compared pair by pair.
 #include <fcntl.h>
 #include <mpi.h>
 #include <sys/stat.h>

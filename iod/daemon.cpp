@@ -1,3 +1,7 @@
+// The daemon's loop, registry and exit (daemon.hpp). About 460 lines: most
+// of it is start(), the start-up sequence (lock, store, UCX, staging,
+// pullers, flushers, socket) kept whole so that its order, which matters,
+// reads from top to bottom.
 #include "daemon.hpp"
 
 #include <ucs/debug/log_def.h>

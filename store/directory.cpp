@@ -1,3 +1,7 @@
+// The directory store backend (directory.hpp). About 550 lines, one
+// backend: the descriptor-based walk that trusts only the user's own files,
+// the object writer with its durable commit, the claim, listing and removal
+// all work on the same checks and are kept together.
 #include "store/directory.hpp"
 
 #include <dirent.h>

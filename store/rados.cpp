@@ -1,3 +1,6 @@
+// The Ceph RADOS store backend (rados.hpp). About 730 lines, one backend:
+// pieces and heads, the listing index, the leased claim and the retries all
+// speak librados and share its owners and helpers, so they stay together.
 #include "store/rados.hpp"
 
 #include <rados/librados.h>
@@ -29,30 +32,12 @@ namespace iofwd::store {
 namespace {
 
 // Owners of librados's handles: each released exactly once, on every path.
-struct release_completion {
-    void operator()(rados_completion_t c) const noexcept { rados_aio_release(c); }
-};
-using completion = unique_handle<rados_completion_t, release_completion>;
-struct release_write_op {
-    void operator()(rados_write_op_t op) const noexcept { rados_release_write_op(op); }
-};
-using write_op = unique_handle<rados_write_op_t, release_write_op>;
-struct release_read_op {
-    void operator()(rados_read_op_t op) const noexcept { rados_release_read_op(op); }
-};
-using read_op = unique_handle<rados_read_op_t, release_read_op>;
-struct end_omap_iter {
-    void operator()(rados_omap_iter_t it) const noexcept { rados_omap_get_end(it); }
-};
-using omap_iter = unique_handle<rados_omap_iter_t, end_omap_iter>;
-struct destroy_ioctx {
-    void operator()(rados_ioctx_t io) const noexcept { rados_ioctx_destroy(io); }
-};
-using ioctx = unique_handle<rados_ioctx_t, destroy_ioctx>;
-struct shutdown_cluster {
-    void operator()(rados_t c) const noexcept { rados_shutdown(c); }
-};
-using cluster = unique_handle<rados_t, shutdown_cluster>;
+using completion = unique_handle<rados_completion_t, release_with<rados_aio_release>>;
+using write_op = unique_handle<rados_write_op_t, release_with<rados_release_write_op>>;
+using read_op = unique_handle<rados_read_op_t, release_with<rados_release_read_op>>;
+using omap_iter = unique_handle<rados_omap_iter_t, release_with<rados_omap_get_end>>;
+using ioctx = unique_handle<rados_ioctx_t, release_with<rados_ioctx_destroy>>;
+using cluster = unique_handle<rados_t, release_with<rados_shutdown>>;
 #if IOFWD_RADOS_CXX
 struct release_cxx_completion {
     void operator()(librados::AioCompletion* c) const noexcept { c->release(); }

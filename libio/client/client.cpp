@@ -1,3 +1,7 @@
+// io_init and io_finalize (client.hpp). About 470 lines: init is the
+// sequence launch or attach, UCX, registration, CONNECT, ACCEPT, and
+// finalize the sequence BYE, FINISHED, the job-wide commit, the daemon's
+// exit; each is kept whole so that its order reads from top to bottom.
 #include "client.hpp"
 
 #include <sys/mman.h>

@@ -1,3 +1,7 @@
+// The wire protocol (protocol.hpp). About 610 lines on purpose: every
+// message's field list and its checks are here, one after the other, so that
+// a message is described in one place; encode, decode and the size limit are
+// generic over those lists.
 #include "protocol.hpp"
 
 #include <array>

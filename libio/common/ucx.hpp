@@ -17,18 +17,9 @@
 namespace iofwd::ucx {
 
 namespace detail {
-struct cleanup_context {
-    void operator()(ucp_context_h h) const noexcept { ucp_cleanup(h); }
-};
-struct destroy_worker {
-    void operator()(ucp_worker_h h) const noexcept { ucp_worker_destroy(h); }
-};
 struct unmap_memory {
     ucp_context_h ctx = nullptr;
     void operator()(ucp_mem_h h) const noexcept;  // logs a failure
-};
-struct destroy_rkey {
-    void operator()(ucp_rkey_h h) const noexcept { ucp_rkey_destroy(h); }
 };
 struct force_close {
     void operator()(ucp_ep_h h) const noexcept;
@@ -45,7 +36,7 @@ public:
     ucp_context_h get() const noexcept { return h_.get(); }
 
 private:
-    iofwd::unique_handle<ucp_context_h, detail::cleanup_context> h_;
+    iofwd::unique_handle<ucp_context_h, iofwd::release_with<ucp_cleanup>> h_;
 };
 
 class worker final {
@@ -74,7 +65,7 @@ public:
     std::error_code address(std::vector<std::byte>& out) const;
 
 private:
-    iofwd::unique_handle<ucp_worker_h, detail::destroy_worker> h_;
+    iofwd::unique_handle<ucp_worker_h, iofwd::release_with<ucp_worker_destroy>> h_;
 };
 
 // A registered memory region (ucp_mem_map of memory the caller owns).
@@ -96,7 +87,7 @@ public:
     ucp_rkey_h get() const noexcept { return h_.get(); }
 
 private:
-    iofwd::unique_handle<ucp_rkey_h, detail::destroy_rkey> h_;
+    iofwd::unique_handle<ucp_rkey_h, iofwd::release_with<ucp_rkey_destroy>> h_;
 };
 
 // An endpoint of a worker to the worker at a peer's address, as the daemon

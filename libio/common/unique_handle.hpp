@@ -49,4 +49,15 @@ private:
     [[no_unique_address]] Release release_{};
 };
 
+// The release for a library whose release is one function of the handle:
+// unique_handle<rados_completion_t, release_with<rados_aio_release>>.
+template <auto Fn>
+struct release_with {
+    template <typename H>
+    void operator()(H h) const noexcept
+    {
+        Fn(h);
+    }
+};
+
 }  // namespace iofwd
