@@ -71,7 +71,7 @@ int cluster::verify(long versions, long ranks, std::string& out)
     auto p = run({build_path("IOFWD_TEST_VERIFY"), "--store", store(), "--job", "itest",
                   "--expect-versions", std::to_string(versions), "--expect-ranks",
                   std::to_string(ranks)});
-    const auto st = p.wait(120s);
+    const auto st = p.wait(scaled(120s));
     out = p.output();
     REQUIRE(st.has_value());
     return exit_code(*st);

@@ -29,7 +29,7 @@ double monotonic_now()
 
 void require_exit(process& p, int code)
 {
-    const auto st = p.wait(120s);
+    const auto st = p.wait(scaled(120s));
     INFO(p.output());
     REQUIRE(st.has_value());
     CHECK(exit_code(*st) == code);

@@ -18,7 +18,7 @@ namespace {
 
 void require_success(process& p, const char* what)
 {
-    const auto st = p.wait(120s);
+    const auto st = p.wait(scaled(120s));
     INFO(what << " output:\n" << p.output());
     REQUIRE(st.has_value());
     CHECK(exit_code(*st) == 0);
