@@ -23,6 +23,7 @@
 #include "format.hpp"
 #include "log.hpp"
 #include "session.hpp"
+#include "start_report.hpp"
 #include "transfer.hpp"
 #include "store/catalog.hpp"
 
@@ -221,8 +222,8 @@ std::error_code daemon::start(std::string& why)
              staging_.total() / staging_.slot_size(), human_bytes(staging_.slot_size()),
              opts_.flush_threads, opts_.pull_threads, opts_.auto_exit ? " auto-exit" : "");
     if (opts_.ready_fd >= 0) {
-        static constexpr char ready[] = "ready\n";
-        [[maybe_unused]] auto n = ::write(opts_.ready_fd, ready, sizeof ready - 1);
+        const std::string ready = start_ready_line();
+        [[maybe_unused]] auto n = ::write(opts_.ready_fd, ready.data(), ready.size());
         ::close(opts_.ready_fd);
         opts_.ready_fd = -1;
     }

@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "errors.hpp"
+#include "start_report.hpp"
 
 extern char** environ;
 
@@ -138,9 +139,10 @@ std::error_code spawn_daemon(const runtime_paths& paths, char** daemon_args, int
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     if (rc != 0) {
+        // posix_spawn's own error (ENOENT, EACCES...) is the cause.
         why = fmt::format("cannot start daemon '{}': {} (set IOFWD_IOD to the iod binary)", argv[0],
                           std::strerror(rc));
-        return make_error_code(errc::daemon_launch_failed);
+        return {rc, std::system_category()};
     }
     out = pid;
     return {};
@@ -176,18 +178,19 @@ std::error_code await_ready(int ready_fd, pid_t child, const runtime_paths& path
             if (line.find('\n') == std::string::npos)
                 continue;
         }
-        if (line.rfind("ready\n", 0) == 0)
+        start_report report;
+        const bool said = parse_start_line(line.substr(0, line.find('\n') + 1), report);
+        if (said && report.ready)
             return {};
         int status = 0;
         ::waitpid(child, &status, 0);
-        if (line.rfind("error: ", 0) == 0) {
-            while (!line.empty() && line.back() == '\n')
-                line.pop_back();
-            why = fmt::format("the daemon could not start: {} (log {})", line.substr(7), paths.log);
-        } else {
-            why = fmt::format("the daemon (pid {}) {} while starting; its log {} says: {}", child,
-                              describe_status(status), paths.log, log_tail(paths));
+        if (said) {
+            // The daemon's errno of the cause, and its own sentence.
+            why = fmt::format("the daemon could not start: {} (log {})", report.why, paths.log);
+            return {report.code, std::system_category()};
         }
+        why = fmt::format("the daemon (pid {}) {} while starting; its log {} says: {}", child,
+                          describe_status(status), paths.log, log_tail(paths));
         return make_error_code(errc::daemon_launch_failed);
     }
 }
