@@ -84,15 +84,15 @@ std::error_code daemon::take_lock(std::string& why)
         ::fcntl(lock_.get(), F_SETFD, FD_CLOEXEC);
         return {};
     }
-    if (auto ec = open_runtime_file(paths_, paths_.lock_name, O_RDWR | O_CREAT, lock_, why))
+    // try_lock_session: a finished session's lock file may be removed by a
+    // cleaner (runtime_gc.hpp) between our open and our flock.
+    bool held = false;
+    if (auto ec = try_lock_session(paths_, lock_, held, why))
         return ec;
-    if (::flock(lock_.get(), LOCK_EX | LOCK_NB) != 0) {
-        const auto ec = last_system_error();
-        why = errno == EWOULDBLOCK
-                  ? fmt::format("another iod already serves session {} (lock {} is held)",
-                                paths_.session, paths_.lock)
-                  : fmt::format("cannot lock {}: {}", paths_.lock, ec.message());
-        return errno == EWOULDBLOCK ? make_error_code(errc::rank_in_use) : ec;
+    if (!held) {
+        why = fmt::format("another iod already serves session {} (lock {} is held)",
+                          paths_.session, paths_.lock);
+        return make_error_code(errc::rank_in_use);
     }
     return {};
 }

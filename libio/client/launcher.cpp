@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "errors.hpp"
+#include "runtime_gc.hpp"
 #include "start_report.hpp"
 
 extern char** environ;
@@ -240,9 +241,6 @@ std::error_code attach_or_launch(const runtime_paths& paths, char** daemon_args,
                                  std::string& why)
 {
     const auto deadline = clock::now() + timeout;
-    unique_fd lock;
-    if (auto ec = open_runtime_file(paths, paths.lock_name, O_RDWR | O_CREAT, lock, why))
-        return ec;
     auto backoff = std::chrono::milliseconds(1);
     for (;;) {
         unique_fd sock;
@@ -259,9 +257,23 @@ std::error_code attach_or_launch(const runtime_paths& paths, char** daemon_args,
                               cec.message());
             return make_error_code(errc::permission_denied);
         }
-        if (::flock(lock.get(), LOCK_EX | LOCK_NB) == 0) {
-            // Nobody serves this session: we launch. Move both descriptors above
-            // the numbers the child will use, so the dup2s cannot collide.
+        unique_fd lock;
+        bool won = false;
+        if (auto ec = try_lock_session(paths, lock, won, why))
+            return ec;
+        if (won) {
+            // Nobody serves this session: we launch. First the runtime
+            // directory loses what finished sessions left (runtime_gc.hpp;
+            // ours is live: we hold its lock). Best effort: a failure here
+            // must not stop the job.
+            runtime_gc_policy policy;
+            std::string gc_why;
+            if (!runtime_gc_policy_from_env(policy, gc_why)) {
+                runtime_gc_report gc_report;
+                runtime_gc(paths, policy, gc_report, gc_why);
+            }
+            // Move the descriptors above the numbers the child will use, so
+            // the dup2s cannot collide.
             int pipefd[2];
             if (::pipe2(pipefd, O_CLOEXEC) != 0) {
                 const auto ec = last_system_error();

@@ -46,6 +46,11 @@ const std::vector<variable> table = {
      "private directory for socket, lock and log (default $XDG_RUNTIME_DIR/iofwd\n"
      "or /tmp/iofwd-UID)",
      "--runtime-dir", "DIR"},
+    {"IOFWD_RUNTIME_LOG_AGE", seconds, "3600", 0, 1e9, {}, reader::client,
+     "seconds a finished daemon's log stays in the runtime directory at least;\n"
+     "older ones are removed by the next rank that launches a daemon (and by\n"
+     "`iofwd gc`), except the newest 8. Finished sessions' lock files and\n"
+     "sockets go at once"},
     // Waiting.
     {"IOFWD_LAUNCH_TIMEOUT", seconds, "30", 0.1, 86400, {}, reader::client,
      "seconds io_init waits to find or start the daemon"},

@@ -1,7 +1,9 @@
 // Launching the daemon: a daemon that cannot start is reported with the
-// errno of the cause and its own sentence.
+// errno of the cause and its own sentence; launches clean the runtime
+// directory of what finished sessions left.
 #include <catch2/catch.hpp>
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,6 +30,24 @@ std::string failed_init(cluster& c, const std::map<std::string, std::string>& ex
     REQUIRE(st.has_value());
     CHECK(exit_code(*st) == 1);
     return r.output();
+}
+
+// Files in `dir` by suffix: ".lock", ".sock", ".log", "other".
+std::map<std::string, int> runtime_files(const std::string& dir)
+{
+    std::map<std::string, int> n{{".lock", 0}, {".sock", 0}, {".log", 0}, {"other", 0}};
+    DIR* d = ::opendir(dir.c_str());
+    REQUIRE(d);
+    while (const dirent* e = ::readdir(d)) {
+        const std::string name = e->d_name;
+        if (name == "." || name == "..")
+            continue;
+        const auto dot = name.rfind('.');
+        const std::string suffix = dot == std::string::npos ? "" : name.substr(dot);
+        ++n[n.count(suffix) ? suffix : "other"];
+    }
+    ::closedir(d);
+    return n;
 }
 
 }  // namespace
@@ -88,4 +108,38 @@ TEST_CASE("a daemon that cannot start is reported with the errno of the cause an
         CHECK(out.find(": No such file or directory (set IOFWD_IOD to the iod binary)") !=
               std::string::npos);
     }
+}
+
+TEST_CASE("thirty runs, each its own session, leave a bounded runtime directory",
+          "[launch][runtime-gc]")
+{
+    cluster c;
+    auto run = [&](int i, const std::map<std::string, std::string>& extra) {
+        auto e = extra;
+        e["IOFWD_SESSION"] = "job" + std::to_string(i);
+        auto r = c.rank(0, 1, {"--size", "4096", "--versions", "1"}, e);
+        const auto st = r.wait(30s);
+        REQUIRE(st.has_value());
+        INFO(r.output());
+        REQUIRE(exit_code(*st) == 0);
+    };
+    // With the default age (an hour) every finished session's log stays, so
+    // that a failed job's log can be read; its lock file and socket go.
+    for (int i = 1; i <= 15; ++i)
+        run(i, {});
+    auto n = runtime_files(c.runtime_dir());
+    CHECK(n[".log"] == 15);
+    CHECK(n[".lock"] == 1);  // the last run's: it launched after the cleaning
+    CHECK(n[".sock"] == 0);  // a daemon that exits removes its own
+    CHECK(n["other"] == 0);
+    // Logs older than the age go, except the newest 8 of finished sessions.
+    for (int i = 16; i <= 30; ++i)
+        run(i, {{"IOFWD_RUNTIME_LOG_AGE", "0"}});
+    n = runtime_files(c.runtime_dir());
+    CHECK(n[".log"] == 9);  // the newest 8 finished ones and the last run's
+    CHECK(n[".lock"] == 1);
+    CHECK(n[".sock"] == 0);
+    CHECK(n["other"] == 0);
+    for (int i = 22; i <= 30; ++i)
+        CHECK(exists(c.runtime_dir() + "/job" + std::to_string(i) + ".log"));
 }
