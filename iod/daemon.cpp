@@ -121,6 +121,14 @@ std::error_code daemon::listen(std::string& why)
 
 std::error_code daemon::start(std::string& why)
 {
+    {
+        // Which binary serves: after an upgrade or a rebuild, the log says
+        // whether a job ran the iod installed with its library.
+        char exe[4096];
+        const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+        log_info("iod {} at {}", IOFWD_VERSION, n > 0 ? std::string(exe, static_cast<std::size_t>(n))
+                                                      : std::string("(unknown path)"));
+    }
     if (!opts_.runtime_dir.empty())
         ::setenv("IOFWD_RUNTIME_DIR", opts_.runtime_dir.c_str(), 1);
     if (opts_.runtime_fd >= 0) {

@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "errors.hpp"
+#include "iod_binary.hpp"
 #include "runtime_gc.hpp"
 #include "start_report.hpp"
 
@@ -31,17 +32,6 @@ namespace iofwd::client {
 namespace {
 
 using clock = std::chrono::steady_clock;
-
-std::string iod_path()
-{
-    if (const char* v = std::getenv("IOFWD_IOD"); v && *v)
-        return v;
-    if (::access(IOFWD_IOD_BUILD_PATH, X_OK) == 0)
-        return IOFWD_IOD_BUILD_PATH;
-    if (::access(IOFWD_IOD_INSTALL_PATH, X_OK) == 0)
-        return IOFWD_IOD_INSTALL_PATH;
-    return "iod";
-}
 
 // The last lines of the daemon's log, for an error message.
 std::string log_tail(const runtime_paths& paths)
@@ -80,13 +70,16 @@ std::error_code spawn_daemon(const runtime_paths& paths, char** daemon_args, int
 {
     std::vector<std::string> args;
     bool has_log = false;
+    std::string how = "io_init's daemon_args";
     if (daemon_args && daemon_args[0]) {
         for (char** a = daemon_args; *a; ++a) {
             args.emplace_back(*a);
             has_log = has_log || std::string_view(*a).rfind("--log", 0) == 0;
         }
     } else {
-        args.push_back(iod_path());
+        auto iod = choose_iod();
+        args.push_back(std::move(iod.path));
+        how = std::move(iod.how);
     }
     for (const char* a : {"--auto-exit", "--session"})
         args.emplace_back(a);
@@ -141,8 +134,8 @@ std::error_code spawn_daemon(const runtime_paths& paths, char** daemon_args, int
     posix_spawnattr_destroy(&attr);
     if (rc != 0) {
         // posix_spawn's own error (ENOENT, EACCES...) is the cause.
-        why = fmt::format("cannot start daemon '{}': {} (set IOFWD_IOD to the iod binary)", argv[0],
-                          std::strerror(rc));
+        why = fmt::format("cannot start daemon '{}' ({}): {} (set IOFWD_IOD to the iod binary)",
+                          argv[0], how, std::strerror(rc));
         return {rc, std::system_category()};
     }
     out = pid;
