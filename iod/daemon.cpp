@@ -490,6 +490,10 @@ std::error_code daemon::admit(session& s, const proto::connect_msg& m, std::uint
         run_ = m.run;
         ranks_ = m.ranks;
         nodes_ = m.nodes;
+        log_info("job {}{}: {} rank{} on this node, {} node{} in the job{}", job_,
+                 run_.empty() ? std::string() : " run " + run_, ranks_, ranks_ == 1 ? "" : "s",
+                 nodes_, nodes_ == 1 ? "" : "s",
+                 (m.flags & proto::connect_flag_files) ? " (files through the MPI shim)" : "");
         ranks_state_.assign(ranks_, rank_state::absent);
         versions_.clear();
         first_version_ = first;

@@ -507,10 +507,11 @@ std::error_code client::broken_error()
     return fail(broken_, std::string(lead) + why_);
 }
 
-std::error_code client::init_files(std::uint32_t rank, std::uint32_t ranks, bool blocking)
+std::error_code client::init_files(std::uint32_t rank, std::uint32_t ranks, bool blocking,
+                                  const run_info& run)
 {
     files_only_ = true;
-    return init(nullptr, 0, rank, ranks, nullptr, blocking);
+    return init(nullptr, 0, rank, ranks, nullptr, blocking, run);
 }
 
 std::error_code client::file_request(proto::message m, std::uint64_t cookie,

@@ -34,8 +34,9 @@ const std::vector<variable> table = {
      "this run's name, the same on every node and new for every run (default:\n"
      "io_init_comm makes one; slurm-JOB.STEP inside an srun step)"},
     {"IOFWD_NODES", count, {}, 1, 100000, {}, reader::client,
-     "nodes of the job, each with its own daemon (default: io_init_comm counts\n"
-     "them; SLURM_STEP_NUM_NODES inside an srun step; else 1)"},
+     "nodes of the job, each with its own daemon (default: io_init_comm and the\n"
+     "MPI shim count them; SLURM_STEP_NUM_NODES, else SLURM_NNODES, inside an\n"
+     "srun step; else 1)"},
     {"IOFWD_NODE", name, {}, 0, 0, {}, reader::both,
      "this node's name in the store (default: the short host name)", "--node", "NAME"},
     {"IOFWD_SESSION", text, {}, 0, 0, {}, reader::both,
