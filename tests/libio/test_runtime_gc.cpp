@@ -73,6 +73,19 @@ struct runtime_dir {
     }
 };
 
+// One cleaning of `d`: logs kept `age_s` seconds, the newest `keep` always.
+runtime_gc_report clean(const runtime_dir& d, long age_s, std::size_t keep, bool dry_run = false)
+{
+    runtime_gc_policy policy;
+    policy.log_age = std::chrono::seconds(age_s);
+    policy.keep_logs = keep;
+    policy.dry_run = dry_run;
+    runtime_gc_report r;
+    std::string why;
+    REQUIRE_FALSE(runtime_gc(d.paths, policy, r, why));
+    return r;
+}
+
 std::map<std::string, gc_action> actions(const runtime_gc_report& r)
 {
     std::map<std::string, gc_action> m;
@@ -95,11 +108,7 @@ TEST_CASE("finished sessions lose lock and socket, keep a young log; live ones k
     d.file("done.log", 60);
     d.file("old.log", 7200);  // its lock file went in an earlier cleaning
 
-    runtime_gc_policy policy;
-    policy.keep_logs = 0;
-    runtime_gc_report r;
-    std::string why;
-    REQUIRE_FALSE(runtime_gc(d.paths, policy, r, why));
+    const auto r = clean(d, 3600, 0);
     const auto a = actions(r);
     CHECK(a.size() == 7);
     CHECK(a.at("live.lock") == gc_action::kept_live);
@@ -131,12 +140,7 @@ TEST_CASE("the newest logs of finished sessions stay whatever their age", "[runt
     runtime_dir d;
     for (int i = 0; i < 12; ++i)
         d.file("job" + std::to_string(i) + ".log", 86400 + 100 * (12 - i));  // job11 newest
-    runtime_gc_policy policy;
-    policy.log_age = std::chrono::seconds(0);
-    policy.keep_logs = 8;
-    runtime_gc_report r;
-    std::string why;
-    REQUIRE_FALSE(runtime_gc(d.paths, policy, r, why));
+    const auto r = clean(d, 0, 8);
     for (int i = 0; i < 12; ++i) {
         INFO(i);
         CHECK(d.has("job" + std::to_string(i) + ".log") == (i >= 4));
@@ -163,12 +167,7 @@ TEST_CASE("only regular files and sockets of ours with a session's name are touc
     const bool root = ::geteuid() == 0;
     if (root)
         REQUIRE(::chown((d / "theirs.log").c_str(), 65534, 65534) == 0);
-    runtime_gc_policy policy;
-    policy.log_age = std::chrono::seconds(0);
-    policy.keep_logs = 0;
-    runtime_gc_report r;
-    std::string why;
-    REQUIRE_FALSE(runtime_gc(d.paths, policy, r, why));
+    const auto r = clean(d, 0, 0);
     const auto a = actions(r);
     for (const char* name : {"evil.log", "evil.lock", "fifo.sock", "dir.log", "mixed.lock",
                              "mixed.sock"}) {
@@ -199,12 +198,7 @@ TEST_CASE("a dry run decides the same and removes nothing", "[runtime-gc]")
     d.file("done.lock");
     d.socket("done.sock");
     d.file("done.log", 7200);
-    runtime_gc_policy policy;
-    policy.keep_logs = 0;
-    policy.dry_run = true;
-    runtime_gc_report r;
-    std::string why;
-    REQUIRE_FALSE(runtime_gc(d.paths, policy, r, why));
+    const auto r = clean(d, 3600, 0, true);
     CHECK(r.removed == 3);
     CHECK(d.has("done.lock"));
     CHECK(d.has("done.sock"));
