@@ -90,6 +90,10 @@ std::error_code load_settings(std::uint32_t nodes, const std::string& run, setti
     if (auto ec = config::get_seconds("IOFWD_FINALIZE_TIMEOUT", t, why))
         return ec;
     s.finalize_timeout = ms(t);
+    // Read by the launcher's cleaning of the runtime directory (runtime_gc),
+    // which must not fail a launch: a bad value is refused here instead.
+    if (auto ec = config::get_seconds("IOFWD_RUNTIME_LOG_AGE", t, why))
+        return ec;
     // The settings read elsewhere in the client, checked here so that a bad
     // value stops io_init rather than a later call.
     for (const char* name : {"IOFWD_STORE", "IOFWD_JOB", "IOFWD_NODE", "IOFWD_SESSION",
