@@ -79,7 +79,26 @@ run_checkpoint() {
     --expect-ranks "$ranks"
 }
 
+# What iofwd-srun hands srun (SRUN=echo): the shim's variables through
+# --export, merged into an --export of the user's among srun's options,
+# never into the program's arguments.
+check_wrapper() {
+  local lib vars got
+  lib=$(dirname "$iofwd_srun")/libiofwd_shim.so
+  vars="LD_PRELOAD=$lib,IOFWD_SHIM_PREFIXES=/p,IOFWD_SHIM_VERBOSE=0"
+  got=$(SRUN=echo IOFWD_SHIM_VERBOSE=0 "$iofwd_srun" --prefix /p -n 2 "$app" --export=x)
+  [ "$got" = "--export=ALL,$vars -n 2 $app --export=x" ] || fail "iofwd-srun made: $got"
+  got=$(SRUN=echo IOFWD_SHIM_VERBOSE=0 "$iofwd_srun" --prefix /p --export FOO=1 -n 2 "$app")
+  [ "$got" = "--export=FOO=1,$vars -n 2 $app" ] || fail "iofwd-srun made: $got"
+  got=$(SRUN=echo IOFWD_SHIM_VERBOSE=0 "$iofwd_srun" --prefix /p --export=NONE "$app")
+  [ "$got" = "--export=$vars $app" ] || fail "iofwd-srun made: $got"
+  if SRUN=echo "$iofwd_srun" --prefix /p,q "$app" 2>/dev/null; then
+    fail "iofwd-srun passed a prefix with a comma"
+  fi
+}
+
 run_shim() {
+  check_wrapper
   mkdir -p "$work/plain" "$work/shim" "$work/outside-plain" "$work/outside"
   # Without the shim, MPICH 4.0 alone can hang in MPI_Finalize over tcp (two
   # nodes; see finalize_progress.cpp): libiofwd preloaded carries the remedy,
