@@ -201,6 +201,16 @@ int main(int argc, char** argv)
     }
     const double init_s = now() - t_init;
     const std::string node_name = io_node_name();
+    // Which daemon serves this rank: its binary, while it surely runs.
+    const int daemon_pid = io_daemon_pid();
+    std::string daemon_exe = "?";
+    {
+        char link[64], target[4096];
+        std::snprintf(link, sizeof link, "/proc/%d/exe", daemon_pid);
+        const ssize_t n = readlink(link, target, sizeof target - 1);
+        if (n > 0)
+            daemon_exe.assign(target, static_cast<std::size_t>(n));
+    }
 
     std::uint64_t restarted_from = 0;
     if (a.restart) {
@@ -295,6 +305,8 @@ int main(int argc, char** argv)
             std::printf("  restart            from v%llu, complete job-wide, every rank's bytes read back and verified\n",
                         static_cast<unsigned long long>(restarted_from));
         std::printf("  nodes              %d (each with its own daemon)\n", nodes);
+        std::printf("  daemon             pid %d, %s (rank 0's)\n", daemon_pid,
+                    daemon_exe.c_str());
         std::printf("  store              %s\n", io_store_location());
         std::fflush(stdout);
     }

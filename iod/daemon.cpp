@@ -28,6 +28,7 @@
 #include "format.hpp"
 #include "log.hpp"
 #include "session.hpp"
+#include "start_report.hpp"
 #include "transfer.hpp"
 #include "store/catalog.hpp"
 
@@ -88,15 +89,15 @@ std::error_code daemon::take_lock(std::string& why)
         ::fcntl(lock_.get(), F_SETFD, FD_CLOEXEC);
         return {};
     }
-    if (auto ec = open_runtime_file(paths_, paths_.lock_name, O_RDWR | O_CREAT, lock_, why))
+    // try_lock_session: a finished session's lock file may be removed by a
+    // cleaner (runtime_gc.hpp) between our open and our flock.
+    bool held = false;
+    if (auto ec = try_lock_session(paths_, lock_, held, why))
         return ec;
-    if (::flock(lock_.get(), LOCK_EX | LOCK_NB) != 0) {
-        const auto ec = last_system_error();
-        why = errno == EWOULDBLOCK
-                  ? fmt::format("another iod already serves session {} (lock {} is held)",
-                                paths_.session, paths_.lock)
-                  : fmt::format("cannot lock {}: {}", paths_.lock, ec.message());
-        return errno == EWOULDBLOCK ? make_error_code(errc::rank_in_use) : ec;
+    if (!held) {
+        why = fmt::format("another iod already serves session {} (lock {} is held)",
+                          paths_.session, paths_.lock);
+        return make_error_code(errc::rank_in_use);
     }
     return {};
 }
@@ -125,6 +126,14 @@ std::error_code daemon::listen(std::string& why)
 
 std::error_code daemon::start(std::string& why)
 {
+    {
+        // Which binary serves: after an upgrade or a rebuild, the log says
+        // whether a job ran the iod installed with its library.
+        char exe[4096];
+        const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+        log_info("iod {} at {}", IOFWD_VERSION, n > 0 ? std::string(exe, static_cast<std::size_t>(n))
+                                                      : std::string("(unknown path)"));
+    }
     if (!opts_.runtime_dir.empty())
         ::setenv("IOFWD_RUNTIME_DIR", opts_.runtime_dir.c_str(), 1);
     if (opts_.runtime_fd >= 0) {
@@ -228,8 +237,8 @@ std::error_code daemon::start(std::string& why)
              staging_.total() / staging_.slot_size(), human_bytes(staging_.slot_size()),
              opts_.flush_threads, opts_.pull_threads, opts_.auto_exit ? " auto-exit" : "");
     if (opts_.ready_fd >= 0) {
-        static constexpr char ready[] = "ready\n";
-        [[maybe_unused]] auto n = ::write(opts_.ready_fd, ready, sizeof ready - 1);
+        const std::string ready = start_ready_line();
+        [[maybe_unused]] auto n = ::write(opts_.ready_fd, ready.data(), ready.size());
         ::close(opts_.ready_fd);
         opts_.ready_fd = -1;
     }

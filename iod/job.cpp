@@ -95,6 +95,9 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
         run_ = m.run;
         ranks_ = m.ranks;
         nodes_ = m.nodes;
+        log_info("job {}{}: {} rank{} on this node, {} node{} in the job{}", name_,
+                 run_.empty() ? std::string() : " run " + run_, ranks_, ranks_ == 1 ? "" : "s",
+                 nodes_, nodes_ == 1 ? "" : "s", files_only ? " (files through the MPI shim)" : "");
         ranks_state_.assign(ranks_, rank_state::absent);
         versions_.clear();
         first_version_ = first;

@@ -42,14 +42,17 @@ bool log_open(const char* path)
     const int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
                           0600);
     if (fd < 0) {
+        const int err = errno;
         std::fprintf(stderr, "iod: cannot open log %s: %s\n", path,
-                     errno == ELOOP ? "it is a symlink" : std::strerror(errno));
+                     err == ELOOP ? "it is a symlink" : std::strerror(err));
+        errno = err;
         return false;
     }
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
         std::fprintf(stderr, "iod: log %s is not a regular file of yours; refusing it\n", path);
         ::close(fd);
+        errno = EACCES;
         return false;
     }
     ::fcntl(fd, F_SETFL, O_APPEND);

@@ -14,7 +14,8 @@ void log_level(level least);
 // "debug", "info", "warn", "error" -> the level; false for anything else.
 bool parse_level(std::string_view text, level& out);
 
-// nullptr: stderr. False (and a line on stderr) when the file cannot be used.
+// nullptr: stderr. False (a line on stderr, errno set: EACCES for a file that
+// is not a regular file of ours) when the file cannot be used.
 bool log_open(const char* path);
 void log_line(level lv, std::string_view text);
 

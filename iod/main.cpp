@@ -2,8 +2,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include <utility>  // before Asio (Boost 1.74 needs it)
@@ -11,9 +13,11 @@
 #include <fmt/format.h>
 
 #include "daemon.hpp"
+#include "errors.hpp"
 #include "log.hpp"
 #include "options.hpp"
 #include "peer_check.hpp"
+#include "start_report.hpp"
 #include "sys.hpp"
 
 int main(int argc, char** argv)
@@ -22,10 +26,20 @@ int main(int argc, char** argv)
     // The daemon's sacrificial checker of peers' UCX addresses (peer_check.hpp).
     if (argc == 3 && std::string(argv[1]) == "--check-peer-fd")
         return run_peer_check(std::atoi(argv[2]));
+    // The launching rank waits for one line on --ready-fd (start_report.hpp):
+    // "ready", or the errno of what kept the daemon from starting and why.
+    auto fail_start = [](int ready_fd, int code, const std::string& why) {
+        if (ready_fd >= 0) {
+            const std::string line = iofwd::start_error_line(code, why);
+            [[maybe_unused]] auto n = ::write(ready_fd, line.data(), line.size());
+        }
+        return 2;
+    };
     options opts;
-    switch (parse_options(argc, argv, opts)) {
+    std::string why;
+    switch (parse_options(argc, argv, opts, &why)) {
     case parse_result::exit_ok: return 0;
-    case parse_result::exit_error: return 2;
+    case parse_result::exit_error: return fail_start(ready_fd_in(argc, argv), EINVAL, why);
     case parse_result::run: break;
     }
     ::signal(SIGPIPE, SIG_IGN);
@@ -33,32 +47,24 @@ int main(int argc, char** argv)
     if (level lv{}; parse_level(opts.log_level, lv))
         log_level(lv);
     if (!log_open(opts.log.empty() ? nullptr : opts.log.c_str())) {
-        if (ready_fd >= 0) {
-            const std::string line = "error: cannot use the log file " + opts.log + "\n";
-            [[maybe_unused]] auto n = ::write(ready_fd, line.data(), line.size());
-        }
-        return 2;
+        const int code = errno;
+        return fail_start(ready_fd, code,
+                          fmt::format("cannot use the log file {}: {}", opts.log,
+                                      code == ELOOP ? "it is a symlink" : std::strerror(code)));
     }
-
-    auto fail_start = [&](const std::string& why) {
-        log_error("cannot start: {}", why);
-        if (ready_fd >= 0) {
-            // The launching rank reads this and puts it in its error message.
-            const std::string line = "error: " + why + "\n";
-            [[maybe_unused]] auto n = ::write(ready_fd, line.data(), line.size());
-        }
-        return 2;
+    auto start_failed = [&](std::error_code ec, const std::string& text) {
+        log_error("cannot start: {}", text);
+        return fail_start(ready_fd, iofwd::to_errno(ec), text);
     };
-    std::string why;
     if (!iofwd::sys::inject_from_env(why))
-        return fail_start(why);
+        return start_failed(iofwd::make_error_code(iofwd::errc::invalid_argument), why);
 
     boost::asio::io_context loop(1);
     int status = 0;
     {
         iofwd::iod::daemon d(loop, opts);
         if (auto ec = d.start(why))
-            return fail_start(why);
+            return start_failed(ec, why);
         loop.run();
         status = d.exit_status();
     }

@@ -124,22 +124,33 @@ const std::vector<option_def>& table()
     return defs;
 }
 
-// Checks and applies one value; false and a sentence on stderr when bad.
-// `flag` is how the value was given: empty for the environment.
-bool apply(const option_def& d, options& o, std::string_view value, std::string_view flag)
+// A bad option: its sentence on stderr (the log of a launched daemon) and in
+// `why`, for the launching rank (main.cpp sends it on the ready descriptor).
+void refuse(std::string* why, std::string text)
 {
-    std::string why;
-    if (d.var && !config::check(*d.var, value, why, flag)) {
-        fmt::print(stderr, "iod: {}\n", why);
+    fmt::print(stderr, "iod: {}\n", text);
+    if (why)
+        *why = std::move(text);
+}
+
+// Checks and applies one value; false and a sentence when bad.
+// `flag` is how the value was given: empty for the environment.
+bool apply(const option_def& d, options& o, std::string_view value, std::string_view flag,
+           std::string* why)
+{
+    std::string bad;
+    if (d.var && !config::check(*d.var, value, bad, flag)) {
+        refuse(why, std::move(bad));
         return false;
     }
     if (!d.set(o, value)) {
         const std::string_view shown = flag.empty() && d.var ? d.var->name : d.flag;
-        fmt::print(stderr, "iod: {} '{}' is not {}\n", shown, value,
-                   d.var && d.var->name == "IOFWD_PORT_RANGE" ? "LO-HI with 0 < LO <= HI < 65536"
-                   : d.var && d.var->name == "IOFWD_MAILBOX_SIZE"
-                       ? "0, or at least 4K and a multiple of 64"
-                       : "a usable value");
+        refuse(why, fmt::format("{} '{}' is not {}", shown, value,
+                                d.var && d.var->name == "IOFWD_PORT_RANGE"
+                                    ? "LO-HI with 0 < LO <= HI < 65536"
+                                : d.var && d.var->name == "IOFWD_MAILBOX_SIZE"
+                                    ? "0, or at least 4K and a multiple of 64"
+                                    : "a usable value"));
         return false;
     }
     return true;
@@ -181,14 +192,14 @@ void print_help(FILE* out)
 
 }  // namespace
 
-parse_result parse_options(int argc, char** argv, options& out)
+parse_result parse_options(int argc, char** argv, options& out, std::string* why)
 {
     options o;
     for (const auto& d : table()) {
         if (!d.var)
             continue;
         const char* v = std::getenv(std::string(d.var->name).c_str());
-        if (v && *v && !apply(d, o, v, {}))
+        if (v && *v && !apply(d, o, v, {}, why))
             return parse_result::exit_error;
     }
     for (int i = 1; i < argc; ++i) {
@@ -213,17 +224,17 @@ parse_result parse_options(int argc, char** argv, options& out)
             if (a == d.flag)
                 def = &d;
         if (!def) {
-            fmt::print(stderr, "iod: unknown option '{}' (see iod --help)\n", argv[i]);
+            refuse(why, fmt::format("unknown option '{}' (see iod --help)", argv[i]));
             return parse_result::exit_error;
         }
         if (!def->arg.empty() && !has_value) {
             if (i + 1 >= argc) {
-                fmt::print(stderr, "iod: option {} needs a value ({})\n", def->flag, def->arg);
+                refuse(why, fmt::format("option {} needs a value ({})", def->flag, def->arg));
                 return parse_result::exit_error;
             }
             value = argv[++i];
         }
-        if (!apply(*def, o, value, def->flag))
+        if (!apply(*def, o, value, def->flag, why))
             return parse_result::exit_error;
     }
     if (o.node.empty())
@@ -233,12 +244,25 @@ parse_result parse_options(int argc, char** argv, options& out)
     if (o.idle_timeout < 0)
         o.idle_timeout = o.auto_exit ? 300 : 0;
     if (o.chunk_bytes > o.staging_bytes) {
-        fmt::print(stderr, "iod: chunk size {} is larger than the staging size {}\n",
-                   human_bytes(o.chunk_bytes), human_bytes(o.staging_bytes));
+        refuse(why, fmt::format("chunk size {} is larger than the staging size {}",
+                                human_bytes(o.chunk_bytes), human_bytes(o.staging_bytes)));
         return parse_result::exit_error;
     }
     out = std::move(o);
     return parse_result::run;
+}
+
+int ready_fd_in(int argc, char** argv)
+{
+    for (int i = 1; i < argc; ++i) {
+        std::string_view a = argv[i];
+        int fd = -1;
+        if (a == "--ready-fd" && i + 1 < argc && to_fd(argv[i + 1], fd))
+            return fd;
+        if (a.rfind("--ready-fd=", 0) == 0 && to_fd(a.substr(11), fd))
+            return fd;
+    }
+    return -1;
 }
 
 }  // namespace iofwd::iod

@@ -39,7 +39,12 @@ struct options {
 enum class parse_result { run, exit_ok, exit_error };
 
 // Fills `out`; on --help/--version prints to stdout and returns exit_ok; on a
-// bad option prints a sentence to stderr and returns exit_error.
-parse_result parse_options(int argc, char** argv, options& out);
+// bad option prints a sentence to stderr, puts it in `*why` too (when given)
+// and returns exit_error.
+parse_result parse_options(int argc, char** argv, options& out, std::string* why = nullptr);
+
+// The descriptor of --ready-fd in argv (-1 when absent or not a number): the
+// launching rank waits on it even when the other options are bad.
+int ready_fd_in(int argc, char** argv);
 
 }  // namespace iofwd::iod

@@ -3,6 +3,7 @@
 // the C MPI_Init, which the shim already wraps).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <set>
@@ -85,18 +86,25 @@ void attach()
                                  "forwarded\n");
         return;
     }
-    // The ranks of this job on this node share one daemon.
+    // The ranks of this job on this node share one daemon; the job's nodes
+    // are counted here, as io_init_comm does, rather than taken from the
+    // environment (IOFWD_NODES, Slurm's), which a launcher may not set.
     MPI_Comm node = MPI_COMM_NULL;
-    int rank = 0, ranks = 1;
+    int rank = 0, ranks = 1, nodes = 0;
     if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
         MPI_SUCCESS) {
         PMPI_Comm_rank(node, &rank);
         PMPI_Comm_size(node, &ranks);
         PMPI_Comm_free(&node);
+        int leader = rank == 0 ? 1 : 0;
+        if (PMPI_Allreduce(&leader, &nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS)
+            nodes = 0;
     }
     const bool blocking = env_or("IOFWD_SHIM_POLL", "0") == "0";
+    iofwd::client::run_info run;
+    run.nodes = static_cast<std::uint32_t>(std::max(nodes, 0));
     const auto ec = s.conn.init_files(static_cast<std::uint32_t>(rank),
-                                      static_cast<std::uint32_t>(ranks), blocking);
+                                      static_cast<std::uint32_t>(ranks), blocking, run);
     // Every rank forwards or none does: what the shim adds to collective
     // calls (the barrier of a reopened file) must happen on all of them. A
     // rank that cannot reach its daemon turns forwarding off for the job.

@@ -4,7 +4,8 @@
 # gfortran, libhdf5-mpich-dev and hdf5-tools serve the MPI shim's tests:
 # Fortran and parallel HDF5 programs run with and without it, compared by h5diff;
 # clang-15 and libfuzzer-15-dev build the libFuzzer harnesses of tests/fuzz, see
-# scripts/fuzz.sh.)
+# scripts/fuzz.sh; slurm-wlm and munge are the real Slurm the `slurm` test suite
+# starts and stops itself, scripts/slurm.sh; their packages start no service.)
 # Non-interactive and idempotent: running it twice installs nothing the second time.
 #
 #   scripts/setup.sh            build + test dependencies
@@ -18,7 +19,8 @@ pkgs=(g++ meson ninja-build pkg-config
       libboost-dev libfmt-dev catch2
       gnuplot-nox
       gfortran libhdf5-mpich-dev hdf5-tools
-      clang-15 libfuzzer-15-dev)
+      clang-15 libfuzzer-15-dev
+      slurm-wlm munge)
 for arg in "$@"; do
   case "$arg" in
     --ceph) pkgs+=(ceph-mon ceph-mgr ceph-osd ceph-common librados-dev libradospp-dev) ;;

@@ -4,7 +4,8 @@
 #     with real iod and UCX processes; mpiexec; the MPI shim with unmodified
 #     MPI-IO, HDF5 and Fortran programs; the multi-node tests on a simulated
 #     cluster of network namespaces; a chaos run; the rados store against a
-#     real throwaway Ceph cluster);
+#     real throwaway Ceph cluster; a program built against a temporary
+#     install; jobs under a real throwaway Slurm, scripts/slurm.sh);
 #  2. the same suites under AddressSanitizer + UndefinedBehaviorSanitizer and
 #     the threaded ones under ThreadSanitizer (scripts/sanitize.sh says which);
 #  3. the libFuzzer harnesses, 60 s each (scripts/fuzz.sh).

@@ -291,10 +291,11 @@ std::error_code client::write(std::uint64_t len, std::uint64_t& version)
     return writer_.write(buffer_, len, memory_.get(), version);
 }
 
-std::error_code client::init_files(std::uint32_t rank, std::uint32_t ranks, bool blocking)
+std::error_code client::init_files(std::uint32_t rank, std::uint32_t ranks, bool blocking,
+                                  const run_info& run)
 {
     files_only_ = true;
-    return init(nullptr, 0, rank, ranks, nullptr, blocking);
+    return init(nullptr, 0, rank, ranks, nullptr, blocking, run);
 }
 
 std::error_code client::file_open(std::uint64_t file, const std::string& path)

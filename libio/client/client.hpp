@@ -77,7 +77,10 @@ public:
     // files are written (protocol.hpp: FILE_*). `file` is the caller's
     // nonzero number for an open file; writes return once the daemon holds
     // the bytes.
-    std::error_code init_files(std::uint32_t rank, std::uint32_t ranks, bool blocking);
+    // `run.nodes`: the job's nodes when the caller knows them (the shim
+    // counts them over MPI_COMM_WORLD), else 0 for the environment's.
+    std::error_code init_files(std::uint32_t rank, std::uint32_t ranks, bool blocking,
+                               const run_info& run = {});
     std::error_code file_open(std::uint64_t file, const std::string& path);
     std::error_code file_write(std::uint64_t file, std::uint64_t offset, const void* data,
                                std::uint64_t len);

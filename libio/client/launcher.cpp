@@ -22,6 +22,9 @@
 #include <fmt/format.h>
 
 #include "errors.hpp"
+#include "iod_binary.hpp"
+#include "runtime_gc.hpp"
+#include "start_report.hpp"
 
 extern char** environ;
 
@@ -29,17 +32,6 @@ namespace iofwd::client {
 namespace {
 
 using clock = std::chrono::steady_clock;
-
-std::string iod_path()
-{
-    if (const char* v = std::getenv("IOFWD_IOD"); v && *v)
-        return v;
-    if (::access(IOFWD_IOD_BUILD_PATH, X_OK) == 0)
-        return IOFWD_IOD_BUILD_PATH;
-    if (::access(IOFWD_IOD_INSTALL_PATH, X_OK) == 0)
-        return IOFWD_IOD_INSTALL_PATH;
-    return "iod";
-}
 
 // The last lines of the daemon's log, for an error message.
 std::string log_tail(const runtime_paths& paths)
@@ -78,13 +70,16 @@ std::error_code spawn_daemon(const runtime_paths& paths, char** daemon_args, int
 {
     std::vector<std::string> args;
     bool has_log = false;
+    std::string how = "io_init's daemon_args";
     if (daemon_args && daemon_args[0]) {
         for (char** a = daemon_args; *a; ++a) {
             args.emplace_back(*a);
             has_log = has_log || std::string_view(*a).rfind("--log", 0) == 0;
         }
     } else {
-        args.push_back(iod_path());
+        auto iod = choose_iod();
+        args.push_back(std::move(iod.path));
+        how = std::move(iod.how);
     }
     for (const char* a : {"--auto-exit", "--session"})
         args.emplace_back(a);
@@ -138,9 +133,10 @@ std::error_code spawn_daemon(const runtime_paths& paths, char** daemon_args, int
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     if (rc != 0) {
-        why = fmt::format("cannot start daemon '{}': {} (set IOFWD_IOD to the iod binary)", argv[0],
-                          std::strerror(rc));
-        return make_error_code(errc::daemon_launch_failed);
+        // posix_spawn's own error (ENOENT, EACCES...) is the cause.
+        why = fmt::format("cannot start daemon '{}' ({}): {} (set IOFWD_IOD to the iod binary)",
+                          argv[0], how, std::strerror(rc));
+        return {rc, std::system_category()};
     }
     out = pid;
     return {};
@@ -176,18 +172,19 @@ std::error_code await_ready(int ready_fd, pid_t child, const runtime_paths& path
             if (line.find('\n') == std::string::npos)
                 continue;
         }
-        if (line.rfind("ready\n", 0) == 0)
+        start_report report;
+        const bool said = parse_start_line(line.substr(0, line.find('\n') + 1), report);
+        if (said && report.ready)
             return {};
         int status = 0;
         ::waitpid(child, &status, 0);
-        if (line.rfind("error: ", 0) == 0) {
-            while (!line.empty() && line.back() == '\n')
-                line.pop_back();
-            why = fmt::format("the daemon could not start: {} (log {})", line.substr(7), paths.log);
-        } else {
-            why = fmt::format("the daemon (pid {}) {} while starting; its log {} says: {}", child,
-                              describe_status(status), paths.log, log_tail(paths));
+        if (said) {
+            // The daemon's errno of the cause, and its own sentence.
+            why = fmt::format("the daemon could not start: {} (log {})", report.why, paths.log);
+            return {report.code, std::system_category()};
         }
+        why = fmt::format("the daemon (pid {}) {} while starting; its log {} says: {}", child,
+                          describe_status(status), paths.log, log_tail(paths));
         return make_error_code(errc::daemon_launch_failed);
     }
 }
@@ -237,9 +234,6 @@ std::error_code attach_or_launch(const runtime_paths& paths, char** daemon_args,
                                  std::string& why)
 {
     const auto deadline = clock::now() + timeout;
-    unique_fd lock;
-    if (auto ec = open_runtime_file(paths, paths.lock_name, O_RDWR | O_CREAT, lock, why))
-        return ec;
     auto backoff = std::chrono::milliseconds(1);
     for (;;) {
         unique_fd sock;
@@ -256,9 +250,23 @@ std::error_code attach_or_launch(const runtime_paths& paths, char** daemon_args,
                               cec.message());
             return make_error_code(errc::permission_denied);
         }
-        if (::flock(lock.get(), LOCK_EX | LOCK_NB) == 0) {
-            // Nobody serves this session: we launch. Move both descriptors above
-            // the numbers the child will use, so the dup2s cannot collide.
+        unique_fd lock;
+        bool won = false;
+        if (auto ec = try_lock_session(paths, lock, won, why))
+            return ec;
+        if (won) {
+            // Nobody serves this session: we launch. First the runtime
+            // directory loses what finished sessions left (runtime_gc.hpp;
+            // ours is live: we hold its lock). Best effort: a failure here
+            // must not stop the job.
+            runtime_gc_policy policy;
+            std::string gc_why;
+            if (!runtime_gc_policy_from_env(policy, gc_why)) {
+                runtime_gc_report gc_report;
+                runtime_gc(paths, policy, gc_report, gc_why);
+            }
+            // Move the descriptors above the numbers the child will use, so
+            // the dup2s cannot collide.
             int pipefd[2];
             if (::pipe2(pipefd, O_CLOEXEC) != 0) {
                 const auto ec = last_system_error();

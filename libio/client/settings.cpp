@@ -37,12 +37,21 @@ std::error_code load_settings(std::uint32_t nodes, const std::string& run, setti
         s.nodes = nodes;
     } else if (n) {
         s.nodes = static_cast<std::uint32_t>(n);
-    } else if (const char* v = std::getenv("SLURM_STEP_NUM_NODES"); v && *v && in_srun_step()) {
-        if (!config::parse_count(v, n) || n == 0 || n > 100000) {
-            why = fmt::format("SLURM_STEP_NUM_NODES='{}' is not a number of nodes", v);
-            return make_error_code(errc::invalid_argument);
+    } else if (in_srun_step()) {
+        // The step's nodes; SLURM_NNODES (the allocation's) only where Slurm
+        // does not set the step's. Outside a step (hydra inside an
+        // allocation) neither says how many nodes the job's ranks are on.
+        for (const char* name : {"SLURM_STEP_NUM_NODES", "SLURM_NNODES"}) {
+            const char* v = std::getenv(name);
+            if (!v || !*v)
+                continue;
+            if (!config::parse_count(v, n) || n == 0 || n > 100000) {
+                why = fmt::format("{}='{}' is not a number of nodes", name, v);
+                return make_error_code(errc::invalid_argument);
+            }
+            s.nodes = static_cast<std::uint32_t>(n);
+            break;
         }
-        s.nodes = static_cast<std::uint32_t>(n);
     }
     if (s.nodes > 100000) {
         why = fmt::format("{} nodes is not a plausible job", s.nodes);
@@ -81,6 +90,10 @@ std::error_code load_settings(std::uint32_t nodes, const std::string& run, setti
     if (auto ec = config::get_seconds("IOFWD_FINALIZE_TIMEOUT", t, why))
         return ec;
     s.finalize_timeout = ms(t);
+    // Read by the launcher's cleaning of the runtime directory (runtime_gc),
+    // which must not fail a launch: a bad value is refused here instead.
+    if (auto ec = config::get_seconds("IOFWD_RUNTIME_LOG_AGE", t, why))
+        return ec;
     if (auto ec = config::get_text("IOFWD_STORE", s.store, why))
         return ec;
     if (s.store.empty())

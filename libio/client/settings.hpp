@@ -25,8 +25,8 @@ struct settings {
 };
 
 // Reads the environment. `nodes` and `run` from the program win over it
-// (0 and empty: IOFWD_NODES, else SLURM_STEP_NUM_NODES inside an srun step,
-// else 1; IOFWD_RUN, else slurm-<job>.<step> inside a step). A bad value is
+// (0 and empty: IOFWD_NODES, else SLURM_STEP_NUM_NODES (or SLURM_NNODES)
+// inside an srun step, else 1; IOFWD_RUN, else slurm-<job>.<step> inside a step). A bad value is
 // errc::invalid_argument with a sentence in `why`.
 std::error_code load_settings(std::uint32_t nodes, const std::string& run, settings& out,
                               std::string& why);

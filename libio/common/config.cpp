@@ -34,8 +34,9 @@ const std::vector<variable> table = {
      "this run's name, the same on every node and new for every run (default:\n"
      "io_init_comm makes one; slurm-JOB.STEP inside an srun step)"},
     {"IOFWD_NODES", count, {}, 1, 100000, {}, reader::client,
-     "nodes of the job, each with its own daemon (default: io_init_comm counts\n"
-     "them; SLURM_STEP_NUM_NODES inside an srun step; else 1)"},
+     "nodes of the job, each with its own daemon (default: io_init_comm and the\n"
+     "MPI shim count them; SLURM_STEP_NUM_NODES, else SLURM_NNODES, inside an\n"
+     "srun step; else 1)"},
     {"IOFWD_NODE", name, {}, 0, 0, {}, reader::both,
      "this node's name in the store (default: the short host name)", "--node", "NAME"},
     {"IOFWD_SESSION", text, {}, 0, 0, {}, reader::both,
@@ -46,6 +47,11 @@ const std::vector<variable> table = {
      "private directory for socket, lock and log (default $XDG_RUNTIME_DIR/iofwd\n"
      "or /tmp/iofwd-UID)",
      "--runtime-dir", "DIR"},
+    {"IOFWD_RUNTIME_LOG_AGE", seconds, "3600", 0, 1e9, {}, reader::client,
+     "seconds a finished daemon's log stays in the runtime directory at least;\n"
+     "older ones are removed by the next rank that launches a daemon (and by\n"
+     "`iofwd gc`), except the newest 8. Finished sessions' lock files and\n"
+     "sockets go at once"},
     // Waiting.
     {"IOFWD_LAUNCH_TIMEOUT", seconds, "30", 0.1, 86400, {}, reader::client,
      "seconds io_init waits to find or start the daemon"},

@@ -75,7 +75,10 @@ int runtime_to_errno(errc e)
     case errc::invalid_argument: return EINVAL;
     case errc::too_large: return EFBIG;
     case errc::daemon_gone: return ECONNRESET;
-    case errc::daemon_launch_failed: return ECHILD;
+    // A daemon that could not start says why with the cause's errno
+    // (start_report.hpp), which io_init returns; this is only for one that
+    // died or exited without a word.
+    case errc::daemon_launch_failed: return EIO;
     case errc::daemon_timeout: return ETIMEDOUT;
     case errc::daemon_failed: return EIO;
     case errc::protocol_error: return EPROTO;

@@ -19,7 +19,7 @@ enum class errc : int {
     invalid_argument,      // bad length, bad rank, bad option
     too_large,             // a length over the registered buffer or a limit
     daemon_gone,           // the daemon's control connection broke
-    daemon_launch_failed,  // iod could not be started or exited during start
+    daemon_launch_failed,  // iod died or exited during start without saying why
     daemon_timeout,        // no daemon became ready in time
     daemon_failed,         // the daemon exited with an error
     protocol_error,        // a malformed message

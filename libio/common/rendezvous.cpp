@@ -1,6 +1,7 @@
 #include "rendezvous.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -166,25 +167,34 @@ std::error_code adopt_runtime(int raw_fd, const std::string& dir, const std::str
     if (auto ec = check_private_dir(fd->get(), dir, why))
         return ec;
 
-    runtime_paths p;
-    p.dir_fd = std::move(fd);
-    p.dir = dir;
-    p.session = sanitize(session);
+    runtime_paths d;
+    d.dir_fd = std::move(fd);
+    d.dir = dir;
+    std::string name = sanitize(session);
     // sockaddr_un holds 108 bytes: "/proc/self/fd/N/" + session + ".sock" + NUL.
-    if (p.session.size() > 72) {
+    if (name.size() > 72) {
         std::uint64_t h = 1469598103934665603ull;
-        for (unsigned char c : p.session)
+        for (unsigned char c : name)
             h = (h ^ c) * 1099511628211ull;
-        p.session = fmt::format("s{:016x}", h);
+        name = fmt::format("s{:016x}", h);
     }
+    out = session_paths(d, name);
+    return {};
+}
+
+runtime_paths session_paths(const runtime_paths& dir, const std::string& session)
+{
+    runtime_paths p;
+    p.dir_fd = dir.dir_fd;
+    p.dir = dir.dir;
+    p.session = session;
     p.socket_name = p.session + ".sock";
     p.lock_name = p.session + ".lock";
     p.log_name = p.session + ".log";
-    p.socket = dir + "/" + p.socket_name;
-    p.lock = dir + "/" + p.lock_name;
-    p.log = dir + "/" + p.log_name;
-    out = std::move(p);
-    return {};
+    p.socket = p.dir + "/" + p.socket_name;
+    p.lock = p.dir + "/" + p.lock_name;
+    p.log = p.dir + "/" + p.log_name;
+    return p;
 }
 
 std::error_code open_runtime_file(const runtime_paths& p, const std::string& name, int flags,
@@ -207,6 +217,42 @@ std::error_code open_runtime_file(const runtime_paths& p, const std::string& nam
     ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
     out = std::move(fd);
     return {};
+}
+
+std::error_code try_lock_session(const runtime_paths& p, unique_fd& out, bool& held,
+                                 std::string& why)
+{
+    // A cleaner removes a lock file only while holding its lock, so after
+    // a few rounds the file at the path is one nobody is removing.
+    for (int attempt = 0; attempt < 100; ++attempt) {
+        unique_fd fd;
+        if (auto ec = open_runtime_file(p, p.lock_name, O_RDWR | O_CREAT, fd, why))
+            return ec;
+        int rc;
+        do {
+            rc = ::flock(fd.get(), LOCK_EX | LOCK_NB);
+        } while (rc != 0 && errno == EINTR);
+        if (rc != 0) {
+            if (errno != EWOULDBLOCK) {
+                const auto ec = last_system_error();
+                why = fmt::format("cannot lock {}: {}", p.lock, ec.message());
+                return ec;
+            }
+            held = false;
+            return {};
+        }
+        struct stat mine {}, there {};
+        if (::fstat(fd.get(), &mine) == 0 &&
+            ::fstatat(p.dir_fd->get(), p.lock_name.c_str(), &there, AT_SYMLINK_NOFOLLOW) == 0 &&
+            mine.st_dev == there.st_dev && mine.st_ino == there.st_ino) {
+            out = std::move(fd);
+            held = true;
+            return {};
+        }
+        // Removed (or replaced) under us: that lock protects nothing.
+    }
+    why = fmt::format("the lock file {} keeps being replaced", p.lock);
+    return make_error_code(errc::rank_in_use);
 }
 
 }  // namespace iofwd

@@ -10,6 +10,9 @@
 //
 // A session is one job on one node. By default it is "<node>-<parent pid>":
 // the ranks that one mpiexec proxy starts on a node share their parent.
+// Since that name is new for every job, finished sessions' files are removed
+// by runtime_gc (runtime_gc.hpp) under the session's own lock; whoever takes
+// a lock uses try_lock_session, which notices a lock file removed under it.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -60,11 +63,23 @@ std::error_code open_runtime(const std::string& session, runtime_paths& out, std
 std::error_code adopt_runtime(int fd, const std::string& dir, const std::string& session,
                               runtime_paths& out, std::string& why);
 
+// The files of session `session` (a name as found in the directory: not
+// shortened again) in the directory `dir` is already open on.
+runtime_paths session_paths(const runtime_paths& dir, const std::string& session);
+
 // A file of the runtime directory, opened by name through its descriptor
 // with `flags` (plus O_NOFOLLOW, O_NONBLOCK and O_CLOEXEC; O_CREAT makes it
 // 0600): refused unless it is a regular file of ours.
 std::error_code open_runtime_file(const runtime_paths& p, const std::string& name, int flags,
                                   unique_fd& out, std::string& why);
+
+// Takes the session's lock without waiting: opens <session>.lock (creating
+// it) and flocks it. `held` is false when another open file holds the lock.
+// A lock file removed or replaced between the open and the flock (runtime_gc
+// removes a finished session's lock file while holding its lock) is opened
+// again, so the lock held is always that of the file at the path.
+std::error_code try_lock_session(const runtime_paths& p, unique_fd& out, bool& held,
+                                 std::string& why);
 
 // Names must be safe as file names: letters, digits, '.', '_', '-'; not empty,
 // not starting with '.'.

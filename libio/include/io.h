@@ -46,8 +46,8 @@ IO_API int io_init(void *buffer, uint64_t len, uint32_t rank, uint32_t ranks,
  * told explicitly instead of through the environment. io_init_comm (io_mpi.h)
  * calls it with what it learns from a communicator.
  *
- *   nodes   the job's nodes; 0: IOFWD_NODES, else SLURM_STEP_NUM_NODES inside
- *           an srun step, else 1
+ *   nodes   the job's nodes; 0: IOFWD_NODES, else SLURM_STEP_NUM_NODES (or
+ *           SLURM_NNODES) inside an srun step, else 1
  *   run     this run's name, the same string on every node and new for every
  *           run (io_new_run_name); NULL: IOFWD_RUN, else "slurm-<job>.<step>"
  *           inside an srun step, else none

@@ -47,17 +47,18 @@ rados -c "$conf" -p iofwd get "$piece" "$work/complete"
 grep -q "^nodes 1$" "$work/complete" || fail "COMPLETE record malformed"
 ! grep -q "\.tmp" "$work/objects" || fail "temporary objects left behind"
 
-# 3. Errors at io_init, in words: a pool that does not exist, a wrong key.
+# 3. Errors at io_init, in words and with the cause's errno: a pool that does
+#    not exist (ENOENT), a wrong key (EACCES).
 out=$(IOFWD_STORE=rados:nopool IOFWD_SESSION=bad1 timeout 60 "$rank_client" --rank 0 --ranks 1 \
   --size 4096 || true)
 echo "$out"
-echo "$out" | grep -q "^init 10$" || fail "missing pool: expected io_init to fail with ECHILD"
+echo "$out" | grep -q "^init 2$" || fail "missing pool: expected io_init to fail with ENOENT"
 echo "$out" | grep -q "Ceph pool 'nopool' cannot be opened" || fail "missing pool not named"
 printf '[client.admin]\n\tkey = AQBmZXJvAAAAABAAzBJG4RL6hCE3i/9ebsO6Dg==\n' > "$work/bad.keyring"
 out=$(IOFWD_STORE=rados:iofwd IOFWD_SESSION=bad2 IOFWD_CEPH_KEYRING=$work/bad.keyring \
   timeout 90 "$rank_client" --rank 0 --ranks 1 --size 4096 || true)
 echo "$out"
-echo "$out" | grep -q "^init 10$" || fail "wrong key: expected io_init to fail with ECHILD"
+echo "$out" | grep -q "^init 13$" || fail "wrong key: expected io_init to fail with EACCES"
 echo "$out" | grep -q "cannot connect to the Ceph cluster" || fail "wrong key not explained"
 # 3b. An unreachable cluster (a monitor address nobody listens on), quickly
 #     with a 3 s timeout.
@@ -65,7 +66,7 @@ sed "s/^mon_host = .*/mon_host = [v2:127.0.0.1:9]/" "$conf" > "$work/dead.conf"
 out=$(IOFWD_STORE=rados:iofwd IOFWD_SESSION=bad3 IOFWD_CEPH_CONF=$work/dead.conf \
   IOFWD_CEPH_OP_TIMEOUT=3 timeout 90 "$rank_client" --rank 0 --ranks 1 --size 4096 || true)
 echo "$out"
-echo "$out" | grep -q "^init 10$" || fail "unreachable cluster: expected io_init to fail"
+echo "$out" | grep -q "^init 110$" || fail "unreachable cluster: expected io_init to fail with ETIMEDOUT"
 echo "$out" | grep -q "cannot connect to the Ceph cluster" || fail "unreachable cluster not explained"
 
 # 3c. Retention as with the directory store: keep the newest 2 of 4 versions.

@@ -136,6 +136,7 @@ TEST_CASE("a bad value of any setting is refused at io_init, naming the variable
         {"IOFWD_LAUNCH_TIMEOUT", "-1"},      {"IOFWD_FINALIZE_TIMEOUT", "abc"},
         {"IOFWD_HUGEPAGES", "10000000"},     {"IOFWD_DAEMON_TIMEOUT", "0"},
         {"IOFWD_NODES", "0"},                {"IOFWD_RUN", "../etc"},
+        {"IOFWD_RUNTIME_LOG_AGE", "soon"},
     };
     for (const auto& [name, value] : bad) {
         INFO(name << "=" << value);
