@@ -21,4 +21,10 @@ elif [ "$(cat "$stamp" 2>/dev/null)" != "$optional" ]; then
   "${setup[@]}" --wipe
 fi
 echo "$optional" > "$stamp"
+# A project default added after a build directory was made does not reach
+# it: the ones the install depends on are set here too.
+if ! meson introspect build --buildoptions 2>/dev/null |
+    python3 -c 'import json,sys; o={x["name"]:x["value"] for x in json.load(sys.stdin)}; sys.exit(0 if o.get("pkgconfig.relocatable") else 1)'; then
+  meson configure build -Dpkgconfig.relocatable=true
+fi
 ninja -C build -j2
