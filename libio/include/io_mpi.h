@@ -14,7 +14,7 @@
  *
  * On a job of several nodes, io_finalize then becomes collective over `comm`
  * too: once this rank's data is durable it waits (MPI_Ibarrier, at most
- * IOFWD_COMMIT_TIMEOUT seconds, default 60) for every rank, and checks that
+ * IOFWD_FINALIZE_TIMEOUT seconds, default 60) for every rank, and checks that
  * the newest version this rank wrote is complete on every node.
  *
  * Everything here is inline: the library itself does not depend on MPI, and

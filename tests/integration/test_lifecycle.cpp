@@ -146,7 +146,7 @@ TEST_CASE("two nodes commit a version together; if one dies first it is complete
     cluster c;
     const std::map<std::string, std::string> a{{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeA"},
                                                {"IOFWD_SESSION", "sa"},
-                                               {"IOFWD_COMMIT_TIMEOUT", "2"}};
+                                               {"IOFWD_FINALIZE_TIMEOUT", "2"}};
     const std::map<std::string, std::string> b{{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeB"},
                                                {"IOFWD_SESSION", "sb"}};
     // Like an MPI job's barrier after io_init: both nodes' daemons have chosen
