@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Starts a throwaway single-node Ceph cluster for tests: one mon, one mgr, one
-# OSD (bluestore on a sparse file), cephx on, bound to 127.0.0.1 only,
-# everything (config, keys, data, logs, pid files, sockets) inside DIR.
-# Prints the path of its ceph.conf once a `rados put` succeeds.
-#   scripts/ceph-start.sh DIR [POOL]        stop it with scripts/ceph-stop.sh DIR
+# OSD (bluestore on a sparse file), cephx on, bound to one address only
+# (127.0.0.1, or ADDR: for example a simulated cluster's bridge, so that its
+# nodes reach it), everything (config, keys, data, logs, pid files, sockets)
+# inside DIR. Prints the path of its ceph.conf once a `rados put` succeeds.
+#   scripts/ceph-start.sh DIR [POOL [ADDR]]   stop it with scripts/ceph-stop.sh DIR
 # Needs: scripts/setup.sh --ceph
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n '2,8p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,9p' "$0" >&2; exit 2; }
 dir=$(realpath -m "$1")
 pool=${2:-iofwd}
+addr=${3:-127.0.0.1}
 if [ -e "$dir/ceph.conf" ]; then
   echo "ceph-start.sh: $dir already holds a cluster; stop it first (scripts/ceph-stop.sh $dir)" >&2
   exit 2
@@ -17,15 +19,16 @@ for cmd in ceph-mon ceph-mgr ceph-osd ceph ceph-authtool monmaptool rados; do
   command -v "$cmd" >/dev/null || { echo "ceph-start.sh: $cmd missing: run scripts/setup.sh --ceph" >&2; exit 2; }
 done
 mkdir -p "$dir"/{mon,mgr,osd,run,log}
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(python3 -c 'import socket,sys; s=socket.socket(); s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "$addr") ||
+  { echo "ceph-start.sh: $addr is not an address of this machine" >&2; exit 2; }
 fsid=$(cat /proc/sys/kernel/random/uuid)
 conf=$dir/ceph.conf
 cat > "$conf" <<CONF
 [global]
 fsid = $fsid
-mon_host = [v2:127.0.0.1:$port]
-public_addr = 127.0.0.1
-cluster_addr = 127.0.0.1
+mon_host = [v2:$addr:$port]
+public_addr = $addr
+cluster_addr = $addr
 ms_bind_msgr1 = false
 ms_bind_ipv6 = false
 auth_cluster_required = cephx
@@ -58,7 +61,7 @@ CONF
 ceph-authtool --create-keyring "$dir/keyring" --gen-key -n mon. --cap mon 'allow *' >/dev/null
 ceph-authtool "$dir/keyring" --gen-key -n client.admin --cap mon 'allow *' --cap osd 'allow *' \
   --cap mgr 'allow *' --cap mds 'allow *' >/dev/null
-monmaptool --create --fsid "$fsid" --addv a "[v2:127.0.0.1:$port]" "$dir/monmap" >/dev/null
+monmaptool --create --fsid "$fsid" --addv a "[v2:$addr:$port]" "$dir/monmap" >/dev/null
 ceph-mon -c "$conf" --mkfs -i a --monmap "$dir/monmap" --keyring "$dir/keyring"
 ceph-mon -c "$conf" -i a
 ceph -c "$conf" --connect-timeout 30 auth get-or-create mgr.x mon 'allow profile mgr' \

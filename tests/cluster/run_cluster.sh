@@ -7,7 +7,7 @@
 # saying so: it is never skipped.
 #
 #   run_cluster.sh SCENARIO NODES
-#   SCENARIO: hang | example | node-killed | late-node | shim-mpiio | shim-hdf5
+#   SCENARIO: hang | example | node-killed | late-node | shim-mpiio | shim-hdf5 | rados
 # The programs come from the environment (meson sets them): IOFWD_TEST_CHECKPOINT,
 # IOFWD_TEST_VERIFY, IOFWD_TEST_SHIM, IOFWD_TEST_MPIIO_APP, IOFWD_TEST_HDF5_APP.
 set -euo pipefail
@@ -21,6 +21,7 @@ export IOFWD_CLUSTER_NAME=ifct IOFWD_CLUSTER_SUBNET=10.213.79
 work=$(mktemp -d /tmp/iofwd-cluster-XXXXXX)
 chmod 755 "$work"
 cleanup() {
+  [ -e "$work/ceph/ceph.conf" ] && bash "$here/../../scripts/ceph-stop.sh" "$work/ceph" >/dev/null 2>&1
   bash "$cluster" down >/dev/null 2>&1 || true
   rm -rf "$work"
 }
@@ -179,6 +180,32 @@ shim-mpiio|shim-hdf5)
       fail "the daemon of $h never saw $file"
   done
   echo "cluster $scenario: byte-identical on $nodes nodes, $forwarded writes forwarded"
+  ;;
+rados)
+  # The rados store reached from every node over the bridge: a throwaway Ceph
+  # cluster bound to the bridge's address (in the root namespace, as a
+  # storage cluster outside the compute nodes), the example and a restart on
+  # all nodes, every byte read back from RADOS.
+  bridge_ip=$IOFWD_CLUSTER_SUBNET.254
+  conf=$(timeout 120 bash "$here/../../scripts/ceph-start.sh" "$work/ceph" iofwd "$bridge_ip" \
+    2> "$work/ceph.err") || { cat "$work/ceph.err" >&2; fail "the Ceph cluster did not start on $bridge_ip"; }
+  grep -q "mon_host = \[v2:$bridge_ip:" "$conf" || fail "Ceph is not bound to the bridge"
+  cmpiexec -ppn 2 -n "$ranks" -genv IOFWD_CEPH_CONF "$conf" "$checkpoint" --size 70M --versions 2 \
+    --store rados:iofwd | tee "$work/first"
+  grep -q "nodes              $nodes (each with its own daemon)" "$work/first" || fail "not on $nodes nodes"
+  grep -q "store              rados pool iofwd/clustertest" "$work/first" || fail "not stored in rados"
+  cmpiexec -ppn 2 -n "$ranks" -genv IOFWD_CEPH_CONF "$conf" "$checkpoint" --size 70M --versions 1 \
+    --restart --store rados:iofwd | tee "$work/second"
+  grep -q "restart            from v2, complete job-wide" "$work/second" || fail "restart not from v2"
+  rados -c "$conf" -p iofwd get clustertest/v00000003/COMPLETE "$work/head"
+  IOFWD_CEPH_CONF=$conf timeout 300 "$verify" --store rados:iofwd --job clustertest \
+    --expect-versions 3 --expect-ranks "$ranks"
+  # Each node's daemon wrote its own ranks' objects, from its own namespace.
+  for h in ${hosts//,/ }; do
+    rados -c "$conf" -p iofwd ls | grep -q "^clustertest/v00000003/$h.r0001\$" ||
+      fail "no object of node $h in version 3"
+  done
+  echo "cluster rados: $nodes nodes wrote to Ceph over the bridge"
   ;;
 *)
   fail "unknown scenario"
