@@ -41,8 +41,14 @@ public:
     std::error_code size(const std::string& name, std::uint64_t& out) override;
     std::error_code list(const std::string& prefix, std::vector<std::string>& out) override;
     std::error_code remove(const std::string& name) override;
+    std::error_code modified(const std::string& name, std::int64_t& out) override;
+    // Temporaries: ".<name>.tmp-<pid>-<n>" (create()).
+    std::error_code leftovers(const std::string& dir, std::vector<std::string>& out) override;
+    std::error_code remove_leftover(const std::string& name) override;
     std::error_code claim_job(const std::string& job, const std::string& node,
                               std::unique_ptr<claim>& out) override;
+    // The claim files ".<node>.claim" in the job's directory.
+    std::error_code claimants(const std::string& job, std::vector<std::string>& out) override;
     std::string explain(const std::string& name) const override;
 
     const std::string& root() const noexcept { return root_; }
