@@ -55,11 +55,11 @@ std::error_code load_version(backend& st, const std::string& job, std::uint64_t 
     if (auto ec = read_all(st, rec_name, text)) {
         why = fmt::format("version {} of job {} is not complete ({}: {})", version, job, rec_name,
                           failure(st, rec_name, ec));
-        d = {rec_name, "a COMPLETE record", failure(st, rec_name, ec)};
+        d = {rec_name, "a COMPLETE record", failure(st, rec_name, ec), problem::record};
         return ec;
     }
     if (auto ec = parse_complete(text, info.record, why)) {
-        d = {rec_name, "a COMPLETE record", why};
+        d = {rec_name, "a COMPLETE record", why, problem::record};
         why = fmt::format("{}: {}", rec_name, why);
         return ec;
     }
@@ -70,7 +70,7 @@ std::error_code load_version(backend& st, const std::string& job, std::uint64_t 
                           "directory was copied or moved, it is not that version",
                           rec_name, info.record.job, info.record.version, job, version);
         d = {rec_name, fmt::format("job {} version {}", job, version),
-             fmt::format("job {} version {}", info.record.job, info.record.version)};
+             fmt::format("job {} version {}", info.record.job, info.record.version), problem::record};
         return make_error_code(errc::corrupt);
     }
     for (const auto& n : info.record.nodes) {
@@ -78,19 +78,20 @@ std::error_code load_version(backend& st, const std::string& job, std::uint64_t 
         if (auto ec = read_all(st, mname, text)) {
             why = fmt::format("version {}: manifest {} listed as complete is unreadable: {}",
                               version, mname, failure(st, mname, ec));
-            d = {mname, "a manifest", ec == errc::not_found ? "missing" : failure(st, mname, ec)};
+            d = {mname, "a manifest", ec == errc::not_found ? "missing" : failure(st, mname, ec),
+                 problem::record};
             return make_error_code(errc::corrupt);
         }
         if (const auto got = crc32c(std::as_bytes(std::span(text))); got != n.manifest_crc32c) {
             why = fmt::format("version {}: manifest {} does not match the checksum in {}", version,
                               mname, rec_name);
             d = {mname, fmt::format("crc32c {:08x} (in {})", n.manifest_crc32c, rec_name),
-                 fmt::format("crc32c {:08x}", got)};
+                 fmt::format("crc32c {:08x}", got), problem::record};
             return make_error_code(errc::corrupt);
         }
         manifest m;
         if (auto ec = parse_manifest(text, m, why)) {
-            d = {mname, "a manifest", why};
+            d = {mname, "a manifest", why, problem::record};
             why = fmt::format("{}: {}", mname, why);
             return ec;
         }
@@ -102,7 +103,8 @@ std::error_code load_version(backend& st, const std::string& job, std::uint64_t 
             d = {mname,
                  fmt::format("job {} version {} node {}, {} ranks", job, version, n.node, n.ranks),
                  fmt::format("job {} version {} node {}, {} ranks", m.job, m.version, m.node,
-                             m.ranks)};
+                             m.ranks),
+                 problem::record};
             return make_error_code(errc::corrupt);
         }
         info.manifests.push_back(std::move(m));
@@ -134,12 +136,16 @@ std::error_code read_crc(backend& st, const std::string& name, std::uint64_t siz
         }
         if (auto ec = st.read(name, off, piece)) {
             why = fmt::format("reading object {} failed: {}", name, failure(st, name, ec));
-            what = {name, "readable", fmt::format("read at {}: {}", off, failure(st, name, ec))};
+            what = {name, "readable", fmt::format("read at {}: {}", off, failure(st, name, ec)),
+                    problem::unreadable};
             return ec;
         }
         c = crc32c(piece, c);
-        if (each && !each(piece, off, why, what))
+        if (each && !each(piece, off, why, what)) {
+            what.object = name;
+            what.kind = problem::content;
             return make_error_code(errc::corrupt);
+        }
         off += piece.size();
     }
     crc = c;
@@ -155,13 +161,14 @@ std::error_code checked(backend& st, const std::string& name, std::uint64_t size
         why = ec == errc::not_found ? fmt::format("object {} is missing", name)
                                     : fmt::format("object {}: {}", name, failure(st, name, ec));
         what = {name, fmt::format("{} bytes", size),
-                ec == errc::not_found ? "missing" : failure(st, name, ec)};
+                ec == errc::not_found ? "missing" : failure(st, name, ec),
+                ec == errc::not_found ? problem::missing : problem::unreadable};
         return ec == errc::not_found || ec == errc::unsafe_path ? make_error_code(errc::corrupt)
                                                                 : ec;
     }
     if (actual != size) {
         why = fmt::format("object {} holds {} bytes, its manifest says {}", name, actual, size);
-        what = {name, fmt::format("{} bytes", size), fmt::format("{} bytes", actual)};
+        what = {name, fmt::format("{} bytes", size), fmt::format("{} bytes", actual), problem::size};
         return make_error_code(errc::corrupt);
     }
     std::uint32_t got = 0;
@@ -170,7 +177,8 @@ std::error_code checked(backend& st, const std::string& name, std::uint64_t size
     if (got != crc) {
         why = fmt::format("object {} fails its checksum: crc32c {:08x}, the manifest says {:08x}",
                           name, got, crc);
-        what = {name, fmt::format("crc32c {:08x}", crc), fmt::format("crc32c {:08x}", got)};
+        what = {name, fmt::format("crc32c {:08x}", crc), fmt::format("crc32c {:08x}", got),
+                problem::checksum};
         return make_error_code(errc::corrupt);
     }
     return {};
@@ -295,6 +303,23 @@ std::error_code try_complete(backend& st, const std::string& job, std::uint64_t 
 std::error_code prune(backend& st, const std::string& job, unsigned keep,
                       std::vector<std::uint64_t>& removed, const std::function<bool()>& pause)
 {
+    std::vector<std::uint64_t> doomed;
+    if (auto ec = prune_plan(st, job, keep, doomed))
+        return ec;
+    for (const auto v : doomed) {
+        if (!removed.empty() && pause && pause())
+            return std::make_error_code(std::errc::operation_canceled);
+        if (auto ec = remove_version(st, job, v))
+            return ec;
+        removed.push_back(v);
+    }
+    return {};
+}
+
+std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
+                           std::vector<std::uint64_t>& out)
+{
+    out.clear();
     if (keep == 0)
         return {};
     std::vector<std::uint64_t> complete;
@@ -306,16 +331,10 @@ std::error_code prune(backend& st, const std::string& job, unsigned keep,
     std::vector<std::string> dirs;
     if (auto ec = st.list(job + "/", dirs))
         return ec;
-    for (const auto& d : dirs) {
-        const auto v = parse_version_dir(d);
-        if (!v || *v >= oldest_kept)
-            continue;
-        if (!removed.empty() && pause && pause())
-            return std::make_error_code(std::errc::operation_canceled);
-        if (auto ec = remove_version(st, job, *v))
-            return ec;
-        removed.push_back(*v);
-    }
+    for (const auto& d : dirs)
+        if (const auto v = parse_version_dir(d); v && *v < oldest_kept)
+            out.push_back(*v);
+    std::sort(out.begin(), out.end());
     return {};
 }
 

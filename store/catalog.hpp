@@ -25,10 +25,19 @@ std::error_code complete_versions(backend& st, const std::string& job,
 // What is wrong with a stored object, for a report: the object, what its
 // record or manifest says it should be and what the store holds, in words
 // ("crc32c 1a2b3c4d", "missing").
+enum class problem {
+    record,      // the COMPLETE record or a manifest is missing, unreadable or does not match
+    missing,     // an object its manifest lists is not there
+    unreadable,  // the store failed to read it (or refused it: not the user's, a symlink)
+    size,        // it holds another number of bytes than its manifest says
+    checksum,    // its crc32c is not the manifest's
+    content,     // a check of the caller's own failed (block_check)
+};
 struct damage {
     std::string object;
     std::string expected;
     std::string found;
+    problem kind = problem::record;
 };
 
 // A complete version: its record and every node's manifest, each manifest
@@ -75,6 +84,11 @@ std::error_code try_complete(backend& st, const std::string& job, std::uint64_t 
 // crashed writers left in it when that is what keeps the directory
 // (backend::leftovers). A version that is not there is not an error.
 std::error_code remove_version(backend& st, const std::string& job, std::uint64_t version);
+
+// The versions prune() would delete: every version directory older than the
+// oldest of the newest `keep` complete versions, ascending (none for keep 0).
+std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
+                           std::vector<std::uint64_t>& out);
 
 // Keeps the newest `keep` complete versions; deletes every version older than
 // the oldest kept one (remove_version). Returns what it removed.
