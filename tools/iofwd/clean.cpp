@@ -158,14 +158,8 @@ int gc(const clean_args& a)
             out["jobs"].push_back(std::move(j));
             continue;
         }
-        std::vector<std::uint64_t> dead;
-        for (const auto v : all) {
-            store::version_entry e;
-            if (!store::inspect_version(*st, job, v, e) &&
-                e.state == store::version_state::incomplete)
-                dead.push_back(v);
-        }
-        remove_versions(*st, job, dead);
+        // Leftovers first, so that each is reported even when the version
+        // it is in goes too.
         std::vector<std::string> left;
         if (auto ec = st->leftovers(job, left); ec && ec != errc::not_found)
             throw failure(damaged, fmt::format("cannot look for leftovers of job {}: {}", job,
@@ -174,17 +168,25 @@ int gc(const clean_args& a)
             if (auto ec = st->remove_leftover(l); ec && ec != errc::not_found)
                 throw failure(damaged, fmt::format("cannot remove {}: {}", l,
                                                    store::failure(*st, l, ec)));
+        std::vector<std::uint64_t> dead;
+        for (const auto v : all) {
+            store::version_entry e;
+            if (!store::inspect_version(*st, job, v, e) &&
+                e.state == store::version_state::incomplete)
+                dead.push_back(v);
+        }
+        remove_versions(*st, job, dead);
         versions_removed += dead.size();
         leftovers_removed += left.size();
         j["removed_versions"] = dead;
         j["removed_leftovers"] = left;
         if (!a.store.json) {
+            for (const auto& l : left)
+                fmt::print("job {}: removed leftover {}\n", job, l);
             for (const auto v : dead)
                 fmt::print("job {}: removed version {} (incomplete, and no daemon is writing "
                            "the job)\n",
                            job, v);
-            for (const auto& l : left)
-                fmt::print("job {}: removed leftover {}\n", job, l);
         }
         out["jobs"].push_back(std::move(j));
     }

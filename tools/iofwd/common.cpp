@@ -53,7 +53,11 @@ std::unique_ptr<store::backend> open_store(const store_options& o)
     std::string location = o.store, why;
     if (location.empty() && config::get_text("IOFWD_STORE", location, why))
         throw failure(bad_argument, why);
-    if (!location.starts_with("rados:")) {
+    // A path (or dir:PATH) must exist; "TYPE:..." is for store::open to judge.
+    const auto colon = location.find(':');
+    const bool typed = colon != std::string::npos && location[0] != '/' &&
+                       location.find('/') > colon && !location.starts_with("dir:");
+    if (!typed) {
         const std::string path = location.starts_with("dir:") ? location.substr(4) : location;
         struct stat st {};
         if (!path.empty() && ::stat(path.c_str(), &st) != 0)

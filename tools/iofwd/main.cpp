@@ -51,6 +51,18 @@ int main(int argc, char** argv)
     add_keep(app, status);
     add_gc(app, status);
     add_config(app, status);
+    // CLI11 would only say that a subcommand is required.
+    std::string names;
+    bool known = false;
+    for (const auto* sub : app.get_subcommands({})) {
+        names += (names.empty() ? "" : ", ") + sub->get_name();
+        known = known || (argc > 1 && sub->get_name() == argv[1]);
+    }
+    if (argc > 1 && argv[1][0] != '-' && !known) {
+        fmt::print(stderr, "iofwd: unknown subcommand '{}' (one of: {}; see iofwd --help)\n",
+                   argv[1], names);
+        return bad_argument;
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

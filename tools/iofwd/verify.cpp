@@ -116,8 +116,12 @@ int run(const verify_args& a)
                               {"damaged", report.damaged},
                               {"versions", nlohmann::json::array()}};
         for (const auto& v : report.versions) {
+            // A version whose objects fail is damaged, whatever its records say.
+            const auto state = v.state == store::version_state::complete && !v.intact()
+                                   ? store::version_state::damaged
+                                   : v.state;
             nlohmann::json jv = {{"version", v.version},
-                                 {"state", store::state_name(v.state)},
+                                 {"state", store::state_name(state)},
                                  {"intact", v.intact()},
                                  {"why", v.why},
                                  {"objects", v.objects.size()},
