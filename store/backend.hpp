@@ -129,6 +129,12 @@ struct open_options {
 std::error_code open(const std::string& location, std::unique_ptr<backend>& out,
                      std::string& why, const open_options& opts = {});
 
+// Points rados: stores opened afterwards at a cluster, as iod's --ceph-conf,
+// --ceph-user and --ceph-keyring do: through the IOFWD_CEPH_* environment
+// the rados backend reads. An empty value leaves its variable alone.
+void set_ceph_options(const std::string& conf, const std::string& user,
+                      const std::string& keyring);
+
 // `what` failed with `ec` for object `name`: a sentence, naming the part
 // of the store that was refused when that is why.
 std::string failure(const backend& st, const std::string& name, std::error_code ec);

@@ -499,14 +499,21 @@ std::error_code directory_backend::read(const std::string& name, std::uint64_t o
     return {};
 }
 
-std::error_code directory_backend::size(const std::string& name, std::uint64_t& out)
+std::error_code directory_backend::stat_name(const std::string& name, struct stat& out) const
 {
     unique_fd dir;
     if (auto ec = open_dir(parent_of(name), false, dir))
         return ec;
-    struct stat st {};
-    if (::fstatat(dir.get(), base_of(name).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+    if (::fstatat(dir.get(), base_of(name).c_str(), &out, AT_SYMLINK_NOFOLLOW) != 0)
         return errno == ENOENT ? make_error_code(errc::not_found) : last_system_error();
+    return {};
+}
+
+std::error_code directory_backend::size(const std::string& name, std::uint64_t& out)
+{
+    struct stat st {};
+    if (auto ec = stat_name(name, st))
+        return ec;
     if (!safe_file(st))
         return make_error_code(errc::unsafe_path);
     out = static_cast<std::uint64_t>(st.st_size);
@@ -532,12 +539,9 @@ std::error_code directory_backend::list(const std::string& prefix, std::vector<s
 
 std::error_code directory_backend::modified(const std::string& name, std::int64_t& out)
 {
-    unique_fd dir;
-    if (auto ec = open_dir(parent_of(name), false, dir))
-        return ec;
     struct stat st {};
-    if (::fstatat(dir.get(), base_of(name).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
-        return errno == ENOENT ? make_error_code(errc::not_found) : last_system_error();
+    if (auto ec = stat_name(name, st))
+        return ec;
     out = static_cast<std::int64_t>(st.st_mtim.tv_sec);
     return {};
 }

@@ -9,6 +9,8 @@
 // and writable by nobody else; objects are read only if they are regular
 // files. Directories are created 0700 and files 0600 (0750 and 0640 when the
 // group may read the checkpoints).
+#include <sys/stat.h>
+
 #include <memory>
 #include <string>
 #include <system_error>
@@ -65,6 +67,9 @@ private:
     // An object, opened for reading without following a symlink or blocking
     // on a FIFO: errc::unsafe_path unless it is a regular file of ours.
     std::error_code open_object(const std::string& name, unique_fd& dir, unique_fd& out) const;
+    // The entry `name` itself (a symlink is not followed): errc::not_found
+    // when missing.
+    std::error_code stat_name(const std::string& name, struct stat& out) const;
 
     std::string root_;
     unique_fd root_fd_;  // everything is reached through it

@@ -136,21 +136,6 @@ TEST_CASE("retention keeps exactly the newest K complete versions", "[lifecycle]
     CHECK(c.verify(2, 1, out) == 0);
 }
 
-namespace {
-
-// The names under `dir` (recursively) that a writer left uncommitted.
-std::vector<std::string> temporaries(const std::string& dir)
-{
-    std::vector<std::string> found;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::recursive_directory_iterator(dir, ec))
-        if (e.path().filename().string().find(".tmp-") != std::string::npos)
-            found.push_back(e.path().string());
-    return found;
-}
-
-}  // namespace
-
 TEST_CASE("retention goes on past what a flush killed mid-write left behind",
           "[lifecycle][retention-crash]")
 {
@@ -159,17 +144,7 @@ TEST_CASE("retention goes on past what a flush killed mid-write left behind",
         auto r = c.rank(0, 1, {"--size", "50000", "--versions", "2"});
         require_exit(r, 0);
     }
-    {
-        // Every store write a second late: version 3 (3 MiB in 1 MiB chunks)
-        // sits half written under a temporary name when the daemon dies.
-        auto r = c.rank(0, 1, {"--size", std::to_string(3 << 20), "--versions", "1"},
-                        {{"IOFWD_FAULT", "pwrite:DELAY"}, {"IOFWD_CHUNK_SIZE", "1M"}});
-        REQUIRE(wait_until([&] { return !temporaries(c.store() + "/itest/v00000003").empty(); },
-                           60s));
-        kill_daemons(c.log());
-        r.signal(SIGKILL);
-        REQUIRE(r.wait(30s).has_value());
-    }
+    c.crash_mid_write(c.store() + "/itest/v00000003");
     REQUIRE(temporaries(c.store()).size() == 1);
     CHECK_FALSE(exists(c.store() + "/itest/v00000003/COMPLETE"));
 

@@ -89,16 +89,6 @@ void flip_byte(const std::string& path, long at)
     f.write(&byte, 1);
 }
 
-std::vector<std::string> temporaries(const std::string& dir)
-{
-    std::vector<std::string> found;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::recursive_directory_iterator(dir, ec))
-        if (e.path().filename().string().find(".tmp-") != std::string::npos)
-            found.push_back(e.path().string());
-    return found;
-}
-
 std::vector<std::string> names_in(const std::string& dir)
 {
     std::vector<std::string> names;
@@ -106,20 +96,6 @@ std::vector<std::string> names_in(const std::string& dir)
         names.push_back(e.path().filename().string());
     std::sort(names.begin(), names.end());
     return names;
-}
-
-// A version left half written by a daemon SIGKILLed in the middle of
-// writing a rank's object (each store write a second late): its directory
-// holds the temporary and nothing else.
-void crash_mid_write(cluster& c, const std::string& version_dir)
-{
-    auto r = c.rank(0, 1, {"--size", std::to_string(3 << 20), "--versions", "1"},
-                    {{"IOFWD_FAULT", "pwrite:DELAY"}, {"IOFWD_CHUNK_SIZE", "1M"}});
-    REQUIRE(wait_until([&] { return !temporaries(version_dir).empty(); }, 60s));
-    for (const pid_t pid : daemon_pids(c.log()))
-        ::kill(pid, SIGKILL);
-    r.signal(SIGKILL);
-    REQUIRE(r.wait(30s).has_value());
 }
 
 // Job itest: versions 1-3 by two ranks (100000 bytes each), all complete;
@@ -133,7 +109,7 @@ void damaged_store(cluster& c)
         require_exit(r0, 0);
         require_exit(r1, 0);
     }
-    crash_mid_write(c, c.store() + "/itest/v00000004");
+    c.crash_mid_write(c.store() + "/itest/v00000004");
     flip_byte(c.store() + "/itest/v00000002/nodeA.r0001", 4242);
     flip_byte(c.store() + "/itest/v00000003/nodeA.manifest", 30);
 }
@@ -233,6 +209,14 @@ TEST_CASE("verify: names the flipped byte's object, expected and found; exit 1",
     auto incomplete = run_iofwd(c, {"verify", "itest", "4"});
     CHECK(incomplete.code == 1);
 
+    // On a terminal (script(1) gives it one) a progress bar on stderr, drawn
+    // to the end and wiped.
+    auto tty = c.run({"/usr/bin/script", "-qec",
+                      build_path("IOFWD_TEST_IOFWD") + " verify itest 1", "/dev/null"});
+    require_exit(tty, 0);
+    CHECK(tty.output().find("\rverify itest [##############################] 100% 195.3 KiB of "
+                            "195.3 KiB\r\x1b[K") != std::string::npos);
+
     auto json = run_iofwd(c, {"verify", "itest", "2", "--json", "--threads", "2"});
     CHECK(json.code == 1);
     CHECK(py(c, json.out, "d['intact'], d['damaged'], d['objects'], d['bytes'], "
@@ -303,7 +287,7 @@ TEST_CASE("rm, keep and gc remove exactly what they say", "[tools][clean]")
         auto r = c.rank(0, 1, {"--size", "50000", "--versions", "4"});
         require_exit(r, 0);
     }
-    crash_mid_write(c, c.store() + "/itest/v00000005");
+    c.crash_mid_write(c.store() + "/itest/v00000005");
     const std::string job = c.store() + "/itest";
 
     auto rm = run_iofwd(c, {"rm", "itest", "2", "--json"});

@@ -206,11 +206,10 @@ int gc(const clean_args& a)
 void add_rm(CLI::App& app, int& status)
 {
     auto args = std::make_shared<clean_args>();
-    auto* cmd = app.add_subcommand(
-        "rm", "remove versions of a job (refused for a version that is not complete while a "
-              "live daemon writes the job)");
-    add_store_options(*cmd, args->store);
-    cmd->add_option("JOB", args->job, "the job")->required();
+    auto* cmd = add_job_command(
+        app, "rm", "remove versions of a job (refused for a version that is not complete while "
+                   "a live daemon writes the job)",
+        args->store, args->job);
     cmd->add_option("VERSION", args->versions, "the versions to remove")->required();
     cmd->callback([args, &status] { status = rm(*args); });
 }
@@ -218,11 +217,10 @@ void add_rm(CLI::App& app, int& status)
 void add_keep(CLI::App& app, int& status)
 {
     auto args = std::make_shared<clean_args>();
-    auto* cmd = app.add_subcommand(
-        "keep", "keep the newest K complete versions of a job and remove every older version "
-                "(what iod --keep K does)");
-    add_store_options(*cmd, args->store);
-    cmd->add_option("JOB", args->job, "the job")->required();
+    auto* cmd = add_job_command(
+        app, "keep", "keep the newest K complete versions of a job and remove every older "
+                     "version (what iod --keep K does)",
+        args->store, args->job);
     cmd->add_option("K", args->keep, "complete versions to keep (1 or more)")->required();
     cmd->callback([args, &status] { status = keep(*args); });
 }
@@ -230,12 +228,11 @@ void add_keep(CLI::App& app, int& status)
 void add_gc(CLI::App& app, int& status)
 {
     auto args = std::make_shared<clean_args>();
-    auto* cmd = app.add_subcommand(
-        "gc", "remove crash leftovers: temporary objects of writes that never committed, and "
-              "versions that can never complete (incomplete, no live daemon writing the job); "
-              "jobs a live daemon writes are not touched");
-    add_store_options(*cmd, args->store);
-    cmd->add_option("JOB", args->job, "only this job (default: every job)");
+    auto* cmd = add_job_command(
+        app, "gc", "remove crash leftovers: temporary objects of writes that never committed, "
+                   "and versions that can never complete (incomplete, no live daemon writing "
+                   "the job); jobs a live daemon writes are not touched",
+        args->store, args->job, false, "only this job (default: every job)");
     cmd->callback([args, &status] { status = gc(*args); });
 }
 

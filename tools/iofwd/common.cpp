@@ -35,6 +35,18 @@ void add_store_options(CLI::App& cmd, store_options& o)
     add_json_option(cmd, o.json);
 }
 
+CLI::App* add_job_command(CLI::App& app, const std::string& name, const std::string& help,
+                          store_options& o, std::string& job, bool job_required,
+                          const std::string& job_help)
+{
+    auto* cmd = app.add_subcommand(name, help);
+    add_store_options(*cmd, o);
+    auto* positional = cmd->add_option("JOB", job, job_help);
+    if (job_required)
+        positional->required();
+    return cmd;
+}
+
 void add_json_option(CLI::App& cmd, bool& json)
 {
     cmd.add_flag("--json", json, "print the result as JSON (fields: see the manual)");
@@ -42,14 +54,7 @@ void add_json_option(CLI::App& cmd, bool& json)
 
 std::unique_ptr<store::backend> open_store(const store_options& o)
 {
-    // The Ceph settings reach the rados backend as the daemon's do: through
-    // the environment it reads.
-    if (!o.ceph_conf.empty())
-        ::setenv("IOFWD_CEPH_CONF", o.ceph_conf.c_str(), 1);
-    if (!o.ceph_user.empty())
-        ::setenv("IOFWD_CEPH_USER", o.ceph_user.c_str(), 1);
-    if (!o.ceph_keyring.empty())
-        ::setenv("IOFWD_CEPH_KEYRING", o.ceph_keyring.c_str(), 1);
+    store::set_ceph_options(o.ceph_conf, o.ceph_user, o.ceph_keyring);
     std::string location = o.store, why;
     if (location.empty() && config::get_text("IOFWD_STORE", location, why))
         throw failure(bad_argument, why);

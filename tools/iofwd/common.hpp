@@ -40,6 +40,11 @@ struct store_options {
 // --store, --ceph-conf, --ceph-user, --ceph-keyring and --json on `cmd`.
 void add_store_options(CLI::App& cmd, store_options& o);
 void add_json_option(CLI::App& cmd, bool& json);
+// A subcommand on a job of a store: the store options and the positional
+// JOB, described by `job_help` (required unless `job_required` is false).
+CLI::App* add_job_command(CLI::App& app, const std::string& name, const std::string& help,
+                          store_options& o, std::string& job, bool job_required = true,
+                          const std::string& job_help = "the job");
 
 // Opens the store the options name. A directory store that does not exist is
 // an error (bad_argument), not created as a daemon would.

@@ -110,7 +110,10 @@ int list_job(store::backend& st, const ls_args& a)
         fmt::print("{}\n", line.substr(0, line.find_last_not_of(' ') + 1));
     }
     if (!j.leftovers.empty()) {
-        fmt::print("crash leftovers (never committed; iofwd gc removes them):\n");
+        fmt::print("{}\n", j.live_nodes.empty()
+                              ? "crash leftovers (never committed; iofwd gc removes them):"
+                              : "uncommitted objects (writes in progress of the live daemon, or "
+                                "crash leftovers):");
         for (const auto& l : j.leftovers)
             fmt::print("  {}\n", l);
     }
@@ -122,11 +125,11 @@ int list_job(store::backend& st, const ls_args& a)
 void add_ls(CLI::App& app, int& status)
 {
     auto args = std::make_shared<ls_args>();
-    auto* cmd = app.add_subcommand("ls", "list the jobs of a store, or a job's versions: state "
-                                         "(complete, incomplete, damaged), time, nodes, ranks, "
-                                         "bytes, and crash leftovers");
-    add_store_options(*cmd, args->store);
-    cmd->add_option("JOB", args->job, "the job whose versions to list");
+    auto* cmd = add_job_command(app, "ls",
+                                "list the jobs of a store, or a job's versions: state (complete, "
+                                "incomplete, damaged), time, nodes, ranks, bytes, and crash "
+                                "leftovers",
+                                args->store, args->job, false, "the job whose versions to list");
     cmd->callback([args, &status] {
         auto st = open_store(args->store);
         status = args->job.empty() ? list_store(*st, *args) : list_job(*st, *args);

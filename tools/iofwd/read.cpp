@@ -218,11 +218,10 @@ int cat(const read_args& a)
 void add_restore(CLI::App& app, int& status)
 {
     auto args = std::make_shared<read_args>();
-    auto* cmd = app.add_subcommand(
-        "restore", "write each rank's part of a complete version as a file DIR/NODE.rRANK, "
-                   "checking size and CRC-32C while writing");
-    add_store_options(*cmd, args->store);
-    cmd->add_option("JOB", args->job, "the job")->required();
+    auto* cmd = add_job_command(
+        app, "restore", "write each rank's part of a complete version as a file DIR/NODE.rRANK, "
+                        "checking size and CRC-32C while writing",
+        args->store, args->job);
     cmd->add_option("VERSION", args->version, "the version")->required();
     cmd->add_option("DIR", args->target, "where the files go (made if missing; existing files "
                                          "are not overwritten)")
@@ -233,11 +232,10 @@ void add_restore(CLI::App& app, int& status)
 void add_cat(CLI::App& app, int& status)
 {
     auto args = std::make_shared<read_args>();
-    auto* cmd = app.add_subcommand(
-        "cat", "write one rank's part of a complete version to stdout, checking it (with "
-               "--json: describe and check it instead)");
-    add_store_options(*cmd, args->store);
-    cmd->add_option("JOB", args->job, "the job")->required();
+    auto* cmd = add_job_command(
+        app, "cat", "write one rank's part of a complete version to stdout, checking it (with "
+                    "--json: describe and check it instead)",
+        args->store, args->job);
     cmd->add_option("VERSION", args->version, "the version")->required();
     cmd->add_option("RANK", args->target,
                     "NODE.RANK (nodeA.3 or nodeA.r0003), or an index over all ranks of the "

@@ -51,10 +51,13 @@ nlohmann::json damage_json(const store::damage& d)
 class progress_bar {
 public:
     explicit progress_bar(std::string label) : label_(std::move(label)), on_(::isatty(2) == 1) {}
-    ~progress_bar()
+    ~progress_bar() { wipe(); }
+    // Before the results are printed.
+    void wipe()
     {
         if (on_ && drawn_)
             std::fputs("\r\033[K", stderr);
+        drawn_ = false;
     }
     void update(std::uint64_t done, std::uint64_t total)
     {
@@ -96,7 +99,9 @@ int run(const verify_args& a)
     opts.progress = [&bar](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
     store::verify_report report;
     std::string why;
-    if (auto ec = store::verify_job(*st, a.job, versions, opts, report, why))
+    const auto ec = store::verify_job(*st, a.job, versions, opts, report, why);
+    bar.wipe();
+    if (ec)
         throw failure(damaged, why);
 
     std::size_t complete = 0, intact = 0, incomplete = 0;
@@ -172,11 +177,11 @@ int run(const verify_args& a)
 void add_verify(CLI::App& app, int& status)
 {
     auto args = std::make_shared<verify_args>();
-    auto* cmd = app.add_subcommand(
-        "verify", "check every object's size and CRC-32C against its manifest and the COMPLETE "
-                  "record (every version, or VERSION); exit status 0 only if all is intact");
-    add_store_options(*cmd, args->store);
-    cmd->add_option("JOB", args->job, "the job")->required();
+    auto* cmd = add_job_command(
+        app, "verify", "check every object's size and CRC-32C against its manifest and the "
+                       "COMPLETE record (every version, or VERSION); exit status 0 only if all "
+                       "is intact",
+        args->store, args->job);
     cmd->add_option("VERSION", args->version, "only this version");
     cmd->add_option("--threads", args->threads, "objects read at once (default 4)")
         ->type_name("N");
