@@ -2,6 +2,7 @@
 // and show the effective configuration. One subcommand per file (see
 // commands.hpp); arguments parsed by CLI11, JSON written by nlohmann-json.
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -23,6 +24,22 @@ argument: usage, unknown job or version, bad number, missing store; 3 refused:
 a live daemon holds the job's claim and the command would touch a version it
 may be writing.)";
 
+// --help-all as a manual reads it: each subcommand under a heading of its
+// own (help2man makes "iofwd ls [OPTIONS] [JOB]:" a subsection), its
+// description, arguments and options below.
+class manual_formatter final : public CLI::Formatter {
+public:
+    std::string make_expanded(const CLI::App* sub) const override
+    {
+        std::string usage = make_usage(sub, "iofwd " + sub->get_name());
+        usage = usage.substr(usage.find(':') + 2);  // "Usage: " off
+        while (!usage.empty() && usage.back() == '\n')
+            usage.pop_back();
+        return fmt::format("\n{}:\n\n{}{}{}", usage, make_description(sub), make_positionals(sub),
+                           make_groups(sub, CLI::AppFormatMode::Sub));
+    }
+};
+
 // The subcommand that was running, for the message.
 std::string running(const CLI::App& app)
 {
@@ -38,6 +55,9 @@ int main(int argc, char** argv)
     CLI::App app("List, verify, restore and clean the checkpoints an iofwd daemon (iod) wrote to "
                  "its store, and show iofwd's configuration.",
                  "iofwd");
+    auto formatter = std::make_shared<manual_formatter>();
+    formatter->label("Positionals", "Arguments");
+    app.formatter(formatter);
     app.footer(footer);
     app.set_version_flag("--version", "iofwd " IOFWD_VERSION);
     app.set_help_all_flag("--help-all", "print the help of every subcommand");
