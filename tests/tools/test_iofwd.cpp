@@ -357,8 +357,11 @@ TEST_CASE("rm and gc refuse a version a live daemon may be writing, and say who 
     auto rm1 = run_iofwd(c, {"rm", "itest", "1"});
     CHECK(rm1.code == 0);
     CHECK_FALSE(exists(c.store() + "/itest/v00000001"));
-    // The daemon was not disturbed: rank 0 is still connected to it.
-    CHECK(r0.running());
+    // The daemon was not disturbed: alive, still holding the claim.
+    const auto pids = daemon_pids(c.log());
+    REQUIRE(pids.size() == 1);
+    CHECK(::kill(pids[0], 0) == 0);
+    CHECK(run_iofwd(c, {"ls", "itest"}).out.find("live: " + live + "\n") != std::string::npos);
 
     r0.signal(SIGKILL);
     r1.signal(SIGKILL);
