@@ -499,6 +499,15 @@ std::error_code directory_backend::read(const std::string& name, std::uint64_t o
     return {};
 }
 
+std::error_code directory_backend::entries(const std::string& rel, std::vector<std::string>& out,
+                                           std::vector<bool>* dirs) const
+{
+    unique_fd fd;
+    if (auto ec = open_dir(rel, false, fd))
+        return ec;
+    return read_names(std::move(fd), out, dirs);
+}
+
 std::error_code directory_backend::stat_name(const std::string& name, struct stat& out) const
 {
     unique_fd dir;
@@ -525,11 +534,8 @@ std::error_code directory_backend::list(const std::string& prefix, std::vector<s
     std::string rel = prefix;
     while (!rel.empty() && rel.back() == '/')
         rel.pop_back();
-    unique_fd dir;
-    if (auto ec = open_dir(rel, false, dir))
-        return ec;
     std::vector<std::string> names;
-    if (auto ec = read_names(std::move(dir), names, nullptr))
+    if (auto ec = entries(rel, names, nullptr))
         return ec;
     // Hidden names are uncommitted temporaries and claim files.
     std::erase_if(names, [](const std::string& n) { return n[0] == '.'; });
@@ -555,16 +561,13 @@ std::error_code directory_backend::leftovers(const std::string& dir, std::vector
     while (!todo.empty()) {
         const std::string rel = std::move(todo.back());
         todo.pop_back();
-        unique_fd fd;
-        if (auto ec = open_dir(rel, false, fd)) {
+        std::vector<std::string> names;
+        std::vector<bool> dirs;
+        if (auto ec = entries(rel, names, &dirs)) {
             if (ec == errc::unsafe_path && rel != dir)
                 continue;  // not iofwd's: neither walked nor reported here
             return ec;
         }
-        std::vector<std::string> names;
-        std::vector<bool> dirs;
-        if (auto ec = read_names(std::move(fd), names, &dirs))
-            return ec;
         const std::string prefix = rel.empty() ? std::string() : rel + "/";
         for (std::size_t i = 0; i < names.size(); ++i) {
             if (is_temporary(names[i]) && !dirs[i])
@@ -640,11 +643,8 @@ std::error_code directory_backend::claim_job(const std::string& job, const std::
 
 std::error_code directory_backend::claimants(const std::string& job, std::vector<std::string>& out)
 {
-    unique_fd dir;
-    if (auto ec = open_dir(job, false, dir))
-        return ec;
     std::vector<std::string> names;
-    if (auto ec = read_names(std::move(dir), names, nullptr))
+    if (auto ec = entries(job, names, nullptr))
         return ec;
     std::vector<std::string> nodes;
     for (const std::string_view n : names)

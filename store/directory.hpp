@@ -67,6 +67,10 @@ private:
     // An object, opened for reading without following a symlink or blocking
     // on a FIFO: errc::unsafe_path unless it is a regular file of ours.
     std::error_code open_object(const std::string& name, unique_fd& dir, unique_fd& out) const;
+    // Every name in the directory `rel` (open_dir's checks), hidden ones
+    // too, sorted; `dirs` (if given) says which are directories.
+    std::error_code entries(const std::string& rel, std::vector<std::string>& out,
+                            std::vector<bool>* dirs) const;
     // The entry `name` itself (a symlink is not followed): errc::not_found
     // when missing.
     std::error_code stat_name(const std::string& name, struct stat& out) const;
