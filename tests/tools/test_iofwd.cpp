@@ -452,6 +452,13 @@ TEST_CASE("config: every setting, its value and source; unknown names with the n
           "('itest', 'environment', True, None, 'client', None), "
           "('abc', 'environment', False, \"IOFWD_KEEP='abc' is not a whole number from 0 to "
           "1000000000\", 'daemon', '--keep')]\n");
+    // The other subcommands warn, as iod and the library do.
+    auto warned = run_iofwd(c, {"ls"}, {{"IOFWD_STAGIN_SIZE", "1G"}});
+    CHECK(warned.err == "iofwd: warning: IOFWD_STAGIN_SIZE is not an iofwd setting (did you mean "
+                        "IOFWD_STAGING_SIZE?)\n"
+                        "iofwd ls: store " + c.store() + " does not exist (" + c.store() +
+                        ": No such file or directory); give --store or IOFWD_STORE\n");
+    CHECK(warned.code == 2);
     auto text = run_iofwd(c, {"config"}, {{"IOFWD_STAGIN_SIZE", "1G"}});
     CHECK(text.code == 1);
     CHECK(text.out.find("\nunknown: IOFWD_STAGIN_SIZE is not an iofwd setting (did you mean "

@@ -4,12 +4,14 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "config.hpp"
 
 namespace {
 
@@ -83,6 +85,10 @@ int main(int argc, char** argv)
                    argv[1], names);
         return bad_argument;
     }
+    // As iod and the library do; config lists them itself.
+    if (!(argc > 1 && std::string_view(argv[1]) == "config"))
+        for (const auto& w : iofwd::config::unknown_in_environment())
+            fmt::print(stderr, "iofwd: warning: {}\n", w);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
