@@ -58,7 +58,13 @@ TEST_CASE("after the whole job is killed in version 4, a new job restarts from v
                            60s));
         // Version 3 is committed job-wide; version 4 is half written (rank
         // 0's part in the store, rank 1's never).
-        REQUIRE(wait_until([&] { return exists(c.store() + "/itest/v00000003/COMPLETE"); }, 30s));
+        // Versions are committed in the order their flushes end, not in
+        // their own: wait for every one's record, not only the newest.
+        REQUIRE(wait_until([&] {
+            return exists(c.store() + "/itest/v00000001/COMPLETE") &&
+                   exists(c.store() + "/itest/v00000002/COMPLETE") &&
+                   exists(c.store() + "/itest/v00000003/COMPLETE");
+        }, 30s));
         REQUIRE(wait_until([&] { return exists(c.store() + "/itest/v00000004/nodeA.r0000"); }, 30s));
         r0.signal(SIGKILL);
         r1.signal(SIGKILL);
@@ -81,8 +87,9 @@ TEST_CASE("after the whole job is killed in version 4, a new job restarts from v
     // The new versions continue after the half-written one: 5 and 6.
     CHECK(has_line(n0, "write 1 0 6 "));
     std::string out;
-    CHECK(c.verify(5, 2, out) == 0);
+    const int verified = c.verify(5, 2, out);
     INFO(out);
+    CHECK(verified == 0);
     CHECK(out.find("version 4: incomplete") != std::string::npos);
 }
 

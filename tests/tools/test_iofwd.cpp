@@ -332,7 +332,10 @@ TEST_CASE("rm and gc refuse a version a live daemon may be writing, and say who 
     auto r1 = c.rank(1, 2, {"--size", "60000", "--versions", "2", "--stall-at", "1"});
     REQUIRE(wait_until([&] { return has_line(r1, "stalled") && has_line(r0, "write 1 0 2 "); },
                        60s));
-    REQUIRE(wait_until([&] { return exists(c.store() + "/itest/v00000002/nodeA.r0000"); }, 30s));
+    REQUIRE(wait_until([&] {
+        return exists(c.store() + "/itest/v00000002/nodeA.r0000") &&
+               exists(c.store() + "/itest/v00000001/COMPLETE");
+    }, 30s));
     const std::string live = "a live daemon on node nodeA holds job itest's claim (it is writing "
                              "the job)";
 
