@@ -2,24 +2,26 @@
 // complete version (one with a COMPLETE record) must have every node's
 // manifest, every rank's object with the manifest's size and crc32c, and the
 // exact bytes the checkpoint example wrote for that node, rank and version.
+// The checking is the store library's (store/verify.hpp, as `iofwd verify`
+// does it); what this program adds is the example's pattern.
 //
 //   verify --store DIR [--job checkpoint] [--expect-versions N] [--expect-ranks R]
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "crc32c.hpp"
 #include "errors.hpp"
 #include "format.hpp"
-#include "store/layout.hpp"
 #include "pattern.hpp"
 #include "store/backend.hpp"
-#include "store/catalog.hpp"
+#include "store/verify.hpp"
 
 namespace {
 
@@ -39,45 +41,43 @@ int usage(int code)
     return code;
 }
 
-// Checks one object: size, checksum, and the pattern, a block at a time.
-bool check_object(iofwd::store::backend& st, const std::string& name,
-                  const iofwd::store::manifest& m, const iofwd::store::manifest_entry& e,
-                  std::vector<std::byte>& block)
+// The line the verifier has always printed for a damaged object.
+void print_failure(const iofwd::store::object_result& o)
 {
-    std::uint64_t size = 0;
-    if (auto ec = st.size(name, size)) {
-        fmt::print("FAIL {}: {}\n", name, ec.message());
-        return false;
+    using iofwd::store::problem;
+    const auto& d = o.what;
+    switch (d.kind) {
+    case problem::missing:
+        fmt::print("FAIL {}: {}\n", o.name, make_error_code(iofwd::errc::not_found).message());
+        break;
+    case problem::size: fmt::print("FAIL {}: {}, manifest says {}\n", o.name, d.found, o.size); break;
+    case problem::checksum:
+        fmt::print("FAIL {}: {}, manifest says {:08x}\n", o.name, d.found, o.crc32c);
+        break;
+    case problem::content: fmt::print("FAIL {}: {}\n", o.name, o.why); break;
+    default: fmt::print("FAIL {}: {}\n", o.name, d.found); break;
     }
-    if (size != e.size) {
-        fmt::print("FAIL {}: {} bytes, manifest says {}\n", name, size, e.size);
-        return false;
-    }
-    const std::uint64_t seed = example::pattern_seed(m.node, e.rank, m.version);
+}
+
+// Every block must be the example's pattern for its node, rank and version.
+bool pattern_matches(const iofwd::store::manifest& m, const iofwd::store::manifest_entry& e,
+                     std::span<const std::byte> block, std::uint64_t offset, std::string& why,
+                     iofwd::store::damage& what)
+{
     std::vector<std::byte> expect(block.size());
-    std::uint32_t crc = 0;
-    for (std::uint64_t off = 0; off < size; off += block.size()) {
-        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(block.size(), size - off));
-        if (auto ec = st.read(name, off, std::span(block.data(), n))) {
-            fmt::print("FAIL {}: read at {}: {}\n", name, off, ec.message());
-            return false;
-        }
-        crc = iofwd::crc32c(std::span(block.data(), n), crc);
-        example::fill_pattern(expect.data(), n, seed, off);
-        if (std::memcmp(block.data(), expect.data(), n) != 0) {
-            std::size_t i = 0;
-            while (block[i] == expect[i])
-                ++i;
-            fmt::print("FAIL {}: byte {} differs from the pattern of node {} rank {} version {}\n",
-                       name, off + i, m.node, e.rank, m.version);
-            return false;
-        }
-    }
-    if (crc != e.crc32c) {
-        fmt::print("FAIL {}: crc32c {:08x}, manifest says {:08x}\n", name, crc, e.crc32c);
-        return false;
-    }
-    return true;
+    example::fill_pattern(expect.data(), expect.size(),
+                          example::pattern_seed(m.node, e.rank, m.version), offset);
+    if (std::memcmp(block.data(), expect.data(), block.size()) == 0)
+        return true;
+    std::size_t i = 0;
+    while (block[i] == expect[i])
+        ++i;
+    why = fmt::format("byte {} differs from the pattern of node {} rank {} version {}", offset + i,
+                      m.node, e.rank, m.version);
+    what.expected = fmt::format("byte {} = {:02x} (the example's pattern)", offset + i,
+                                static_cast<unsigned>(expect[i]));
+    what.found = fmt::format("{:02x}", static_cast<unsigned>(block[i]));
+    return false;
 }
 
 }  // namespace
@@ -103,45 +103,42 @@ int main(int argc, char** argv)
         fmt::print(stderr, "verify: {}\n", why);
         return 2;
     }
-    std::vector<std::string> versions;
-    if (auto ec = st->list(o.job + "/", versions)) {
+    // The store's own verification (iofwd verify's), plus the pattern.
+    iofwd::store::verify_options vo;
+    vo.threads = 2;
+    vo.content = pattern_matches;
+    iofwd::store::verify_report report;
+    if (auto ec = iofwd::store::verify_job(*st, o.job, {}, vo, report, why)) {
         fmt::print("FAIL: job {} not found in {}: {}\n", o.job, st->describe(), ec.message());
         return 1;
     }
-    std::vector<std::byte> block(16 << 20);
     long complete = 0, incomplete = 0, objects = 0, bad = 0;
     std::uint64_t bytes = 0;
-    for (const auto& vdir : versions) {
-        const auto version = iofwd::store::parse_version_dir(vdir);
-        if (!version)
-            continue;
-        std::uint64_t ignored = 0;
-        if (st->size(iofwd::store::complete_object(o.job, *version), ignored)) {
-            fmt::print("version {}: incomplete (no COMPLETE record)\n", *version);
+    for (const auto& v : report.versions) {
+        if (v.state == iofwd::store::version_state::incomplete) {
+            fmt::print("version {}: incomplete (no COMPLETE record)\n", v.version);
             ++incomplete;
             continue;
         }
-        iofwd::store::version_info info;
-        if (auto ec = iofwd::store::load_version(*st, o.job, *version, info, why)) {
-            fmt::print("FAIL version {}: {}\n", *version, why);
+        if (v.state == iofwd::store::version_state::damaged) {
+            fmt::print("FAIL version {}: {}\n", v.version, v.why);
             ++bad;
             continue;
         }
         ++complete;
         long ranks = 0;
-        for (const auto& m : info.manifests) {
-            for (const auto& e : m.entries) {
-                const auto name = iofwd::store::data_object(o.job, m.version, m.node, e.rank);
-                ++objects;
-                ++ranks;
-                if (check_object(*st, name, m, e, block))
-                    bytes += e.size;
-                else
-                    ++bad;
+        for (const auto& obj : v.objects) {
+            ++objects;
+            ++ranks;
+            if (obj.intact) {
+                bytes += obj.size;
+            } else {
+                print_failure(obj);
+                ++bad;
             }
         }
         if (o.expect_ranks >= 0 && ranks != o.expect_ranks) {
-            fmt::print("FAIL version {}: {} ranks, expected {}\n", *version, ranks, o.expect_ranks);
+            fmt::print("FAIL version {}: {} ranks, expected {}\n", v.version, ranks, o.expect_ranks);
             ++bad;
         }
     }

@@ -145,13 +145,7 @@ std::error_code daemon::start(std::string& why)
     }
     if (auto ec = take_lock(why))
         return ec;
-    // The rados backend reads its cluster settings from the environment.
-    if (!opts_.ceph_conf.empty())
-        ::setenv("IOFWD_CEPH_CONF", opts_.ceph_conf.c_str(), 1);
-    if (!opts_.ceph_user.empty())
-        ::setenv("IOFWD_CEPH_USER", opts_.ceph_user.c_str(), 1);
-    if (!opts_.ceph_keyring.empty())
-        ::setenv("IOFWD_CEPH_KEYRING", opts_.ceph_keyring.c_str(), 1);
+    store::set_ceph_options(opts_.ceph_conf, opts_.ceph_user, opts_.ceph_keyring);
     if (auto ec = store::open(opts_.store, store_, why, {opts_.store_group}))
         return ec;
 

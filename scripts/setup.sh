@@ -5,7 +5,9 @@
 # Fortran and parallel HDF5 programs run with and without it, compared by h5diff;
 # clang-15 and libfuzzer-15-dev build the libFuzzer harnesses of tests/fuzz, see
 # scripts/fuzz.sh; slurm-wlm and munge are the real Slurm the `slurm` test suite
-# starts and stops itself, scripts/slurm.sh; their packages start no service.)
+# starts and stops itself, scripts/slurm.sh; their packages start no service;
+# libcli11-dev, nlohmann-json3-dev and help2man build the iofwd command: its
+# arguments, its --json output, and the man pages of iofwd and iod.)
 # Non-interactive and idempotent: running it twice installs nothing the second time.
 #
 #   scripts/setup.sh            build + test dependencies
@@ -20,11 +22,12 @@ pkgs=(g++ meson ninja-build pkg-config
       gnuplot-nox
       gfortran libhdf5-mpich-dev hdf5-tools
       clang-15 libfuzzer-15-dev
-      slurm-wlm munge)
+      slurm-wlm munge
+      libcli11-dev nlohmann-json3-dev help2man)
 for arg in "$@"; do
   case "$arg" in
     --ceph) pkgs+=(ceph-mon ceph-mgr ceph-osd ceph-common librados-dev libradospp-dev) ;;
-    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done

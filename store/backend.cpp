@@ -1,5 +1,8 @@
 #include "store/backend.hpp"
 
+#include <cstdlib>
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "store/directory.hpp"
@@ -28,6 +31,16 @@ std::error_code backend::put_new(const std::string& name, std::span<const std::b
     if (auto ec = w->write_at(data, 0))
         return ec;
     return w->commit_exclusive();
+}
+
+void set_ceph_options(const std::string& conf, const std::string& user,
+                      const std::string& keyring)
+{
+    for (const auto& [name, value] : {std::pair{"IOFWD_CEPH_CONF", &conf},
+                                      std::pair{"IOFWD_CEPH_USER", &user},
+                                      std::pair{"IOFWD_CEPH_KEYRING", &keyring}})
+        if (!value->empty())
+            ::setenv(name, value->c_str(), 1);
 }
 
 std::string failure(const backend& st, const std::string& name, std::error_code ec)

@@ -91,10 +91,25 @@ public:
 
     virtual std::error_code remove(const std::string& name) = 0;
 
+    // When `name` was last written, in seconds since the epoch (for listings).
+    virtual std::error_code modified(const std::string& name, std::int64_t& out) = 0;
+
+    // What writers that died before commit() left under `dir` and the
+    // directories in it: objects list() never shows and nothing reads (the
+    // directory backend's temporaries, the rados backend's pieces that no
+    // head points to). Full names, sorted. They stop nothing but take space;
+    // remove_leftover() deletes one (remove() is for committed names).
+    virtual std::error_code leftovers(const std::string& dir, std::vector<std::string>& out) = 0;
+    virtual std::error_code remove_leftover(const std::string& name) = 0;
+
     // Claims `job` on `node` for this process: errc::rank_in_use when another
     // live process holds the claim (two concurrent jobs under one name).
     virtual std::error_code claim_job(const std::string& job, const std::string& node,
                                       std::unique_ptr<claim>& out) = 0;
+    // The nodes that have ever claimed `job`, whether a live process holds
+    // their claim now or not (claim_job tells): what a tool must claim to
+    // know that no daemon writes the job while it changes it.
+    virtual std::error_code claimants(const std::string& job, std::vector<std::string>& out) = 0;
 
     // After errc::unsafe_path for `name`: which part of it is refused and
     // why ("/s/job belongs to uid 1001, not to you"), for a message.
@@ -113,6 +128,12 @@ struct open_options {
 // directory backend. On failure `why` says what is wrong in words.
 std::error_code open(const std::string& location, std::unique_ptr<backend>& out,
                      std::string& why, const open_options& opts = {});
+
+// Points rados: stores opened afterwards at a cluster, as iod's --ceph-conf,
+// --ceph-user and --ceph-keyring do: through the IOFWD_CEPH_* environment
+// the rados backend reads. An empty value leaves its variable alone.
+void set_ceph_options(const std::string& conf, const std::string& user,
+                      const std::string& keyring);
 
 // `what` failed with `ec` for object `name`: a sentence, naming the part
 // of the store that was refused when that is why.

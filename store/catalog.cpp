@@ -45,17 +45,21 @@ std::error_code complete_versions(backend& st, const std::string& job,
 }
 
 std::error_code load_version(backend& st, const std::string& job, std::uint64_t version,
-                             version_info& out, std::string& why)
+                             version_info& out, std::string& why, damage* what)
 {
+    damage scratch;
+    damage& d = what ? *what : scratch;
     version_info info;
     std::string text;
     const auto rec_name = complete_object(job, version);
     if (auto ec = read_all(st, rec_name, text)) {
         why = fmt::format("version {} of job {} is not complete ({}: {})", version, job, rec_name,
                           failure(st, rec_name, ec));
+        d = {rec_name, "a COMPLETE record", failure(st, rec_name, ec), problem::record};
         return ec;
     }
     if (auto ec = parse_complete(text, info.record, why)) {
+        d = {rec_name, "a COMPLETE record", why, problem::record};
         why = fmt::format("{}: {}", rec_name, why);
         return ec;
     }
@@ -65,6 +69,8 @@ std::error_code load_version(backend& st, const std::string& job, std::uint64_t 
         why = fmt::format("{} is the record of job {} version {}, not of job {} version {}: the "
                           "directory was copied or moved, it is not that version",
                           rec_name, info.record.job, info.record.version, job, version);
+        d = {rec_name, fmt::format("job {} version {}", job, version),
+             fmt::format("job {} version {}", info.record.job, info.record.version), problem::record};
         return make_error_code(errc::corrupt);
     }
     for (const auto& n : info.record.nodes) {
@@ -72,15 +78,20 @@ std::error_code load_version(backend& st, const std::string& job, std::uint64_t 
         if (auto ec = read_all(st, mname, text)) {
             why = fmt::format("version {}: manifest {} listed as complete is unreadable: {}",
                               version, mname, failure(st, mname, ec));
+            d = {mname, "a manifest", ec == errc::not_found ? "missing" : failure(st, mname, ec),
+                 problem::record};
             return make_error_code(errc::corrupt);
         }
-        if (crc32c(std::as_bytes(std::span(text))) != n.manifest_crc32c) {
+        if (const auto got = crc32c(std::as_bytes(std::span(text))); got != n.manifest_crc32c) {
             why = fmt::format("version {}: manifest {} does not match the checksum in {}", version,
                               mname, rec_name);
+            d = {mname, fmt::format("crc32c {:08x} (in {})", n.manifest_crc32c, rec_name),
+                 fmt::format("crc32c {:08x}", got), problem::record};
             return make_error_code(errc::corrupt);
         }
         manifest m;
         if (auto ec = parse_manifest(text, m, why)) {
+            d = {mname, "a manifest", why, problem::record};
             why = fmt::format("{}: {}", mname, why);
             return ec;
         }
@@ -89,6 +100,11 @@ std::error_code load_version(backend& st, const std::string& job, std::uint64_t 
                               "place and {} say (job {} version {} node {}, {} ranks)",
                               mname, m.job, m.version, m.node, m.ranks, rec_name, job, version,
                               n.node, n.ranks);
+            d = {mname,
+                 fmt::format("job {} version {} node {}, {} ranks", job, version, n.node, n.ranks),
+                 fmt::format("job {} version {} node {}, {} ranks", m.job, m.version, m.node,
+                             m.ranks),
+                 problem::record};
             return make_error_code(errc::corrupt);
         }
         info.manifests.push_back(std::move(m));
@@ -99,10 +115,11 @@ std::error_code load_version(backend& st, const std::string& job, std::uint64_t 
 
 namespace {
 
-// Reads [0, size) through `block`-sized pieces into `dest` (or a scratch block
-// when dest is empty) and returns the crc32c.
+// Reads [0, size) in pieces of at most 16 MiB into `dest` (or a scratch
+// block when dest is empty), hands each to `each`, and returns the crc32c.
 std::error_code read_crc(backend& st, const std::string& name, std::uint64_t size,
-                         std::span<std::byte> dest, std::uint32_t& crc)
+                         std::span<std::byte> dest, const block_check& each, std::uint32_t& crc,
+                         std::string& why, damage& what)
 {
     std::vector<std::byte> scratch;
     if (dest.empty())
@@ -117,9 +134,18 @@ std::error_code read_crc(backend& st, const std::string& name, std::uint64_t siz
             piece = dest.subspan(static_cast<std::size_t>(off),
                                  static_cast<std::size_t>(std::min<std::uint64_t>(16u << 20, size - off)));
         }
-        if (auto ec = st.read(name, off, piece))
+        if (auto ec = st.read(name, off, piece)) {
+            why = fmt::format("reading object {} failed: {}", name, failure(st, name, ec));
+            what = {name, "readable", fmt::format("read at {}: {}", off, failure(st, name, ec)),
+                    problem::unreadable};
             return ec;
+        }
         c = crc32c(piece, c);
+        if (each && !each(piece, off, why, what)) {
+            what.object = name;
+            what.kind = problem::content;
+            return make_error_code(errc::corrupt);
+        }
         off += piece.size();
     }
     crc = c;
@@ -127,27 +153,32 @@ std::error_code read_crc(backend& st, const std::string& name, std::uint64_t siz
 }
 
 std::error_code checked(backend& st, const std::string& name, std::uint64_t size,
-                        std::uint32_t crc, std::span<std::byte> dest, std::string& why)
+                        std::uint32_t crc, std::span<std::byte> dest, const block_check& each,
+                        std::string& why, damage& what)
 {
     std::uint64_t actual = 0;
     if (auto ec = st.size(name, actual)) {
         why = ec == errc::not_found ? fmt::format("object {} is missing", name)
                                     : fmt::format("object {}: {}", name, failure(st, name, ec));
+        what = {name, fmt::format("{} bytes", size),
+                ec == errc::not_found ? "missing" : failure(st, name, ec),
+                ec == errc::not_found ? problem::missing : problem::unreadable};
         return ec == errc::not_found || ec == errc::unsafe_path ? make_error_code(errc::corrupt)
                                                                 : ec;
     }
     if (actual != size) {
         why = fmt::format("object {} holds {} bytes, its manifest says {}", name, actual, size);
+        what = {name, fmt::format("{} bytes", size), fmt::format("{} bytes", actual), problem::size};
         return make_error_code(errc::corrupt);
     }
     std::uint32_t got = 0;
-    if (auto ec = read_crc(st, name, size, dest, got)) {
-        why = fmt::format("reading object {} failed: {}", name, failure(st, name, ec));
+    if (auto ec = read_crc(st, name, size, dest, each, got, why, what))
         return ec;
-    }
     if (got != crc) {
         why = fmt::format("object {} fails its checksum: crc32c {:08x}, the manifest says {:08x}",
                           name, got, crc);
+        what = {name, fmt::format("crc32c {:08x}", crc), fmt::format("crc32c {:08x}", got),
+                problem::checksum};
         return make_error_code(errc::corrupt);
     }
     return {};
@@ -165,13 +196,22 @@ std::error_code read_checked(backend& st, const std::string& name, std::uint64_t
     }
     if (size == 0)
         return {};
-    return checked(st, name, size, crc, out.first(static_cast<std::size_t>(size)), why);
+    damage what;
+    return checked(st, name, size, crc, out.first(static_cast<std::size_t>(size)), {}, why, what);
 }
 
 std::error_code check_object(backend& st, const std::string& name, std::uint64_t size,
                              std::uint32_t crc, std::string& why)
 {
-    return checked(st, name, size, crc, {}, why);
+    damage what;
+    return checked(st, name, size, crc, {}, {}, why, what);
+}
+
+std::error_code check_object(backend& st, const std::string& name, std::uint64_t size,
+                             std::uint32_t crc, const block_check& each, std::string& why,
+                             damage& what)
+{
+    return checked(st, name, size, crc, {}, each, why, what);
 }
 
 std::error_code latest(backend& st, const std::string& job, bool verify, std::uint64_t& out,
@@ -263,6 +303,23 @@ std::error_code try_complete(backend& st, const std::string& job, std::uint64_t 
 std::error_code prune(backend& st, const std::string& job, unsigned keep,
                       std::vector<std::uint64_t>& removed, const std::function<bool()>& pause)
 {
+    std::vector<std::uint64_t> doomed;
+    if (auto ec = prune_plan(st, job, keep, doomed))
+        return ec;
+    for (const auto v : doomed) {
+        if (!removed.empty() && pause && pause())
+            return std::make_error_code(std::errc::operation_canceled);
+        if (auto ec = remove_version(st, job, v))
+            return ec;
+        removed.push_back(v);
+    }
+    return {};
+}
+
+std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
+                           std::vector<std::uint64_t>& out)
+{
+    out.clear();
     if (keep == 0)
         return {};
     std::vector<std::uint64_t> complete;
@@ -274,26 +331,40 @@ std::error_code prune(backend& st, const std::string& job, unsigned keep,
     std::vector<std::string> dirs;
     if (auto ec = st.list(job + "/", dirs))
         return ec;
-    for (const auto& d : dirs) {
-        const auto v = parse_version_dir(d);
-        if (!v || *v >= oldest_kept)
-            continue;
-        if (!removed.empty() && pause && pause())
-            return std::make_error_code(std::errc::operation_canceled);
-        // COMPLETE goes first: a version half deleted is never taken as complete.
-        const auto record = complete_object(job, *v);
-        if (auto ec = st.remove(record); ec && ec != errc::not_found)
+    for (const auto& d : dirs)
+        if (const auto v = parse_version_dir(d); v && *v < oldest_kept)
+            out.push_back(*v);
+    std::sort(out.begin(), out.end());
+    return {};
+}
+
+std::error_code remove_version(backend& st, const std::string& job, std::uint64_t version)
+{
+    // COMPLETE goes first: a version half deleted is never taken as complete.
+    const auto dir = version_dir(job, version);
+    if (auto ec = st.remove(complete_object(job, version)); ec && ec != errc::not_found)
+        return ec;
+    std::vector<std::string> names;
+    if (auto ec = st.list(dir + "/", names); ec && ec != errc::not_found)
+        return ec;
+    for (const auto& n : names)
+        if (auto ec = st.remove(dir + "/" + n); ec && ec != errc::not_found)
             return ec;
-        std::vector<std::string> names;
-        if (auto ec = st.list(version_dir(job, *v) + "/", names); ec && ec != errc::not_found)
-            return ec;
-        for (const auto& n : names)
-            if (auto ec = st.remove(version_dir(job, *v) + "/" + n); ec && ec != errc::not_found)
-                return ec;
-        if (auto ec = st.remove(version_dir(job, *v)); ec && ec != errc::not_found)
-            return ec;
-        removed.push_back(*v);
+    auto ec = st.remove(dir);
+    if (ec == std::errc::directory_not_empty) {
+        // A flush that died before its commit left a temporary in the
+        // version. Looked for only then: on RADOS finding leftovers scans the
+        // pool, and its "directories" are never in the way.
+        std::vector<std::string> left;
+        if (auto lec = st.leftovers(dir, left))
+            return lec;
+        for (const auto& n : left)
+            if (auto rec = st.remove_leftover(n); rec && rec != errc::not_found)
+                return rec;
+        ec = st.remove(dir);
     }
+    if (ec && ec != errc::not_found)
+        return ec;
     return {};
 }
 

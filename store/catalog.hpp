@@ -22,14 +22,33 @@ std::error_code read_all(backend& st, const std::string& name, std::string& out)
 std::error_code complete_versions(backend& st, const std::string& job,
                                   std::vector<std::uint64_t>& out);
 
+// What is wrong with a stored object, for a report: the object, what its
+// record or manifest says it should be and what the store holds, in words
+// ("crc32c 1a2b3c4d", "missing").
+enum class problem {
+    record,      // the COMPLETE record or a manifest is missing, unreadable or does not match
+    missing,     // an object its manifest lists is not there
+    unreadable,  // the store failed to read it (or refused it: not the user's, a symlink)
+    size,        // it holds another number of bytes than its manifest says
+    checksum,    // its crc32c is not the manifest's
+    content,     // a check of the caller's own failed (block_check)
+};
+struct damage {
+    std::string object;
+    std::string expected;
+    std::string found;
+    problem kind = problem::record;
+};
+
 // A complete version: its record and every node's manifest, each manifest
-// checked against the checksum the record holds for it.
+// checked against the checksum the record holds for it. When the record or a
+// manifest is wrong, `what` (if given) names the object and the mismatch.
 struct version_info {
     complete_record record;
     std::vector<manifest> manifests;
 };
 std::error_code load_version(backend& st, const std::string& job, std::uint64_t version,
-                             version_info& out, std::string& why);
+                             version_info& out, std::string& why, damage* what = nullptr);
 
 // Reads an object into `out` (exactly its size) and checks size and crc32c.
 // A mismatch is errc::corrupt with the object and version named in `why`.
@@ -39,6 +58,16 @@ std::error_code read_checked(backend& st, const std::string& name, std::uint64_t
 // Checks an object without keeping its bytes (reads it in blocks).
 std::error_code check_object(backend& st, const std::string& name, std::uint64_t size,
                              std::uint32_t crc, std::string& why);
+
+// The same, handing every block read to `each` (its bytes and offset in the
+// object) before the next is read: progress, or a check of the caller's own,
+// which stops the reading by returning false with `why` and `what` set
+// (errc::corrupt then). `what` names a mismatch of size or checksum too.
+using block_check = std::function<bool(std::span<const std::byte> block, std::uint64_t offset,
+                                       std::string& why, damage& what)>;
+std::error_code check_object(backend& st, const std::string& name, std::uint64_t size,
+                             std::uint32_t crc, const block_check& each, std::string& why,
+                             damage& what);
 
 // The newest complete version. With `verify`, the newest one whose every
 // object matches its checksum; versions that fail are named in `skipped`.
@@ -50,8 +79,19 @@ std::error_code latest(backend& st, const std::string& job, bool verify, std::ui
 std::error_code try_complete(backend& st, const std::string& job, std::uint64_t version,
                              std::uint32_t nodes, bool& completed, std::string& why);
 
+// Deletes one version: its COMPLETE record first (a version half deleted is
+// never taken as complete), then its objects and its directory, with what
+// crashed writers left in it when that is what keeps the directory
+// (backend::leftovers). A version that is not there is not an error.
+std::error_code remove_version(backend& st, const std::string& job, std::uint64_t version);
+
+// The versions prune() would delete: every version directory older than the
+// oldest of the newest `keep` complete versions, ascending (none for keep 0).
+std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
+                           std::vector<std::uint64_t>& out);
+
 // Keeps the newest `keep` complete versions; deletes every version older than
-// the oldest kept one, its COMPLETE record first. Returns what it removed.
+// the oldest kept one (remove_version). Returns what it removed.
 // With `pause`: asked after each removed version; when it says yes, stops
 // there with std::errc::operation_canceled (a later call goes on).
 std::error_code prune(backend& st, const std::string& job, unsigned keep,

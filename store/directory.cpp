@@ -98,6 +98,50 @@ std::error_code fsync_fd(int fd)
 
 std::atomic<std::uint64_t> temp_counter{0};
 
+// create()'s temporary names, ".<name>.tmp-<pid>-<n>", and the claim files
+// claim_job() keeps, ".<node>.claim".
+constexpr std::string_view temp_marker = ".tmp-";
+constexpr std::string_view claim_suffix = ".claim";
+
+bool is_temporary(std::string_view name)
+{
+    return name.size() > 1 && name[0] == '.' && name.find(temp_marker) != std::string_view::npos;
+}
+
+// The names in a directory opened as `fd` (taken over), "." and ".." left
+// out, sorted; `types` gets whether each is a directory.
+std::error_code read_names(unique_fd fd, std::vector<std::string>& out, std::vector<bool>* dirs)
+{
+    DIR* d = ::fdopendir(fd.get());
+    if (!d)
+        return last_system_error();
+    fd.release();
+    std::vector<std::pair<std::string, bool>> found;
+    while (const dirent* e = ::readdir(d)) {
+        const std::string_view n = e->d_name;
+        if (n == "." || n == "..")
+            continue;
+        bool is_dir = e->d_type == DT_DIR;
+        if (e->d_type == DT_UNKNOWN) {
+            struct stat st {};
+            is_dir = ::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                     S_ISDIR(st.st_mode);
+        }
+        found.emplace_back(std::string(n), is_dir);
+    }
+    ::closedir(d);
+    std::sort(found.begin(), found.end());
+    out.clear();
+    if (dirs)
+        dirs->clear();
+    for (auto& [n, is_dir] : found) {
+        out.push_back(std::move(n));
+        if (dirs)
+            dirs->push_back(is_dir);
+    }
+    return {};
+}
+
 constexpr std::uint64_t direct_align = 4096;
 
 }  // namespace
@@ -459,14 +503,30 @@ std::error_code directory_backend::read(const std::string& name, std::uint64_t o
     return {};
 }
 
-std::error_code directory_backend::size(const std::string& name, std::uint64_t& out)
+std::error_code directory_backend::entries(const std::string& rel, std::vector<std::string>& out,
+                                           std::vector<bool>* dirs) const
+{
+    unique_fd fd;
+    if (auto ec = open_dir(rel, false, fd))
+        return ec;
+    return read_names(std::move(fd), out, dirs);
+}
+
+std::error_code directory_backend::stat_name(const std::string& name, struct stat& out) const
 {
     unique_fd dir;
     if (auto ec = open_dir(parent_of(name), false, dir))
         return ec;
-    struct stat st {};
-    if (::fstatat(dir.get(), base_of(name).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+    if (::fstatat(dir.get(), base_of(name).c_str(), &out, AT_SYMLINK_NOFOLLOW) != 0)
         return errno == ENOENT ? make_error_code(errc::not_found) : last_system_error();
+    return {};
+}
+
+std::error_code directory_backend::size(const std::string& name, std::uint64_t& out)
+{
+    struct stat st {};
+    if (auto ec = stat_name(name, st))
+        return ec;
     if (!safe_file(st))
         return make_error_code(errc::unsafe_path);
     out = static_cast<std::uint64_t>(st.st_size);
@@ -478,22 +538,59 @@ std::error_code directory_backend::list(const std::string& prefix, std::vector<s
     std::string rel = prefix;
     while (!rel.empty() && rel.back() == '/')
         rel.pop_back();
-    unique_fd dir;
-    if (auto ec = open_dir(rel, false, dir))
-        return ec;
-    DIR* d = ::fdopendir(dir.release());
-    if (!d)
-        return last_system_error();
     std::vector<std::string> names;
-    while (const dirent* e = ::readdir(d)) {
-        if (e->d_name[0] == '.')
-            continue;  // ".", "..", and uncommitted temporaries
-        names.emplace_back(e->d_name);
-    }
-    ::closedir(d);
-    std::sort(names.begin(), names.end());
+    if (auto ec = entries(rel, names, nullptr))
+        return ec;
+    // Hidden names are uncommitted temporaries and claim files.
+    std::erase_if(names, [](const std::string& n) { return n[0] == '.'; });
     out = std::move(names);
     return {};
+}
+
+std::error_code directory_backend::modified(const std::string& name, std::int64_t& out)
+{
+    struct stat st {};
+    if (auto ec = stat_name(name, st))
+        return ec;
+    out = static_cast<std::int64_t>(st.st_mtim.tv_sec);
+    return {};
+}
+
+std::error_code directory_backend::leftovers(const std::string& dir, std::vector<std::string>& out)
+{
+    // The layout is two levels deep under a job (versions, runs): a walk
+    // that far, never following anything that is not a safe directory.
+    std::vector<std::string> found;
+    std::vector<std::string> todo{dir};
+    while (!todo.empty()) {
+        const std::string rel = std::move(todo.back());
+        todo.pop_back();
+        std::vector<std::string> names;
+        std::vector<bool> dirs;
+        if (auto ec = entries(rel, names, &dirs)) {
+            if (ec == errc::unsafe_path && rel != dir)
+                continue;  // not iofwd's: neither walked nor reported here
+            return ec;
+        }
+        const std::string prefix = rel.empty() ? std::string() : rel + "/";
+        for (std::size_t i = 0; i < names.size(); ++i) {
+            if (is_temporary(names[i]) && !dirs[i])
+                found.push_back(prefix + names[i]);
+            else if (dirs[i] && names[i][0] != '.' &&
+                     std::count(rel.begin(), rel.end(), '/') < 2)
+                todo.push_back(prefix + names[i]);
+        }
+    }
+    std::sort(found.begin(), found.end());
+    out = std::move(found);
+    return {};
+}
+
+std::error_code directory_backend::remove_leftover(const std::string& name)
+{
+    if (!is_temporary(base_of(name)))
+        return make_error_code(errc::invalid_argument);
+    return remove(name);
 }
 
 std::error_code directory_backend::remove(const std::string& name)
@@ -533,7 +630,7 @@ std::error_code directory_backend::claim_job(const std::string& job, const std::
     unique_fd dir;
     if (auto ec = open_dir(job, true, dir))
         return ec;
-    const std::string name = "." + node + ".claim";
+    const std::string name = "." + node + std::string(claim_suffix);
     unique_fd fd(::openat(dir.get(), name.c_str(),
                           O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
                           group_ ? 0640 : 0600));
@@ -545,6 +642,20 @@ std::error_code directory_backend::claim_job(const std::string& job, const std::
     if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0)
         return errno == EWOULDBLOCK ? make_error_code(errc::rank_in_use) : last_system_error();
     out = std::make_unique<flock_claim>(std::move(fd));
+    return {};
+}
+
+std::error_code directory_backend::claimants(const std::string& job, std::vector<std::string>& out)
+{
+    std::vector<std::string> names;
+    if (auto ec = entries(job, names, nullptr))
+        return ec;
+    std::vector<std::string> nodes;
+    for (const std::string_view n : names)
+        if (n.size() > 1 + claim_suffix.size() && n[0] == '.' && n.ends_with(claim_suffix) &&
+            !is_temporary(n))
+            nodes.emplace_back(n.substr(1, n.size() - 1 - claim_suffix.size()));
+    out = std::move(nodes);
     return {};
 }
 

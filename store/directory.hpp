@@ -9,6 +9,8 @@
 // and writable by nobody else; objects are read only if they are regular
 // files. Directories are created 0700 and files 0600 (0750 and 0640 when the
 // group may read the checkpoints).
+#include <sys/stat.h>
+
 #include <memory>
 #include <string>
 #include <system_error>
@@ -41,8 +43,14 @@ public:
     std::error_code size(const std::string& name, std::uint64_t& out) override;
     std::error_code list(const std::string& prefix, std::vector<std::string>& out) override;
     std::error_code remove(const std::string& name) override;
+    std::error_code modified(const std::string& name, std::int64_t& out) override;
+    // Temporaries: ".<name>.tmp-<pid>-<n>" (create()).
+    std::error_code leftovers(const std::string& dir, std::vector<std::string>& out) override;
+    std::error_code remove_leftover(const std::string& name) override;
     std::error_code claim_job(const std::string& job, const std::string& node,
                               std::unique_ptr<claim>& out) override;
+    // The claim files ".<node>.claim" in the job's directory.
+    std::error_code claimants(const std::string& job, std::vector<std::string>& out) override;
     std::string explain(const std::string& name) const override;
 
     const std::string& root() const noexcept { return root_; }
@@ -59,6 +67,13 @@ private:
     // An object, opened for reading without following a symlink or blocking
     // on a FIFO: errc::unsafe_path unless it is a regular file of ours.
     std::error_code open_object(const std::string& name, unique_fd& dir, unique_fd& out) const;
+    // Every name in the directory `rel` (open_dir's checks), hidden ones
+    // too, sorted; `dirs` (if given) says which are directories.
+    std::error_code entries(const std::string& rel, std::vector<std::string>& out,
+                            std::vector<bool>* dirs) const;
+    // The entry `name` itself (a symlink is not followed): errc::not_found
+    // when missing.
+    std::error_code stat_name(const std::string& name, struct stat& out) const;
 
     std::string root_;
     unique_fd root_fd_;  // everything is reached through it

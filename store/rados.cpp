@@ -17,7 +17,9 @@
 #include <stop_token>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <set>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -626,6 +628,73 @@ public:
         return {};
     }
 
+    std::error_code modified(const std::string& name, std::int64_t& out) override
+    {
+        std::uint64_t size = 0;
+        time_t mtime = 0;
+        const int rc = with_retries([&] { return rados_stat(io_, name.c_str(), &size, &mtime); });
+        if (rc == -ENOENT)
+            return make_error_code(errc::not_found);
+        if (rc < 0)
+            return rados_error(rc);
+        out = static_cast<std::int64_t>(mtime);
+        return {};
+    }
+
+    // Pieces "<name>@<id>.<n>" under `dir` whose head is gone or names
+    // another write: what a writer that died before its commit left. RADOS
+    // has no index of pieces, so this scans the pool (a tool's job, never
+    // the daemon's).
+    std::error_code leftovers(const std::string& dir, std::vector<std::string>& out) override
+    {
+        const std::string prefix = dir.empty() || dir.back() == '/' ? dir : dir + "/";
+        std::vector<std::string> names;
+        if (auto ec = scan(prefix, names))
+            return ec;
+        std::vector<std::string> found;
+        std::map<std::string, std::string> ids;  // head name -> its write id ("" none)
+        for (const auto& n : names) {
+            const auto at = n.rfind('@');
+            const auto dot = n.rfind('.');
+            if (at == std::string::npos || dot == std::string::npos || dot < at)
+                continue;
+            const std::string name = n.substr(0, at);
+            auto it = ids.find(name);
+            if (it == ids.end()) {
+                head h;
+                it = ids.emplace(name, load_head(name, h) ? std::string() : h.id).first;
+            }
+            if (it->second != n.substr(at + 1, dot - at - 1))
+                found.push_back(n);
+        }
+        std::sort(found.begin(), found.end());
+        out = std::move(found);
+        return {};
+    }
+
+    std::error_code remove_leftover(const std::string& name) override
+    {
+        if (name.find('@') == std::string::npos)
+            return make_error_code(errc::invalid_argument);
+        const int rc = with_retries([&] { return rados_remove(io_, name.c_str()); });
+        if (rc == -ENOENT)
+            return make_error_code(errc::not_found);
+        return rc < 0 ? rados_error(rc) : std::error_code{};
+    }
+
+    std::error_code claimants(const std::string& job, std::vector<std::string>& out) override
+    {
+        const std::string prefix = fmt::format(".claim/{}/", job);
+        std::vector<std::string> names;
+        if (auto ec = scan(prefix, names))
+            return ec;
+        for (auto& n : names)
+            n.erase(0, prefix.size());
+        std::sort(names.begin(), names.end());
+        out = std::move(names);
+        return {};
+    }
+
     std::error_code claim_job(const std::string& job, const std::string& node,
                               std::unique_ptr<claim>& out) override
     {
@@ -643,6 +712,25 @@ public:
     }
 
 private:
+    // Every object of the pool whose name starts with `prefix`.
+    std::error_code scan(const std::string& prefix, std::vector<std::string>& out)
+    {
+        rados_list_ctx_t ctx = nullptr;
+        if (const int rc = rados_nobjects_list_open(io_, &ctx); rc < 0)
+            return rados_error(rc);
+        std::vector<std::string> names;
+        const char* entry = nullptr;
+        int rc = 0;
+        while ((rc = rados_nobjects_list_next(ctx, &entry, nullptr, nullptr)) == 0)
+            if (std::string_view(entry).starts_with(prefix))
+                names.emplace_back(entry);
+        rados_nobjects_list_close(ctx);
+        if (rc != -ENOENT)  // the end of the list
+            return rados_error(rc);
+        out = std::move(names);
+        return {};
+    }
+
     std::error_code load_head(const std::string& name, head& h)
     {
         char buf[512];

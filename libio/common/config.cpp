@@ -365,9 +365,9 @@ std::error_code get_boolean(std::string_view name, bool& out, std::string& why)
     return {};
 }
 
-std::vector<std::string> unknown_in_environment()
+std::vector<unknown_setting> unknown_settings()
 {
-    std::vector<std::string> out;
+    std::vector<unknown_setting> out;
     for (char** e = environ; e && *e; ++e) {
         const std::string_view entry(*e);
         if (!entry.starts_with("IOFWD_"))
@@ -382,12 +382,35 @@ std::vector<std::string> unknown_in_environment()
                 best_d = d;
                 best = &v;
             }
-        out.push_back(best && best_d <= std::max<std::size_t>(3, name.size() / 4)
-                          ? fmt::format("{} is not an iofwd setting (did you mean {}?)", name,
-                                        best->name)
-                          : fmt::format("{} is not an iofwd setting", name));
+        out.push_back({std::string(name),
+                       best && best_d <= std::max<std::size_t>(3, name.size() / 4)
+                           ? std::string(best->name)
+                           : std::string()});
     }
     return out;
+}
+
+std::vector<std::string> unknown_in_environment()
+{
+    std::vector<std::string> out;
+    for (const auto& u : unknown_settings())
+        out.push_back(u.nearest.empty()
+                          ? fmt::format("{} is not an iofwd setting", u.name)
+                          : fmt::format("{} is not an iofwd setting (did you mean {}?)", u.name,
+                                        u.nearest));
+    return out;
+}
+
+const char* reader_name(reader r)
+{
+    switch (r) {
+    case reader::client: return "client";
+    case reader::daemon: return "daemon";
+    case reader::both: return "both";
+    case reader::shim: return "shim";
+    case reader::tool: return "tool";
+    }
+    return "?";
 }
 
 }  // namespace iofwd::config

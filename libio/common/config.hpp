@@ -70,4 +70,15 @@ bool parse_seconds(std::string_view text, double& out);
 // IOFWD_CLUSTER_* (the tests' own) are not reported.
 std::vector<std::string> unknown_in_environment();
 
+// The same as names: the variable, and the nearest real one (empty when
+// none is near), for `iofwd config --json`.
+struct unknown_setting {
+    std::string name;
+    std::string nearest;
+};
+std::vector<unknown_setting> unknown_settings();
+
+// "client", "daemon", "both", "shim", "tool".
+const char* reader_name(reader r);
+
 }  // namespace iofwd::config

@@ -4,9 +4,10 @@
 # larger than a RADOS piece, a restart, the stored objects checked with the
 # rados command-line tool, and the errors io_init gives for a missing pool
 # and a wrong key.
-#   run_ceph.sh MPIEXEC CHECKPOINT VERIFY RANK_CLIENT SOURCE_ROOT
+# The iofwd command lists, verifies, restores and removes through the same store.
+#   run_ceph.sh MPIEXEC CHECKPOINT VERIFY RANK_CLIENT SOURCE_ROOT IOFWD
 set -euo pipefail
-mpiexec=$1 checkpoint=$2 verify=$3 rank_client=$4 src=$5
+mpiexec=$1 checkpoint=$2 verify=$3 rank_client=$4 src=$5 iofwd=$6
 work=$(mktemp -d /tmp/iofwd-ceph-XXXXXX)
 # No daemon of this test outlives it, whatever the test did to its ranks.
 cleanup() {
@@ -79,6 +80,31 @@ grep -q "^keepjob/v00000002/" "$work/keep" && fail "retention left version 2"
 grep -qx "keepjob/v00000003/COMPLETE" "$work/keep" || fail "retention removed version 3"
 grep -qx "keepjob/v00000004/COMPLETE" "$work/keep" || fail "retention removed version 4"
 rados -c "$conf" -p iofwd ls | grep -q "^keepjob/v0000000[12]/" && fail "pieces of removed versions left"
+
+# 3d. The iofwd command on the rados store: list, verify, restore and cat what
+#     the example wrote; rm through the job's claims (found by a pool scan);
+#     gc, which scans the pool for pieces no head points to and finds none.
+store=(--store rados:iofwd --ceph-conf "$conf")
+timeout 120 "$iofwd" ls "${store[@]}" cephjob --json > "$work/ls.json" || fail "iofwd ls"
+python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+got = [(v["version"], v["state"], v["nodes"], v["ranks"], v["bytes"]) for v in d["versions"]]
+want = [(v, "complete", 1, 2, 2 * (130 * 1048576 + 1)) for v in (1, 2, 3)]
+assert got == want and d["leftovers"] == [] and d["live_nodes"] == [], d' "$work/ls.json" \
+  || fail "iofwd ls: $(cat "$work/ls.json")"
+timeout 300 "$iofwd" verify "${store[@]}" cephjob > "$work/verify.out" \
+  || fail "iofwd verify: $(cat "$work/verify.out")"
+grep -q "^job cephjob: 3 of 3 complete versions intact, 0 damaged objects or records; 6 objects" \
+  "$work/verify.out" || fail "iofwd verify: $(cat "$work/verify.out")"
+timeout 300 "$iofwd" restore "${store[@]}" cephjob 3 "$work/restored" > /dev/null \
+  || fail "iofwd restore"
+timeout 300 "$iofwd" cat "${store[@]}" cephjob 3 1 | cmp - "$work/restored/$node.r0001" \
+  || fail "iofwd cat and restore differ"
+timeout 120 "$iofwd" rm "${store[@]}" keepjob 3 | grep -qx "removed version 3 of job keepjob" \
+  || fail "iofwd rm"
+rados -c "$conf" -p iofwd ls | grep -q "^keepjob/v00000003/" && fail "iofwd rm left objects of v3"
+out=$(timeout 120 "$iofwd" gc "${store[@]}") || fail "iofwd gc: $out"
+echo "$out" | grep -qx "gc: 0 versions and 0 leftovers removed" || fail "iofwd gc: $out"
 
 # 4. A second concurrent job under the same name is refused in words.
 # (No `timeout` in front: $! must be the rank itself, which the kill below ends.)

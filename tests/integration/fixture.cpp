@@ -66,6 +66,17 @@ process cluster::daemon(std::vector<std::string> args, const std::map<std::strin
     return p;
 }
 
+void cluster::crash_mid_write(const std::string& version_dir)
+{
+    auto r = rank(0, 1, {"--size", std::to_string(3 << 20), "--versions", "1"},
+                  {{"IOFWD_FAULT", "pwrite:DELAY"}, {"IOFWD_CHUNK_SIZE", "1M"}});
+    REQUIRE(wait_until([&] { return !temporaries(version_dir).empty(); }, 60s));
+    for (const pid_t pid : daemon_pids(log()))
+        ::kill(pid, SIGKILL);
+    r.signal(SIGKILL);
+    REQUIRE(r.wait(30s).has_value());
+}
+
 int cluster::verify(long versions, long ranks, std::string& out)
 {
     auto p = run({build_path("IOFWD_TEST_VERIFY"), "--store", store(), "--job", "itest",
@@ -100,6 +111,16 @@ bool has_line(const process& p, const std::string& prefix)
 {
     const auto out = p.output();
     return out.rfind(prefix, 0) == 0 || out.find("\n" + prefix) != std::string::npos;
+}
+
+std::vector<std::string> temporaries(const std::string& dir)
+{
+    std::vector<std::string> found;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir, ec))
+        if (e.path().filename().string().find(".tmp-") != std::string::npos)
+            found.push_back(e.path().string());
+    return found;
 }
 
 }  // namespace test

@@ -28,6 +28,11 @@ struct cluster {
     // A daemon started by hand for session "s" (not auto-exiting).
     process daemon(std::vector<std::string> args = {},
                    const std::map<std::string, std::string>& extra = {});
+    // A version left half written: a rank writes 3 MiB to a daemon whose
+    // every store write is a second late (IOFWD_FAULT=pwrite:DELAY), and the
+    // daemon is SIGKILLed once the temporary of its object is in
+    // `version_dir`, which then holds that and nothing else.
+    void crash_mid_write(const std::string& version_dir);
     // Runs the verifier; its output in `out`; returns its exit code.
     int verify(long versions, long ranks, std::string& out);
     process run(std::vector<std::string> argv, const std::map<std::string, std::string>& extra = {});
@@ -39,5 +44,8 @@ std::vector<pid_t> daemon_pids(const std::string& log);
 std::size_t count(const std::string& hay, const std::string& needle);
 // A line of p's output starts with `prefix`.
 bool has_line(const process& p, const std::string& prefix);
+// The files under `dir` (recursively) that a store writer left uncommitted
+// (".NAME.tmp-..."), as paths.
+std::vector<std::string> temporaries(const std::string& dir);
 
 }  // namespace test

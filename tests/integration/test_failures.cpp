@@ -18,22 +18,6 @@
 using namespace test;
 using clock_type = std::chrono::steady_clock;
 
-namespace {
-
-// Uncommitted temporaries (".<name>.tmp-...") under the store.
-std::size_t temporaries(const std::string& root)
-{
-    std::size_t n = 0;
-    std::error_code ec;
-    for (auto it = std::filesystem::recursive_directory_iterator(root, ec);
-         it != std::filesystem::recursive_directory_iterator(); ++it)
-        if (it->path().filename().string().find(".tmp-") != std::string::npos)
-            ++n;
-    return n;
-}
-
-}  // namespace
-
 TEST_CASE("killing the daemon ends every blocked call in every rank within 2 s",
           "[failure][daemon-killed]")
 {
@@ -94,7 +78,7 @@ TEST_CASE("a rank killed mid-write loses only its partial version; the others fi
     CHECK(log.find("the partial version is discarded") != std::string::npos);
     CHECK_FALSE(exists(c.store() + "/itest/v00000002/nodeA.r0001"));
     CHECK(exists(c.store() + "/itest/v00000001/nodeA.r0001"));
-    CHECK(temporaries(c.store()) == 0);
+    CHECK(temporaries(c.store()).empty());
     // Version 1 is complete (both ranks); 2 and 3 lack rank 1 and have no manifest.
     std::string out;
     CHECK(c.verify(1, 2, out) == 0);
@@ -275,7 +259,7 @@ TEST_CASE("a full disk is reported to the rank and nothing partial is stored",
     CHECK(r0.output().find("writing bytes [0, 1048576) of itest/v00000002/nodeA.r0000 failed: "
                            "No space left on device") != std::string::npos);
     CHECK_FALSE(exists(c.store() + "/itest/v00000002/nodeA.r0000"));
-    CHECK(temporaries(c.store()) == 0);
+    CHECK(temporaries(c.store()).empty());
     std::string out;
     CHECK(c.verify(1, 1, out) == 0);
     // The daemon reports the loss in its exit status.

@@ -6,9 +6,11 @@
 #include <signal.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <vector>
 
@@ -138,6 +140,37 @@ TEST_CASE("retention keeps exactly the newest K complete versions", "[lifecycle]
     CHECK(count(c.log(), "retention (keep 2): removed version") == 3);
     std::string out;
     CHECK(c.verify(2, 1, out) == 0);
+}
+
+TEST_CASE("retention goes on past what a flush killed mid-write left behind",
+          "[lifecycle][retention-crash]")
+{
+    cluster c;
+    {
+        auto r = c.rank(0, 1, {"--size", "50000", "--versions", "2"});
+        require_exit(r, 0);
+    }
+    c.crash_mid_write(c.store() + "/itest/v00000003");
+    REQUIRE(temporaries(c.store()).size() == 1);
+    CHECK_FALSE(exists(c.store() + "/itest/v00000003/COMPLETE"));
+
+    auto r = c.rank(0, 1, {"--size", "50000", "--versions", "2"}, {{"IOFWD_KEEP", "1"}});
+    require_exit(r, 0);
+    const auto log = c.log();
+    INFO(log);
+    CHECK(log.find("retention (keep 1): removed version 3 of job itest") != std::string::npos);
+    CHECK(log.find("retention (keep 1) of job itest stopped") == std::string::npos);
+    // Versions 1 to 4 are gone, the half-written 3 with its temporary.
+    std::vector<std::string> left;
+    for (const auto& e : std::filesystem::directory_iterator(c.store() + "/itest"))
+        left.push_back(e.path().filename().string());
+    std::sort(left.begin(), left.end());
+    CHECK(left == std::vector<std::string>{".nodeA.claim", "v00000005"});
+    CHECK(exists(c.store() + "/itest/v00000005/COMPLETE"));
+    CHECK(temporaries(c.store()).empty());
+    std::string out;
+    CHECK(c.verify(1, 1, out) == 0);
+    INFO(out);
 }
 
 TEST_CASE("two nodes commit a version together; if one dies first it is complete nowhere",

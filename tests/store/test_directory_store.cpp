@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <memory>
 #include <span>
@@ -386,4 +387,54 @@ TEST_CASE("committed: a version complete, superseded, or naming its manifests", 
     REQUIRE_FALSE(store::committed(*st, "job", 4, yes, why));
     CHECK_FALSE(yes);
     CHECK(why == "version 4 has no node's manifest");
+}
+
+TEST_CASE("a writer that died leaves a leftover: named, and removed with its version",
+          "[store]")
+{
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    const auto bytes = data_of(5000, 3);
+    REQUIRE_FALSE(st->put("job/v00000001/n.r0000", bytes));
+    // A writer never destroyed: its temporary stays, as after a SIGKILL.
+    std::unique_ptr<store::object_writer> w;
+    REQUIRE_FALSE(st->create("job/v00000001/n.r0001", bytes.size(), w));
+    REQUIRE_FALSE(w->write_at(bytes, 0));
+    static_cast<void>(w.release());
+
+    std::vector<std::string> names, left;
+    REQUIRE_FALSE(st->list("job/v00000001/", names));
+    CHECK(names == std::vector<std::string>{"n.r0000"});
+    REQUIRE_FALSE(st->leftovers("job", left));
+    REQUIRE(left.size() == 1);
+    CHECK(left[0].rfind("job/v00000001/.n.r0001.tmp-", 0) == 0);
+    CHECK(st->remove_leftover("job/v00000001/n.r0000") == errc::invalid_argument);
+    std::int64_t when = 0;
+    REQUIRE_FALSE(st->modified("job/v00000001/n.r0000", when));
+    CHECK(std::abs(when - static_cast<std::int64_t>(::time(nullptr))) < 60);
+
+    // The version goes whole, the temporary with it.
+    REQUIRE_FALSE(store::remove_version(*st, "job", 1));
+    CHECK_FALSE(std::filesystem::exists(tmp / "store/job/v00000001"));
+    REQUIRE_FALSE(st->leftovers("job", left));
+    CHECK(left.empty());
+}
+
+TEST_CASE("claimants are the nodes that ever claimed a job; a held claim refuses another",
+          "[store]")
+{
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    std::vector<std::string> nodes;
+    CHECK(st->claimants("job", nodes) == errc::not_found);
+    std::unique_ptr<store::claim> a, b, again;
+    REQUIRE_FALSE(st->claim_job("job", "nodeB", b));
+    REQUIRE_FALSE(st->claim_job("job", "nodeA", a));
+    REQUIRE_FALSE(st->claimants("job", nodes));
+    CHECK(nodes == std::vector<std::string>{"nodeA", "nodeB"});
+    CHECK(st->claim_job("job", "nodeA", again) == errc::rank_in_use);
+    a.reset();
+    CHECK_FALSE(st->claim_job("job", "nodeA", again));
+    REQUIRE_FALSE(st->claimants("job", nodes));
+    CHECK(nodes.size() == 2);  // a released claim's node still claimed once
 }

@@ -1,0 +1,233 @@
+#include "store/inventory.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "errors.hpp"
+#include "store/catalog.hpp"
+#include "store/layout.hpp"
+
+namespace iofwd::store {
+namespace {
+
+// "nodeA.r0003" -> {"nodeA", 3}; false for anything else.
+bool parse_rank_object(std::string_view name, std::string& node, std::uint32_t& rank)
+{
+    const auto dot = name.rfind(".r");
+    if (dot == std::string_view::npos || dot == 0 || dot + 2 >= name.size())
+        return false;
+    const auto digits = name.substr(dot + 2);
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
+    if (ec != std::errc() || end != digits.data() + digits.size())
+        return false;
+    node = std::string(name.substr(0, dot));
+    return true;
+}
+
+std::int64_t newest(backend& st, const std::string& dir, const std::vector<std::string>& names)
+{
+    std::int64_t t = 0;
+    for (const auto& n : names) {
+        std::int64_t m = 0;
+        if (!st.modified(dir + "/" + n, m))
+            t = std::max(t, m);
+    }
+    if (t == 0)
+        st.modified(dir, t);  // an empty version: when its directory was made
+    return t;
+}
+
+}  // namespace
+
+const char* state_name(version_state s)
+{
+    switch (s) {
+    case version_state::complete: return "complete";
+    case version_state::incomplete: return "incomplete";
+    case version_state::damaged: return "damaged";
+    }
+    return "?";
+}
+
+std::error_code list_jobs(backend& st, std::vector<std::string>& out)
+{
+    std::vector<std::string> names;
+    if (auto ec = st.list("", names); ec && ec != errc::not_found)
+        return ec;
+    out = std::move(names);
+    return {};
+}
+
+std::error_code job_versions(backend& st, const std::string& job, std::vector<std::uint64_t>& out)
+{
+    std::vector<std::string> dirs;
+    if (auto ec = st.list(job + "/", dirs))
+        return ec;
+    std::vector<std::uint64_t> versions;
+    for (const auto& d : dirs)
+        if (const auto v = parse_version_dir(d))
+            versions.push_back(*v);
+    std::sort(versions.begin(), versions.end());
+    out = std::move(versions);
+    return {};
+}
+
+std::error_code inspect_version(backend& st, const std::string& job, std::uint64_t version,
+                                version_entry& out)
+{
+    version_entry e;
+    e.version = version;
+    const std::string dir = version_dir(job, version);
+    std::vector<std::string> names;
+    if (auto ec = st.list(dir + "/", names))
+        return ec;
+    const std::set<std::string> present(names.begin(), names.end());
+    if (present.contains(complete_name)) {
+        version_info info;
+        damage what;
+        st.modified(complete_object(job, version), e.time);
+        if (auto ec = load_version(st, job, version, info, e.why, &what)) {
+            e.state = version_state::damaged;
+            out = std::move(e);
+            return {};
+        }
+        e.state = version_state::complete;
+        e.nodes = static_cast<std::uint32_t>(info.record.nodes.size());
+        std::vector<std::string> missing;
+        for (const auto& m : info.manifests)
+            for (const auto& r : m.entries) {
+                ++e.ranks;
+                e.bytes += r.size;
+                const auto name = data_object(job, version, m.node, r.rank);
+                if (!present.contains(name.substr(dir.size() + 1)))
+                    missing.push_back(name);
+            }
+        if (!missing.empty()) {
+            e.state = version_state::damaged;
+            e.why = fmt::format("{} listed in the manifests {} missing", fmt::join(missing, ", "),
+                                missing.size() == 1 ? "is" : "are");
+        }
+        out = std::move(e);
+        return {};
+    }
+    // No record: what is there so far.
+    std::set<std::string> manifests;
+    const std::string suffix = manifest_suffix;
+    for (const auto& n : names) {
+        std::string node;
+        std::uint32_t rank = 0;
+        if (n.size() > suffix.size() && n.ends_with(suffix)) {
+            manifests.insert(n.substr(0, n.size() - suffix.size()));
+        } else if (parse_rank_object(n, node, rank)) {
+            std::uint64_t size = 0;
+            if (!st.size(dir + "/" + n, size)) {
+                ++e.ranks;
+                e.bytes += size;
+            }
+        }
+    }
+    e.nodes = static_cast<std::uint32_t>(manifests.size());
+    e.why = manifests.empty()
+                ? "no COMPLETE record, no node's manifest"
+                : fmt::format("no COMPLETE record; the manifests of {} ({})",
+                              manifests.size() == 1 ? "1 node" : fmt::format("{} nodes", manifests.size()),
+                              fmt::join(manifests, ", "));
+    e.time = newest(st, dir, names);
+    out = std::move(e);
+    return {};
+}
+
+std::error_code inspect_job(backend& st, const std::string& job, job_entry& out, std::string& why)
+{
+    job_entry j;
+    j.job = job;
+    std::vector<std::uint64_t> versions;
+    if (auto ec = job_versions(st, job, versions)) {
+        why = ec == errc::not_found
+                  ? fmt::format("job '{}' is not in {}", job, st.describe())
+                  : fmt::format("cannot list job {} in {}: {}", job, st.describe(),
+                                failure(st, job, ec));
+        return ec;
+    }
+    if (auto ec = probe_claims(st, job, j.live_nodes)) {
+        why = fmt::format("cannot check the claims on job {}: {}", job, failure(st, job, ec));
+        return ec;
+    }
+    for (const auto v : versions) {
+        version_entry e;
+        if (auto ec = inspect_version(st, job, v, e); ec && ec != errc::not_found) {
+            why = fmt::format("cannot read version {} of job {}: {}", v, job,
+                              failure(st, version_dir(job, v), ec));
+            return ec;
+        }
+        e.dead = e.state == version_state::incomplete && j.live_nodes.empty();
+        j.versions.push_back(std::move(e));
+    }
+    if (auto ec = st.leftovers(job, j.leftovers); ec && ec != errc::not_found) {
+        why = fmt::format("cannot look for leftovers of job {}: {}", job, failure(st, job, ec));
+        return ec;
+    }
+    out = std::move(j);
+    return {};
+}
+
+std::error_code probe_claims(backend& st, const std::string& job, std::vector<std::string>& live)
+{
+    std::vector<std::string> nodes;
+    if (auto ec = st.claimants(job, nodes); ec && ec != errc::not_found)
+        return ec;
+    std::vector<std::string> held;
+    for (const auto& n : nodes) {
+        std::unique_ptr<claim> c;
+        if (auto ec = st.claim_job(job, n, c)) {
+            if (ec != errc::rank_in_use)
+                return ec;
+            held.push_back(n);
+        }
+    }
+    live = std::move(held);
+    return {};
+}
+
+std::error_code hold_job(backend& st, const std::string& job, job_hold& out,
+                         std::vector<std::string>& live, std::string& why)
+{
+    std::vector<std::string> nodes;
+    if (auto ec = st.claimants(job, nodes); ec && ec != errc::not_found) {
+        why = fmt::format("cannot find the claims on job {}: {}", job, failure(st, job, ec));
+        return ec;
+    }
+    job_hold hold;
+    live.clear();
+    for (const auto& n : nodes) {
+        std::unique_ptr<claim> c;
+        if (auto ec = st.claim_job(job, n, c)) {
+            if (ec != errc::rank_in_use) {
+                why = fmt::format("cannot take the claim of node {} on job {}: {}", n, job,
+                                  failure(st, job, ec));
+                return ec;
+            }
+            live.push_back(n);
+            continue;
+        }
+        hold.claims.push_back(std::move(c));
+    }
+    if (!live.empty()) {
+        why = describe_live(job, live);
+        return make_error_code(errc::rank_in_use);
+    }
+    out = std::move(hold);
+    return {};
+}
+
+std::string describe_live(const std::string& job, const std::vector<std::string>& live)
+{
+    return fmt::format("a live daemon on node{} {} holds job {}'s claim (it is writing the job)",
+                       live.size() == 1 ? "" : "s", fmt::join(live, ", "), job);
+}
+
+}  // namespace iofwd::store

@@ -1,0 +1,90 @@
+#pragma once
+// What a store holds, as the iofwd tool lists it and cleans it: the jobs, a
+// job's versions with their state, size and time, which nodes' daemons are
+// writing the job right now, and what crashes left behind. Reads listings,
+// records and manifests only (a few operations per version and node, never
+// the data): reading every byte is verify.hpp's.
+//
+// A version is
+//   complete    its COMPLETE record, every node's manifest it lists (each
+//               matching the record's checksum) and every object they list
+//               are there;
+//   damaged     it has a COMPLETE record but one of those is missing or does
+//               not match (a changed byte in the data itself is found only by
+//               reading it: verify);
+//   incomplete  no COMPLETE record. When no live daemon holds a claim on the
+//               job, nothing will ever complete it: it is `dead`, a crash
+//               leftover that gc removes.
+//
+// A live daemon is found by its claim (backend::claim_job): a tool that
+// changes a job takes every node's claim first (job_hold), so that no daemon
+// can write the job meanwhile; one that only looks takes each claim and
+// gives it back at once (probe_claims).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "store/backend.hpp"
+
+namespace iofwd::store {
+
+// The jobs in the store (its top-level names), sorted. A store that does not
+// exist yet is not an error here: the caller says so (open() creates it).
+std::error_code list_jobs(backend& st, std::vector<std::string>& out);
+
+// The job's version numbers, from its version directories, ascending;
+// errc::not_found when the job is not in the store.
+std::error_code job_versions(backend& st, const std::string& job, std::vector<std::uint64_t>& out);
+
+enum class version_state { complete, incomplete, damaged };
+const char* state_name(version_state s);
+
+struct version_entry {
+    std::uint64_t version = 0;
+    version_state state = version_state::incomplete;
+    std::string why;           // incomplete, damaged: what is missing or wrong, in words
+    std::int64_t time = 0;     // seconds since the epoch: complete, when its record was
+                               // written; else its newest object's; 0 when unknown
+    std::uint32_t nodes = 0;   // complete: the record's; else the nodes with a manifest
+    std::uint32_t ranks = 0;   // complete: the manifests'; else the rank objects present
+    std::uint64_t bytes = 0;   // of those ranks' objects
+    bool dead = false;         // incomplete, and no live daemon claims the job
+};
+
+struct job_entry {
+    std::string job;
+    std::vector<version_entry> versions;  // ascending
+    std::vector<std::string> leftovers;   // backend::leftovers of the job
+    std::vector<std::string> live_nodes;  // nodes whose claim a live daemon holds
+};
+
+// One version, from its listing, record and manifests.
+std::error_code inspect_version(backend& st, const std::string& job, std::uint64_t version,
+                                version_entry& out);
+
+// The whole job: every version, its leftovers and its live claims (probed).
+// errc::not_found with `why` when the job is not in the store.
+std::error_code inspect_job(backend& st, const std::string& job, job_entry& out, std::string& why);
+
+// The nodes whose claim on `job` a live process holds now. Each other claim
+// is taken and given back at once: a daemon starting in that instant is
+// refused as if a second job ran under the name.
+std::error_code probe_claims(backend& st, const std::string& job, std::vector<std::string>& live);
+
+// Every node's claim on a job, held: while it lives no daemon writes the job
+// (one that starts is refused). Released when destroyed.
+struct job_hold {
+    std::vector<std::unique_ptr<claim>> claims;
+};
+// errc::rank_in_use when a live daemon holds a claim, with the nodes in
+// `live` and a sentence in `why`; nothing is held then.
+std::error_code hold_job(backend& st, const std::string& job, job_hold& out,
+                         std::vector<std::string>& live, std::string& why);
+
+// "a live daemon on node nodeA holds job itest's claim (it is writing the
+// job)": for refusals.
+std::string describe_live(const std::string& job, const std::vector<std::string>& live);
+
+}  // namespace iofwd::store

@@ -1,0 +1,469 @@
+// The iofwd command against stores written by real runs: real iod processes
+// and real ranks (rank_client), damage made by flipping bytes in the files,
+// crashes made by SIGKILL of a daemon whose disk IOFWD_FAULT slows down.
+// Every output, exit status and message is asserted exactly (the time column
+// and temporary names, which differ run by run, are masked); --json output
+// is read back by python3's json module.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "crc32c.hpp"
+#include "fixture.hpp"
+#include "pattern.hpp"
+
+using namespace test;
+
+namespace {
+
+struct result {
+    int code = -1;
+    std::string out, err;
+};
+
+// iofwd with `args`, stdout and stderr apart (the fixture's process mixes them).
+result run_iofwd(cluster& c, const std::vector<std::string>& args,
+             const std::map<std::string, std::string>& extra = {})
+{
+    const std::string err = c.tmp / ("err" + std::to_string(c.outputs) + ".txt");
+    std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>\"$IOFWD_TEST_ERR\"",
+                                     build_path("IOFWD_TEST_IOFWD")};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto e = extra;
+    e["IOFWD_TEST_ERR"] = err;
+    auto p = c.run(argv, e);
+    const auto st = p.wait(120s);
+    REQUIRE(st.has_value());
+    return {exit_code(*st), p.output(), read_file(err)};
+}
+
+// What a python3 expression over the JSON document `d` prints.
+std::string py(cluster& c, const std::string& json, const std::string& expr)
+{
+    const std::string file = c.tmp / ("json" + std::to_string(c.outputs) + ".json");
+    std::ofstream(file) << json;
+    auto p = c.run({"/usr/bin/python3", "-c",
+                    "import json, sys; d = json.load(open(sys.argv[1])); print(" + expr + ")",
+                    file});
+    const auto st = p.wait(60s);
+    REQUIRE(st.has_value());
+    INFO(p.output());
+    REQUIRE(exit_code(*st) == 0);
+    return p.output();
+}
+
+// Times and temporary names change from run to run.
+std::string masked(const std::string& text)
+{
+    static const std::regex time(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)");
+    static const std::regex temp(R"(\.tmp-\d+-\d+)");
+    return std::regex_replace(std::regex_replace(text, time, "<time>              "), temp,
+                              ".tmp-P-N");
+}
+
+void require_exit(process& p, int code)
+{
+    const auto st = p.wait(120s);
+    INFO(p.output());
+    REQUIRE(st.has_value());
+    REQUIRE(exit_code(*st) == code);
+}
+
+void flip_byte(const std::string& path, long at)
+{
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    REQUIRE(f);
+    f.seekg(at);
+    char byte = 0;
+    f.read(&byte, 1);
+    byte ^= 0x10;
+    f.seekp(at);
+    f.write(&byte, 1);
+}
+
+std::vector<std::string> names_in(const std::string& dir)
+{
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+        names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+// Job itest: versions 1-3 by two ranks (100000 bytes each), all complete;
+// then a daemon killed mid-write of version 4; then a byte flipped in rank
+// 1's data of version 2 and in the manifest of version 3.
+void damaged_store(cluster& c)
+{
+    {
+        auto r0 = c.rank(0, 2, {"--size", "100000", "--versions", "3"});
+        auto r1 = c.rank(1, 2, {"--size", "100000", "--versions", "3"});
+        require_exit(r0, 0);
+        require_exit(r1, 0);
+    }
+    c.crash_mid_write(c.store() + "/itest/v00000004");
+    flip_byte(c.store() + "/itest/v00000002/nodeA.r0001", 4242);
+    flip_byte(c.store() + "/itest/v00000003/nodeA.manifest", 30);
+}
+
+std::string crc_of(const std::string& path)
+{
+    const auto bytes = read_file(path);
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%08x", iofwd::crc32c(std::as_bytes(std::span(bytes))));
+    return buf;
+}
+
+// The bytes rank_client wrote for `rank` of nodeA in `version`.
+std::string pattern(std::uint32_t rank, std::uint64_t version, std::size_t size)
+{
+    std::string s(size, '\0');
+    example::fill_pattern(reinterpret_cast<std::byte*>(s.data()), size,
+                          example::pattern_seed("nodeA", rank, version));
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("ls: jobs, and a job's versions complete, damaged and incomplete, and leftovers",
+          "[tools][ls]")
+{
+    cluster c;
+    damaged_store(c);
+    auto jobs = run_iofwd(c, {"ls"});
+    CHECK(jobs.code == 0);
+    CHECK(jobs.err.empty());
+    CHECK(masked(jobs.out) ==
+          "directory " + c.store() + ": 1 job\n"
+          "JOB                      VERSIONS COMPLETE   LATEST  LATEST AT\n"
+          "itest                           4        3        3  <time>              \n");
+
+    auto ls = run_iofwd(c, {"ls", "--store", c.store(), "itest"});
+    CHECK(ls.code == 0);
+    CHECK(ls.err.empty());
+    CHECK(masked(ls.out) ==
+          "job itest in directory " + c.store() +
+              ": 4 versions, 2 complete, 1 incomplete, 1 damaged\n"
+              " VERSION  STATE       TIME                  NODES  RANKS       BYTES  NOTE\n"
+              "       1  complete    <time>                    1      2   195.3 KiB\n"
+              "       2  complete    <time>                    1      2   195.3 KiB\n"
+              "       3  damaged     <time>                    0      0         0 B  version 3: "
+              "manifest itest/v00000003/nodeA.manifest does not match the checksum in "
+              "itest/v00000003/COMPLETE\n"
+              "       4  incomplete  <time>                    0      0         0 B  no COMPLETE "
+              "record, no node's manifest; can never complete (no live daemon claims the job): "
+              "iofwd gc removes it\n"
+              "crash leftovers (never committed; iofwd gc removes them):\n"
+              "  itest/v00000004/.nodeA.r0000.tmp-P-N\n");
+
+    auto json = run_iofwd(c, {"ls", "itest", "--json"});
+    CHECK(json.code == 0);
+    CHECK(py(c, json.out,
+             "[(v['version'], v['state'], v['dead'], v['nodes'], v['ranks'], v['bytes']) for v in "
+             "d['versions']], d['job'], d['live_nodes'], len(d['leftovers'])") ==
+          "[(1, 'complete', False, 1, 2, 200000), (2, 'complete', False, 1, 2, 200000), "
+          "(3, 'damaged', False, 0, 0, 0), (4, 'incomplete', True, 0, 0, 0)] itest [] 1\n");
+    auto all = run_iofwd(c, {"ls", "--json"});
+    CHECK(py(c, all.out, "d['store'], [(j['job'], j['versions'], j['complete'], "
+                         "j['newest_complete']) for j in d['jobs']]") ==
+          "dir:" + c.store() + " [('itest', 4, 3, 3)]\n");
+}
+
+TEST_CASE("verify: names the flipped byte's object, expected and found; exit 1",
+          "[tools][verify]")
+{
+    cluster c;
+    damaged_store(c);
+    const auto manifest = read_file(c.store() + "/itest/v00000002/nodeA.manifest");
+    const auto at = manifest.find("rank 1 size 100000 crc32c ");
+    REQUIRE(at != std::string::npos);
+    const std::string expected = manifest.substr(at + 26, 8);
+    const std::string found = crc_of(c.store() + "/itest/v00000002/nodeA.r0001");
+    REQUIRE(expected != found);
+
+    auto v = run_iofwd(c, {"verify", "itest"});
+    CHECK(v.code == 1);
+    CHECK(v.err.empty());
+    CHECK(v.out.find("version 1: intact (2 objects, 195.3 KiB)\n"
+                     "version 2: DAMAGED itest/v00000002/nodeA.r0001: expected crc32c " +
+                     expected + ", found crc32c " + found +
+                     "\n"
+                     "version 3: DAMAGED itest/v00000003/nodeA.manifest: expected crc32c ") == 0);
+    CHECK(v.out.find("\nversion 4: incomplete (no COMPLETE record), not checked\n"
+                     "job itest: 1 of 3 complete versions intact, 2 damaged objects or records; "
+                     "4 objects, 293.0 KiB checked\n") != std::string::npos);
+
+    auto one = run_iofwd(c, {"verify", "itest", "1"});
+    CHECK(one.code == 0);
+    CHECK(one.out == "version 1: intact (2 objects, 195.3 KiB)\n"
+                     "job itest: 1 of 1 complete version intact, 0 damaged objects or records; "
+                     "2 objects, 195.3 KiB checked\n");
+    auto incomplete = run_iofwd(c, {"verify", "itest", "4"});
+    CHECK(incomplete.code == 1);
+
+    // On a terminal (script(1) gives it one) a progress bar on stderr, drawn
+    // to the end and wiped.
+    auto tty = c.run({"/usr/bin/script", "-qec",
+                      build_path("IOFWD_TEST_IOFWD") + " verify itest 1", "/dev/null"});
+    require_exit(tty, 0);
+    CHECK(tty.output().find("\rverify itest [##############################] 100% 195.3 KiB of "
+                            "195.3 KiB\r\x1b[K") != std::string::npos);
+
+    auto json = run_iofwd(c, {"verify", "itest", "2", "--json", "--threads", "2"});
+    CHECK(json.code == 1);
+    CHECK(py(c, json.out, "d['intact'], d['damaged'], d['objects'], d['bytes'], "
+                          "[(v['version'], v['state'], v['damage']) for v in d['versions']]") ==
+          "False 1 2 100000 [(2, 'damaged', [{'expected': 'crc32c " + expected +
+              "', 'found': 'crc32c " + found +
+              "', 'object': 'itest/v00000002/nodeA.r0001', 'problem': 'checksum'}])]\n");
+
+    // The example's verifier, now on the same code, says the same.
+    std::string out;
+    CHECK(c.verify(-1, 2, out) == 1);
+    CHECK(out.find("FAIL itest/v00000002/nodeA.r0001: byte 4242 differs from the pattern of node "
+                   "nodeA rank 1 version 2\n") != std::string::npos);
+    CHECK(out.find("FAIL version 3: version 3: manifest itest/v00000003/nodeA.manifest does not "
+                   "match the checksum in itest/v00000003/COMPLETE\n") != std::string::npos);
+    CHECK(out.find("version 4: incomplete (no COMPLETE record)\n") != std::string::npos);
+    INFO(out);
+    CHECK(out.find(": 2 complete versions, 1 incomplete, 4 objects, 293.0 KiB checked byte for "
+                   "byte: 2 FAILURES\n") != std::string::npos);
+}
+
+TEST_CASE("restore and cat: the bytes written, checked; damage refused", "[tools][restore]")
+{
+    cluster c;
+    damaged_store(c);
+    const std::string dir = c.tmp / "restored";
+    auto r = run_iofwd(c, {"restore", "itest", "1", dir});
+    CHECK(r.code == 0);
+    CHECK(r.err.empty());
+    CHECK(r.out.find(dir + "/nodeA.r0000  node nodeA rank 0  97.7 KiB  crc32c ") == 0);
+    CHECK(r.out.find("restored version 1 of job itest: 2 files in " + dir + "\n") !=
+          std::string::npos);
+    CHECK(names_in(dir) == std::vector<std::string>{"nodeA.r0000", "nodeA.r0001"});
+    CHECK(read_file(dir + "/nodeA.r0000") == pattern(0, 1, 100000));
+    CHECK(read_file(dir + "/nodeA.r0001") == pattern(1, 1, 100000));
+
+    // cat by index and by node and rank: the same bytes (cmp agrees).
+    auto by_index = run_iofwd(c, {"cat", "itest", "1", "1"});
+    CHECK(by_index.code == 0);
+    CHECK(by_index.out == pattern(1, 1, 100000));
+    auto by_name = run_iofwd(c, {"cat", "itest", "v1", "nodeA.r0001"});
+    CHECK(by_name.code == 0);
+    std::ofstream(c.tmp / "cat.bin", std::ios::binary) << by_name.out;
+    auto cmp = c.run({"/usr/bin/cmp", c.tmp / "cat.bin", dir + "/nodeA.r0001"});
+    require_exit(cmp, 0);
+    auto json = run_iofwd(c, {"cat", "itest", "1", "nodeA.0", "--json"});
+    CHECK(py(c, json.out, "d['object'], d['node'], d['rank'], d['index'], d['bytes'], "
+                          "d['intact'], d['crc32c'] == '" +
+                              crc_of(dir + "/nodeA.r0000") + "'") ==
+          "itest/v00000001/nodeA.r0000 nodeA 0 0 100000 True True\n");
+
+    // Version 2's rank 1 is damaged: not restored, named.
+    const std::string dir2 = c.tmp / "restored2";
+    auto bad = run_iofwd(c, {"restore", "itest", "2", dir2});
+    CHECK(bad.code == 1);
+    CHECK(bad.err.find("iofwd restore: itest/v00000002/nodeA.r0001 is damaged: expected crc32c ") ==
+          0);
+    CHECK(names_in(dir2) == std::vector<std::string>{"nodeA.r0000"});
+    auto bad_cat = run_iofwd(c, {"cat", "itest", "2", "1"});
+    CHECK(bad_cat.code == 1);
+    CHECK(bad_cat.err.find("iofwd cat: itest/v00000002/nodeA.r0001 is damaged") == 0);
+}
+
+TEST_CASE("rm, keep and gc remove exactly what they say", "[tools][clean]")
+{
+    cluster c;
+    {
+        auto r = c.rank(0, 1, {"--size", "50000", "--versions", "4"});
+        require_exit(r, 0);
+    }
+    c.crash_mid_write(c.store() + "/itest/v00000005");
+    const std::string job = c.store() + "/itest";
+
+    auto rm = run_iofwd(c, {"rm", "itest", "2", "--json"});
+    CHECK(rm.code == 0);
+    CHECK(py(c, rm.out, "d['job'], d['removed']") == "itest [2]\n");
+    CHECK(names_in(job) == std::vector<std::string>{".nodeA.claim", "v00000001", "v00000003",
+                                                    "v00000004", "v00000005"});
+
+    auto keep = run_iofwd(c, {"keep", "itest", "1"});
+    CHECK(keep.code == 0);
+    CHECK(keep.out == "job itest: kept complete version 4; removed 1, 3\n");
+    CHECK(names_in(job) ==
+          std::vector<std::string>{".nodeA.claim", "v00000004", "v00000005"});
+
+    auto gc = run_iofwd(c, {"gc"});
+    CHECK(gc.code == 0);
+    CHECK(masked(gc.out) ==
+          "job itest: removed leftover itest/v00000005/.nodeA.r0000.tmp-P-N\n"
+          "job itest: removed version 5 (incomplete, and no daemon is writing the job)\n"
+          "gc: 1 version and 1 leftover removed\n");
+    CHECK(names_in(job) == std::vector<std::string>{".nodeA.claim", "v00000004"});
+    CHECK(temporaries(c.store()).empty());
+    auto again = run_iofwd(c, {"gc", "--json"});
+    CHECK(again.code == 0);
+    CHECK(py(c, again.out, "d['jobs'], d['runtime_files']") ==
+          "[{'job': 'itest', 'refused': None, 'removed_leftovers': [], 'removed_versions': []}] "
+          "[]\n");
+    std::string out;
+    CHECK(c.verify(1, 1, out) == 0);
+
+    auto kept = run_iofwd(c, {"keep", "itest", "3", "--json"});
+    CHECK(py(c, kept.out, "d['keep'], d['kept'], d['removed']") == "3 [4] []\n");
+}
+
+TEST_CASE("rm and gc refuse a version a live daemon may be writing, and say who holds it",
+          "[tools][live]")
+{
+    cluster c;
+    // Version 1 complete; rank 0 has written version 2, rank 1 is stuck
+    // before it: the daemon lives, holding the job's claim.
+    auto r0 = c.rank(0, 2, {"--size", "60000", "--versions", "2"});
+    auto r1 = c.rank(1, 2, {"--size", "60000", "--versions", "2", "--stall-at", "1"});
+    REQUIRE(wait_until([&] { return has_line(r1, "stalled") && has_line(r0, "write 1 0 2 "); },
+                       60s));
+    REQUIRE(wait_until([&] {
+        return exists(c.store() + "/itest/v00000002/nodeA.r0000") &&
+               exists(c.store() + "/itest/v00000001/COMPLETE");
+    }, 30s));
+    const std::string live = "a live daemon on node nodeA holds job itest's claim (it is writing "
+                             "the job)";
+
+    auto ls = run_iofwd(c, {"ls", "itest"});
+    CHECK(ls.code == 0);
+    CHECK(masked(ls.out).find("live: " + live + "\n") != std::string::npos);
+    CHECK(masked(ls.out).find("       2  incomplete  <time>                    0      1    58.6 "
+                              "KiB  no COMPLETE record, no node's manifest\n") !=
+          std::string::npos);
+
+    auto rm = run_iofwd(c, {"rm", "itest", "2"});
+    CHECK(rm.code == 3);
+    CHECK(rm.out.empty());
+    CHECK(rm.err == "iofwd rm: not touching version 2 of job itest: it is not complete and " +
+                        live + "; try again when the job has finished\n");
+    auto gc = run_iofwd(c, {"gc"});
+    CHECK(gc.code == 3);
+    CHECK(gc.err == "iofwd gc: not touching job itest: " + live + "\n");
+    CHECK(gc.out == "gc: 0 versions and 0 leftovers removed\n");
+    CHECK(exists(c.store() + "/itest/v00000002/nodeA.r0000"));
+    // A complete version nobody writes any more may go while the job runs.
+    auto rm1 = run_iofwd(c, {"rm", "itest", "1"});
+    CHECK(rm1.code == 0);
+    CHECK_FALSE(exists(c.store() + "/itest/v00000001"));
+    // The daemon was not disturbed: alive, still holding the claim.
+    const auto pids = daemon_pids(c.log());
+    REQUIRE(pids.size() == 1);
+    CHECK(::kill(pids[0], 0) == 0);
+    CHECK(run_iofwd(c, {"ls", "itest"}).out.find("live: " + live + "\n") != std::string::npos);
+
+    r0.signal(SIGKILL);
+    r1.signal(SIGKILL);
+    for (const pid_t pid : daemon_pids(c.log()))
+        ::kill(pid, SIGKILL);
+    REQUIRE(wait_until([&] { return run_iofwd(c, {"gc", "itest"}).code == 0; }, 30s));
+    CHECK(names_in(c.store() + "/itest") == std::vector<std::string>{".nodeA.claim"});
+}
+
+TEST_CASE("every bad argument: a sentence and exit status 2", "[tools][args]")
+{
+    cluster c;
+    {
+        auto r = c.rank(0, 1, {"--size", "1000", "--versions", "2"});
+        require_exit(r, 0);
+    }
+    const std::string store = "directory " + c.store();
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"ls", "nojob"}, "iofwd ls: job 'nojob' is not in " + store + " (its jobs: itest)\n"},
+        {{"verify", "itest", "9"},
+         "iofwd verify: version 9 of job itest is not in " + store + " (its versions: 1-2)\n"},
+        {{"verify", "itest", "x1"},
+         "iofwd verify: version 'x1' is not a version number (iofwd ls itest lists them)\n"},
+        {{"rm", "itest", "1", "7"},
+         "iofwd rm: version 7 of job itest is not in " + store + " (its versions: 1-2)\n"},
+        {{"keep", "itest", "two"}, "iofwd keep: K 'two' is not a whole number\n"},
+        {{"keep", "itest", "0"},
+         "iofwd keep: K 0 is not from 1 to 1000000000 (iofwd rm removes versions by number)\n"},
+        {{"cat", "itest", "1", "nodeB.0"},
+         "iofwd cat: version 1 of job itest has no rank nodeB.0 (it has 1 rank, indexes 0-0, on "
+         "node nodeA; give RANK as INDEX or NODE.RANK)\n"},
+        {{"cat", "itest", "1", "nodeA.x"}, "iofwd cat: rank 'x' is not a whole number\n"},
+        {{"ls", "--store", c.tmp / "nothere"},
+         "iofwd ls: store " + c.tmp / "nothere" + " does not exist (" + c.tmp / "nothere" +
+             ": No such file or directory); give --store or IOFWD_STORE\n"},
+        {{"ls", "--store", "s3:bucket"},
+         "iofwd ls: cannot open store s3:bucket: unknown store type 's3' in 's3:bucket' (known: "
+         "dir:PATH, rados:POOL)\n"},
+        {{"frob"}, "iofwd: unknown subcommand 'frob' (one of: ls, verify, restore, cat, rm, keep, "
+                   "gc, config; see iofwd --help)\n"},
+        {{}, "iofwd: A subcommand is required (see iofwd --help)\n"},
+        {{"verify"}, "iofwd verify: JOB is required (see iofwd verify --help)\n"},
+        {{"ls", "--colour"},
+         "iofwd ls: The following argument was not expected: --colour (see iofwd ls --help)\n"},
+        {{"verify", "itest", "--threads", "0"}, "iofwd verify: --threads 0 is not from 1 to 64\n"},
+    };
+    for (const auto& [args, message] : cases) {
+        auto r = run_iofwd(c, args);
+        INFO(r.out);
+        CHECK(r.err == message);
+        CHECK(r.code == 2);
+        CHECK(r.out.empty());
+    }
+    // An existing file is not overwritten.
+    const std::string dir = c.tmp / "r";
+    std::filesystem::create_directory(dir);
+    std::ofstream(dir + "/nodeA.r0000") << "mine";
+    auto r = run_iofwd(c, {"restore", "itest", "2", dir});
+    CHECK(r.code == 2);
+    CHECK(r.err == "iofwd restore: " + dir + "/nodeA.r0000 exists: not overwriting it\n");
+    CHECK(read_file(dir + "/nodeA.r0000") == "mine");
+}
+
+TEST_CASE("config: every setting, its value and source; unknown names with the nearest",
+          "[tools][config]")
+{
+    cluster c;
+    auto good = run_iofwd(c, {"config"}, {{"IOFWD_CHUNK_SIZE", "1M"}});
+    CHECK(good.code == 0);
+    CHECK(good.out.find("SETTING                  VALUE                FROM         READ BY\n") ==
+          0);
+    CHECK(good.out.find("\nIOFWD_CHUNK_SIZE         1M                   environment  daemon\n") !=
+          std::string::npos);
+    CHECK(good.out.find("\nIOFWD_STAGING_SIZE       256M                 default      daemon\n") !=
+          std::string::npos);
+    CHECK(good.out.find("\nIOFWD_RUN                -                    unset        client\n") !=
+          std::string::npos);
+
+    auto bad = run_iofwd(c, {"config", "--json"},
+                     {{"IOFWD_STAGIN_SIZE", "1G"}, {"IOFWD_KEEP", "abc"}, {"IOFWD_ZZZZZZZZZZZ", "1"}});
+    CHECK(bad.code == 1);
+    CHECK(py(c, bad.out, "sorted((u['name'], u['nearest']) for u in d['unknown'])") ==
+          "[('IOFWD_STAGIN_SIZE', 'IOFWD_STAGING_SIZE'), ('IOFWD_ZZZZZZZZZZZ', None)]\n");
+    CHECK(py(c, bad.out,
+             "[(s['value'], s['source'], s['valid'], s['problem'], s['read_by'], s['flag']) for s "
+             "in d['settings'] if s['name'] in ('IOFWD_KEEP', 'IOFWD_STORE', 'IOFWD_JOB')]") ==
+          "[('" + c.store() + "', 'environment', True, None, 'both', '--store'), "
+          "('itest', 'environment', True, None, 'client', None), "
+          "('abc', 'environment', False, \"IOFWD_KEEP='abc' is not a whole number from 0 to "
+          "1000000000\", 'daemon', '--keep')]\n");
+    // The other subcommands warn, as iod and the library do.
+    auto warned = run_iofwd(c, {"ls"}, {{"IOFWD_STAGIN_SIZE", "1G"}});
+    CHECK(warned.err == "iofwd: warning: IOFWD_STAGIN_SIZE is not an iofwd setting (did you mean "
+                        "IOFWD_STAGING_SIZE?)\n"
+                        "iofwd ls: store " + c.store() + " does not exist (" + c.store() +
+                        ": No such file or directory); give --store or IOFWD_STORE\n");
+    CHECK(warned.code == 2);
+    auto text = run_iofwd(c, {"config"}, {{"IOFWD_STAGIN_SIZE", "1G"}});
+    CHECK(text.code == 1);
+    CHECK(text.out.find("\nunknown: IOFWD_STAGIN_SIZE is not an iofwd setting (did you mean "
+                        "IOFWD_STAGING_SIZE?)\n") != std::string::npos);
+}

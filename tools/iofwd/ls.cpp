@@ -1,0 +1,139 @@
+// iofwd ls [JOB]: the jobs of a store, or a job's versions with their state,
+// time, nodes, ranks and bytes, and what crashes left behind.
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "format.hpp"
+#include "store/catalog.hpp"
+#include "store/inventory.hpp"
+#include "store/layout.hpp"
+
+namespace iofwd::tool {
+namespace {
+
+struct ls_args {
+    store_options store;
+    std::string job;
+};
+
+nlohmann::json version_json(const store::version_entry& v)
+{
+    return {{"version", v.version},
+            {"state", store::state_name(v.state)},
+            {"time", v.time},
+            {"time_utc", utc_time(v.time)},
+            {"nodes", v.nodes},
+            {"ranks", v.ranks},
+            {"bytes", v.bytes},
+            {"dead", v.dead},
+            {"why", v.why}};
+}
+
+int list_store(store::backend& st, const ls_args& a)
+{
+    std::vector<std::string> jobs;
+    if (auto ec = store::list_jobs(st, jobs))
+        throw failure(damaged, fmt::format("cannot list {}: {}", st.describe(), ec.message()));
+    nlohmann::json out = {{"store", st.location()}, {"jobs", nlohmann::json::array()}};
+    if (!a.store.json)
+        fmt::print("{}: {} job{}\n", st.describe(), jobs.size(), jobs.size() == 1 ? "" : "s");
+    if (!a.store.json && !jobs.empty())
+        fmt::print("{:<24} {:>8} {:>8} {:>8}  {}\n", "JOB", "VERSIONS", "COMPLETE", "LATEST",
+                   "LATEST AT");
+    for (const auto& job : jobs) {
+        std::vector<std::uint64_t> all, complete;
+        if (store::job_versions(st, job, all) || store::complete_versions(st, job, complete))
+            continue;  // not a job's directory
+        std::int64_t when = 0;
+        if (!complete.empty())
+            st.modified(store::complete_object(job, complete.back()), when);
+        out["jobs"].push_back({{"job", job},
+                               {"versions", all.size()},
+                               {"complete", complete.size()},
+                               {"newest_complete", complete.empty() ? nlohmann::json(nullptr)
+                                                                    : nlohmann::json(complete.back())},
+                               {"time", when},
+                               {"time_utc", utc_time(when)}});
+        if (!a.store.json)
+            fmt::print("{:<24} {:>8} {:>8} {:>8}  {}\n", job, all.size(), complete.size(),
+                       complete.empty() ? std::string("-") : std::to_string(complete.back()),
+                       utc_time(when));
+    }
+    if (a.store.json)
+        print_json(out);
+    return ok;
+}
+
+int list_job(store::backend& st, const ls_args& a)
+{
+    require_job(st, a.job);
+    store::job_entry j;
+    std::string why;
+    if (auto ec = store::inspect_job(st, a.job, j, why))
+        throw failure(damaged, why);
+    if (a.store.json) {
+        nlohmann::json out = {{"store", st.location()},
+                              {"job", j.job},
+                              {"live_nodes", j.live_nodes},
+                              {"versions", nlohmann::json::array()},
+                              {"leftovers", j.leftovers}};
+        for (const auto& v : j.versions)
+            out["versions"].push_back(version_json(v));
+        print_json(out);
+        return ok;
+    }
+    std::size_t counts[3] = {};
+    for (const auto& v : j.versions)
+        ++counts[static_cast<int>(v.state)];
+    fmt::print("job {} in {}: {} version{}, {} complete, {} incomplete, {} damaged\n", j.job,
+               st.describe(), j.versions.size(), j.versions.size() == 1 ? "" : "s",
+               counts[static_cast<int>(store::version_state::complete)],
+               counts[static_cast<int>(store::version_state::incomplete)],
+               counts[static_cast<int>(store::version_state::damaged)]);
+    if (!j.live_nodes.empty())
+        fmt::print("live: {}\n", store::describe_live(j.job, j.live_nodes));
+    fmt::print("{:>8}  {:<10}  {:<20}  {:>5}  {:>5}  {:>10}  {}\n", "VERSION", "STATE", "TIME",
+               "NODES", "RANKS", "BYTES", "NOTE");
+    for (const auto& v : j.versions) {
+        std::string note = v.why;
+        if (v.dead)
+            note += "; can never complete (no live daemon claims the job): iofwd gc removes it";
+        auto line = fmt::format("{:>8}  {:<10}  {:<20}  {:>5}  {:>5}  {:>10}  {}", v.version,
+                                store::state_name(v.state), utc_time(v.time), v.nodes, v.ranks,
+                                human_bytes(v.bytes), note);
+        fmt::print("{}\n", line.substr(0, line.find_last_not_of(' ') + 1));
+    }
+    if (!j.leftovers.empty()) {
+        fmt::print("{}\n", j.live_nodes.empty()
+                              ? "crash leftovers (never committed; iofwd gc removes them):"
+                              : "uncommitted objects (writes in progress of the live daemon, or "
+                                "crash leftovers):");
+        for (const auto& l : j.leftovers)
+            fmt::print("  {}\n", l);
+    }
+    return ok;
+}
+
+}  // namespace
+
+void add_ls(CLI::App& app, int& status)
+{
+    auto args = std::make_shared<ls_args>();
+    auto* cmd = add_job_command(app, "ls",
+                                "list the jobs of a store, or a job's versions: state (complete, "
+                                "incomplete, damaged), time, nodes, ranks, bytes, and crash "
+                                "leftovers",
+                                args->store, args->job, false, "the job whose versions to list");
+    cmd->callback([args, &status] {
+        auto st = open_store(args->store);
+        status = args->job.empty() ? list_store(*st, *args) : list_job(*st, *args);
+    });
+}
+
+}  // namespace iofwd::tool
