@@ -304,10 +304,16 @@ TEST_CASE("rm, keep and gc remove exactly what they say", "[tools][clean]")
 
     auto gc = run_iofwd(c, {"gc"});
     CHECK(gc.code == 0);
+    // The killed daemon's lock and socket go too; its log stays (young).
     CHECK(masked(gc.out) ==
           "job itest: removed leftover itest/v00000005/.nodeA.r0000.tmp-P-N\n"
           "job itest: removed version 5 (incomplete, and no daemon is writing the job)\n"
+          "runtime: removed " + c.runtime_dir() + "/s.lock\n"
+          "runtime: removed " + c.runtime_dir() + "/s.sock\n"
           "gc: 1 version and 1 leftover removed\n");
+    CHECK_FALSE(std::filesystem::exists(c.runtime_dir() + "/s.lock"));
+    CHECK_FALSE(std::filesystem::exists(c.runtime_dir() + "/s.sock"));
+    CHECK(std::filesystem::exists(c.runtime_dir() + "/s.log"));
     CHECK(names_in(job) == std::vector<std::string>{".nodeA.claim", "v00000004"});
     CHECK(temporaries(c.store()).empty());
     auto again = run_iofwd(c, {"gc", "--json"});

@@ -18,6 +18,8 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "errors.hpp"
+#include "rendezvous.hpp"
+#include "runtime_gc.hpp"
 #include "store/catalog.hpp"
 #include "store/inventory.hpp"
 
@@ -113,15 +115,26 @@ int keep(const clean_args& a)
     return ok;
 }
 
-// HOOK(stale runtime files): gc is also where the runtime directory's
-// leftovers of dead sessions go (.log and .lock files, sockets nobody
-// serves). The function that finds them belongs in libio/common and is
-// being added by another change; wire it in here (find them, remove them,
-// report each) once it exists. Until then gc reports none, and the JSON
-// field "runtime_files" is an empty list.
+// The runtime directory's leftovers of finished sessions (runtime_gc.hpp:
+// their locks and sockets, and their logs once older than
+// IOFWD_RUNTIME_LOG_AGE beyond the newest few): removed, named.
 std::vector<std::string> clean_stale_runtime_files()
 {
-    return {};
+    runtime_paths dir;
+    runtime_gc_policy policy;
+    runtime_gc_report report;
+    std::string why;
+    if (auto ec = open_runtime(default_session(default_node_name()), dir, why))
+        throw failure(bad_argument, fmt::format("the runtime directory: {}", why));
+    if (auto ec = runtime_gc_policy_from_env(policy, why))
+        throw failure(bad_argument, why);
+    if (auto ec = runtime_gc(dir, policy, report, why))
+        throw failure(damaged, fmt::format("cleaning the runtime directory: {}", why));
+    std::vector<std::string> removed;
+    for (const auto& e : report.entries)
+        if (e.action == gc_action::removed)
+            removed.push_back(dir.dir + "/" + e.name);
+    return removed;
 }
 
 int gc(const clean_args& a)
@@ -192,12 +205,15 @@ int gc(const clean_args& a)
     }
     const auto runtime = clean_stale_runtime_files();
     out["runtime_files"] = runtime;
-    if (a.store.json)
+    if (a.store.json) {
         print_json(out);
-    else
+    } else {
+        for (const auto& f : runtime)
+            fmt::print("runtime: removed {}\n", f);
         fmt::print("gc: {} version{} and {} leftover{} removed\n", versions_removed,
                    versions_removed == 1 ? "" : "s", leftovers_removed,
                    leftovers_removed == 1 ? "" : "s");
+    }
     return status;
 }
 
