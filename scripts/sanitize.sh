@@ -91,7 +91,7 @@ for b in "${builds[@]}"; do
   # The suites' tests, but those whose point a sanitizer defeats.
   mapfile -t tests < <(meson test -C "$dir" --list "${suites[@]}" 2>/dev/null |
     sed -n 's/^[^ :]*:[^ ]* \/ //p' | grep -vxF -f <(printf '%s\n' "${excluded[@]}"))
-  echo "== $dir: ${suites[*]} (${#tests[@]} tests; not: ${excluded[*]})"
+  echo "== $dir: ${suites[*]} (${#tests[@]} tests; not: ${excluded[*]}; built at $((SECONDS / 60)) min)"
   rm -f "$dir/meson-logs/testlog.json"  # only this run's results count
   meson test -C "$dir" --num-processes 1 --print-errorlogs --timeout-multiplier 3 \
     "${tests[@]}" > "$dir/sanitize.log" 2>&1 || status=1

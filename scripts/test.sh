@@ -16,6 +16,9 @@
 #   --quick   only part 1 (what a developer runs between commits)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+started=$SECONDS
+# Where the time goes, for keeping CI inside its 90 minutes.
+phase() { echo "== $1 ($(( (SECONDS - started) / 60 )) min $(( (SECONDS - started) % 60 )) s in)"; }
 quick=0
 if [ "${1:-}" = "--quick" ]; then
   quick=1
@@ -23,6 +26,7 @@ if [ "${1:-}" = "--quick" ]; then
 fi
 bash scripts/setup.sh --ceph || exit 1
 bash scripts/build.sh || exit 1
+phase "tests"
 # A test's processes must not find a daemon of an earlier run or of the user.
 export TMPDIR=${TMPDIR:-/tmp}
 status=0
@@ -30,17 +34,18 @@ meson test -C build --num-processes 1 --print-errorlogs "$@" || status=1
 logs=(build/meson-logs/testlog.json)
 fuzz_passed=0 fuzz_failed=0
 if [ "$quick" = 0 ] && [ $# -eq 0 ]; then
-  echo "== sanitizers"
+  phase "sanitizers"
   bash scripts/sanitize.sh || status=1
   for d in build-asan build-tsan; do
     [ -f "$d/meson-logs/testlog.json" ] && logs+=("$d/meson-logs/testlog.json")
   done
-  echo "== fuzzers"
+  phase "fuzzers"
   bash scripts/fuzz.sh --seconds 60 | tee build/fuzz.log || status=1
   fuzz_passed=$(grep -c ' PASS$' build/fuzz.log || true)
   fuzz_failed=$(grep -Ec ' FAIL' build/fuzz.log || true)
   [ "$fuzz_passed" -gt 0 ] || [ "$fuzz_failed" -gt 0 ] || fuzz_failed=1  # it never ran
 fi
+phase "done"
 python3 - "$fuzz_passed" "$fuzz_failed" "${logs[@]}" <<'PY'
 import json, sys
 passed, failed = int(sys.argv[1]), int(sys.argv[2])
