@@ -32,9 +32,43 @@ configure() {
     meson setup "$dir" --buildtype=debugoptimized -Db_sanitize="$sanitize" -Db_lundef=false \
       -Dcpp_args=-fno-omit-frame-pointer >/dev/null || return 1
   fi
-  # A failure is shown by a second, serial pass (which may also just succeed).
-  ninja -C "$dir" -j2 >/dev/null 2>&1 || ninja -C "$dir" -j1 2>&1 | tail -30
-  ninja -C "$dir" -j1 -n 2>/dev/null | grep -q "no work to do"
+}
+
+# The tests of the suites, less those whose point a sanitizer defeats, from
+# meson's own description of the build (nothing is built to list them).
+select_tests() {
+  local dir=$1
+  meson introspect "$dir" --tests | python3 -c '
+import json, sys
+suites, excluded = set(sys.argv[1].split()), set(sys.argv[2].split("|"))
+for t in json.load(sys.stdin):
+    if suites & {s.split(":")[-1] for s in t["suite"]} and t["name"] not in excluded:
+        print(t["name"])' "${suites[*]//--suite /}" "$(IFS='|'; echo "${excluded[*]}")"
+}
+
+# Builds only what the selected tests run (their executables and declared
+# dependencies): the benchmark, the tools and the shim's programs are not
+# instrumented for nothing. A failure is shown by a second, serial pass.
+build_for() {
+  local dir=$1; shift
+  local targets
+  mapfile -t targets < <(meson introspect "$dir" --tests --targets | python3 -c '
+import json, os, sys
+d = json.load(sys.stdin)
+root = os.path.abspath(sys.argv[1]); names = set(sys.argv[2:])
+files = {t["id"]: t["filename"] for t in d["targets"]}
+out = set()
+for t in d["tests"]:
+    if t["name"] not in names:
+        continue
+    for dep in t["depends"]:
+        out.update(os.path.relpath(f, root) for f in files.get(dep, []))
+    for word in t["cmd"]:
+        if word.startswith(root + "/"):
+            out.add(os.path.relpath(word, root))
+print("\n".join(sorted(out)))' "$dir" "$@")
+  ninja -C "$dir" -j2 "${targets[@]}" >/dev/null 2>&1 || ninja -C "$dir" -j1 "${targets[@]}" 2>&1 | tail -30
+  ninja -C "$dir" -j1 -n "${targets[@]}" 2>/dev/null | grep -q "no work to do"
 }
 
 count() {
@@ -61,7 +95,7 @@ for b in "${builds[@]}"; do
   case "$b" in
     asan)
       dir=build-asan
-      configure "$dir" address,undefined || { echo "sanitize.sh: cannot build $dir"; status=1; continue; }
+      configure "$dir" address,undefined || { echo "sanitize.sh: cannot configure $dir"; status=1; continue; }
       export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0:suppressions=$root/tests/sanitizers/asan.supp"
       export LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0"
       export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$root/tests/sanitizers/ubsan.supp"
@@ -76,7 +110,7 @@ for b in "${builds[@]}"; do
       ;;
     tsan)
       dir=build-tsan
-      configure "$dir" thread || { echo "sanitize.sh: cannot build $dir"; status=1; continue; }
+      configure "$dir" thread || { echo "sanitize.sh: cannot configure $dir"; status=1; continue; }
       export TSAN_OPTIONS="halt_on_error=1:exitcode=66:second_deadlock_stack=1:suppressions=$root/tests/sanitizers/tsan.supp"
       unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS
       export UCX_MEM_MALLOC_HOOKS=no UCX_MEM_EVENTS=no UCX_MEM_MMAP_HOOK_MODE=none
@@ -88,12 +122,11 @@ for b in "${builds[@]}"; do
       ;;
     *) echo "sanitize.sh: unknown build '$b' (asan, tsan)" >&2; exit 2 ;;
   esac
-  # The suites' tests, but those whose point a sanitizer defeats.
-  mapfile -t tests < <(meson test -C "$dir" --list "${suites[@]}" 2>/dev/null |
-    sed -n 's/^[^ :]*:[^ ]* \/ //p' | grep -vxF -f <(printf '%s\n' "${excluded[@]}"))
+  mapfile -t tests < <(select_tests "$dir")
+  build_for "$dir" "${tests[@]}" || { echo "sanitize.sh: cannot build $dir"; status=1; continue; }
   echo "== $dir: ${suites[*]} (${#tests[@]} tests; not: ${excluded[*]}; built at $((SECONDS / 60)) min)"
   rm -f "$dir/meson-logs/testlog.json"  # only this run's results count
-  meson test -C "$dir" --num-processes 1 --print-errorlogs --timeout-multiplier 3 \
+  meson test -C "$dir" --no-rebuild --num-processes 1 --print-errorlogs --timeout-multiplier 3 \
     "${tests[@]}" > "$dir/sanitize.log" 2>&1 || status=1
   grep -E '^ *[0-9]+/[0-9]+ ' "$dir/sanitize.log"
   # What a failed test printed, sanitizer reports included.
