@@ -77,6 +77,18 @@ void usage(int rank)
                    stderr);
 }
 
+// The job ends on the first rank's error. hydra's mpiexec tears every
+// process down as soon as MPI_Abort reaches it, and a line a rank wrote to
+// stderr just before may still be on its way through the node's proxy: the
+// one second lets the reason reach the user's terminal with the abort.
+[[noreturn]] void abort_job()
+{
+    std::fflush(stderr);
+    sleep(1);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    std::exit(1);
+}
+
 double now()
 {
     return MPI_Wtime();
@@ -144,7 +156,7 @@ int main(int argc, char** argv)
     void* mem = nullptr;
     if (posix_memalign(&mem, 4096, a.size) != 0) {
         std::fprintf(stderr, "rank %d: cannot allocate %s\n", world_rank, human(a.size).c_str());
-        MPI_Abort(MPI_COMM_WORLD, 1);
+        abort_job();
     }
     auto* buffer = static_cast<std::byte*>(mem);
 
@@ -197,7 +209,7 @@ int main(int argc, char** argv)
     if (rc != 0) {
         std::fprintf(stderr, "rank %d: io_init failed: %s\n  %s\n", world_rank, io_strerror(rc),
                      io_last_error());
-        MPI_Abort(MPI_COMM_WORLD, 1);
+        abort_job();
     }
     const double init_s = now() - t_init;
     const std::string node_name = io_node_name();
@@ -219,7 +231,7 @@ int main(int argc, char** argv)
         if (rc != 0) {
             std::fprintf(stderr, "rank %d: nothing to restart from: %s\n  %s\n", world_rank,
                          io_strerror(rc), io_last_error());
-            MPI_Abort(MPI_COMM_WORLD, 1);
+            abort_job();
         }
         std::uint64_t got = 0;
         rc = io_read(latest, buffer, a.size, &got);
@@ -227,7 +239,7 @@ int main(int argc, char** argv)
             std::fprintf(stderr, "rank %d: io_read of version %llu failed: %s\n  %s\n",
                          world_rank, static_cast<unsigned long long>(latest), io_strerror(rc),
                          io_last_error());
-            MPI_Abort(MPI_COMM_WORLD, 1);
+            abort_job();
         }
         std::vector<std::byte> expect(a.size);
         example::fill_pattern(expect.data(), a.size,
@@ -235,7 +247,7 @@ int main(int argc, char** argv)
         if (std::memcmp(expect.data(), buffer, a.size) != 0) {
             std::fprintf(stderr, "rank %d: version %llu read back differs from what was written\n",
                          world_rank, static_cast<unsigned long long>(latest));
-            MPI_Abort(MPI_COMM_WORLD, 1);
+            abort_job();
         }
         restarted_from = latest;
     }
@@ -257,7 +269,7 @@ int main(int argc, char** argv)
         if (rc != 0) {
             std::fprintf(stderr, "rank %d: io_write failed: %s\n  %s\n", world_rank,
                          io_strerror(rc), io_last_error());
-            MPI_Abort(MPI_COMM_WORLD, 1);
+            abort_job();
         }
         blocked.push_back(t1 - t0);
         if (!first_version)
@@ -270,7 +282,7 @@ int main(int argc, char** argv)
     if (rc != 0) {
         std::fprintf(stderr, "rank %d: io_finalize failed: %s\n  %s\n", world_rank,
                      io_strerror(rc), io_last_error());
-        MPI_Abort(MPI_COMM_WORLD, 1);
+        abort_job();
     }
 
     // Gather the figures on rank 0.

@@ -38,8 +38,8 @@ verdict check(call c)
     fired = true;
     if (current.short_io)
         return verdict::shorten;
-    if (current.delay) {
-        std::this_thread::sleep_for(std::chrono::seconds(1));
+    if (current.delay_s > 0) {
+        std::this_thread::sleep_for(std::chrono::seconds(current.delay_s));
         return verdict::pass;
     }
     errno = current.error;
@@ -67,8 +67,21 @@ bool parse_errno(std::string_view s, fault& f)
         f.short_io = true;
         return true;
     }
-    if (s == "DELAY") {
-        f.delay = true;
+    if (s.substr(0, 5) == "DELAY") {
+        const auto digits = s.substr(5);
+        if (digits.empty()) {
+            f.delay_s = 1;
+            return true;
+        }
+        unsigned n = 0;
+        for (const char c : digits) {
+            if (c < '0' || c > '9' || n > 60)
+                return false;
+            n = n * 10 + static_cast<unsigned>(c - '0');
+        }
+        if (n < 1 || n > 60)
+            return false;
+        f.delay_s = n;
         return true;
     }
     for (const auto& n : names)
@@ -107,7 +120,7 @@ bool inject_from_env(std::string& why)
     const auto c2 = rest.find(':');
     if (!parse_errno(rest.substr(0, c2), f)) {
         why = "IOFWD_FAULT: unknown error name '" + std::string(rest.substr(0, c2)) +
-              "' (ENOSPC EIO EINTR EDQUOT EROFS EACCES ENOENT EAGAIN SHORT DELAY)";
+              "' (ENOSPC EIO EINTR EDQUOT EROFS EACCES ENOENT EAGAIN SHORT DELAY DELAYn with n 1-60 seconds)";
         return false;
     }
     if (c2 != std::string_view::npos) {

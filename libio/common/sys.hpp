@@ -7,7 +7,8 @@
 //
 //   IOFWD_FAULT=<call>:<errno name>[:<successful calls before failing>]
 //   e.g. IOFWD_FAULT=pwrite:ENOSPC:3   IOFWD_FAULT=fsync:EIO   IOFWD_FAULT=pwrite:SHORT
-//   DELAY instead of an errno makes the call succeed one second late (a slow disk).
+//   DELAY instead of an errno makes the call succeed one second late (a slow disk),
+//   DELAYn n seconds late (1-60).
 #include <sys/types.h>
 
 #include <cstddef>
@@ -25,7 +26,7 @@ struct fault {
     bool short_io = false;     // transfer half the bytes instead of failing
     std::uint64_t after = 0;   // calls that succeed before the fault fires
     bool repeat = true;        // keep failing after the first time
-    bool delay = false;        // succeed, one second late (instead of failing)
+    unsigned delay_s = 0;      // succeed, this many seconds late (instead of failing)
 };
 
 // Arms (or, with nullopt, disarms) the fault. Thread-safe.

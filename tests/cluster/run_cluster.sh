@@ -81,15 +81,16 @@ example)
   timeout 300 "$verify" --store "$store" --job clustertest --expect-versions 5 --expect-ranks "$ranks"
   ;;
 node-killed)
-  # The last node's daemon writes slowly (each pwrite a second late), so
-  # that when version 2 is complete everywhere its part of version 3 is still
-  # on its way; then every process of that node is killed.
+  # The last node's daemon writes slowly (each pwrite three seconds late:
+  # one second was too short a window on a loaded machine), so that when
+  # version 2 is complete everywhere its part of version 3 is still on its
+  # way; then every process of that node is killed.
   k=3
   limit=120 cmpiexec -ppn 2 -n $((ranks - 2)) "$checkpoint" --size 1M --versions 5 --store "$store" \
-    : -n 2 -env IOFWD_FAULT pwrite:DELAY "$checkpoint" --size 1M --versions 5 --store "$store" \
+    : -n 2 -env IOFWD_FAULT pwrite:DELAY3 "$checkpoint" --size 1M --versions 5 --store "$store" \
     > "$work/first" 2>&1 &
   job=$!
-  for _ in $(seq 1 600); do
+  for _ in $(seq 1 1800); do
     [ -e "$store/clustertest/v0000000$((k - 1))/COMPLETE" ] && break
     kill -0 "$job" 2>/dev/null || { cat "$work/first" >&2; fail "the job ended before version $((k - 1)) was complete"; }
     sleep 0.05

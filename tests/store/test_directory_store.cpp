@@ -224,6 +224,12 @@ TEST_CASE("IOFWD_FAULT arms the seam and rejects malformed specifications", "[st
     CHECK(why.find("unknown error name") != std::string::npos);
     ::setenv("IOFWD_FAULT", "write", 1);
     CHECK_FALSE(sys::inject_from_env(why));
+    ::setenv("IOFWD_FAULT", "pwrite:DELAY4", 1);
+    CHECK(sys::inject_from_env(why));
+    for (const char* bad : {"pwrite:DELAY0", "pwrite:DELAY61", "pwrite:DELAYx", "pwrite:DELAY99999999999"}) {
+        ::setenv("IOFWD_FAULT", bad, 1);
+        CHECK_FALSE(sys::inject_from_env(why));
+    }
     ::unsetenv("IOFWD_FAULT");
 }
 
