@@ -3,7 +3,8 @@
 // still means what its name says after the formats change:
 //   protocol/  one valid message of each type (encode()), a stream of two,
 //              and near misses: truncated, wrong magic or version, unknown
-//              type, over the limit, fields that break a rule;
+//              type, over the limit, fields that break a rule, a list that
+//              claims more records than follow;
 //   mailbox/   scripts (mailbox_script.hpp) that put records with the real
 //              writer, wrap around the area, freeze, and break the format as
 //              tests/libio/test_mailbox.cpp does;
@@ -64,6 +65,34 @@ void protocol_seeds(corpus& c)
     using namespace proto;
     connect_msg conn{3, 8, 4242, connect_flag_blocking | connect_flag_mailbox, 1u << 20,
                      0x7f0012345000ull, 2, "job", "run-1", blob(12, 0xab), blob(8, 0x11)};
+    status_reply_msg status;
+    status.daemon_pid = 4711;
+    status.iod_version = "0.1.0";
+    status.session = "node-7-12";
+    status.node = "node-7";
+    status.store = "directory /s";
+    status.started_ns = 1000;
+    status.now_ns = 9000;
+    status.job = "job";
+    status.run = "run-1";
+    status.ranks = 2;
+    status.nodes = 2;
+    status.connected = 2;
+    status.flushing = 1;
+    status.durable = 1;
+    status.durable_bytes = 1u << 20;
+    status.staging_used = 16u << 20;
+    status.staging_total = 256u << 20;
+    status.chunk_bytes = 16u << 20;
+    status.flush_threads = 2;
+    status.flush_running = 1;
+    status.flush_queued = 3;
+    status.connections = 2;
+    status.transfers_total = 1;
+    status.rank_list = {{0, 100, rank_state_t::serving, connect_flag_push, 1, 1u << 20},
+                        {1, 101, rank_state_t::bye, connect_flag_mailbox, 0, 0}};
+    status.transfers = {{"job/v00000002/node-7.r0000", 0, 2, 1u << 20, 1u << 20, 4096, 5000}};
+    status.recent = {{0, 1, 1u << 20, 4000, 100, 2000, 1500}};
     const std::vector<std::pair<std::string, message>> valid = {
         {"connect", conn},
         {"accept", accept_msg{99, 256u << 20, 16u << 20, 12, "node-7", "directory /s/job",
@@ -85,6 +114,8 @@ void protocol_seeds(corpus& c)
         {"file_done", file_done_msg{11}},
         {"ping", ping_msg{}},
         {"pong", pong_msg{}},
+        {"status", status_msg{}},
+        {"status_reply", status},
     };
     for (const auto& [name, m] : valid)
         c["protocol/valid-" + name] = from(encode(m));
@@ -107,7 +138,7 @@ void protocol_seeds(corpus& c)
     c["protocol/miss-old-version"] = old_version;
 
     auto unknown_type = from(encode(file_done_msg{1}));
-    unknown_type[6] = static_cast<std::uint8_t>(msg_type::pong) + 1;
+    unknown_type[6] = static_cast<std::uint8_t>(msg_type::status_reply) + 1;
     c["protocol/miss-unknown-type"] = unknown_type;
 
     auto over_limit = from(encode(write_done_msg{1, 1}));
@@ -138,6 +169,20 @@ void protocol_seeds(corpus& c)
     c["protocol/miss-file_sync-flags"] = from(encode(file_sync_msg{1, 1, 4}));
     c["protocol/miss-error-domain"] =
         from(encode(error_msg{1, static_cast<error_domain>(3), 1, "x"}));
+    auto dead_rank = status;
+    dead_rank.rank_list[1].state = static_cast<rank_state_t>(9);
+    c["protocol/miss-status_reply-rank-state"] = from(encode(dead_rank));
+    auto overflushed = status;
+    overflushed.transfers[0].flushed = overflushed.transfers[0].length + 1;
+    c["protocol/miss-status_reply-flushed-over-length"] = from(encode(overflushed));
+    // Three list counts end the message: claim more recent versions than follow.
+    auto bare = status;
+    bare.rank_list.clear();
+    bare.transfers.clear();
+    bare.recent.clear();
+    auto claims = from(encode(bare));
+    claims[claims.size() - 4] = 3;
+    c["protocol/miss-status_reply-list-longer-than-payload"] = claims;
 }
 
 void mailbox_seeds(corpus& c)
