@@ -389,12 +389,20 @@ void daemon::settle()
         if (!busy)
             for (auto& [id, s] : std::map(sessions_))
                 s->shut_down();
-        if (idle)
+        if (idle) {
+            job_->write_summary();
             stop();
+        }
         return;
     }
-    if (opts_.auto_exit && job_->over() && idle) {
+    if (job_->over() && idle) {
+        // Over on this node: what never completed is logged, and the job's
+        // summary goes into the store (a shared daemon then waits for the
+        // next job).
         job_->close();
+        job_->write_summary();
+    }
+    if (opts_.auto_exit && job_->over() && idle) {
         if (job_->lost_versions() == 0)
             log_info("job {}: all {} ranks done, everything durable; exiting", job_->name(),
                      job_->ranks());
@@ -428,6 +436,7 @@ void daemon::arm_idle_timer()
         log_warn("no rank connected for {} s; exiting (job {}, {} of {} ranks finished)",
                  opts_.idle_timeout, job_->empty() ? "none" : job_->name(), job_->ranks_ended(),
                  job_->ranks());
+        job_->write_summary();
         stop();
     });
 }
