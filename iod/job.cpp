@@ -259,6 +259,18 @@ void job::write_summary()
                  human_bytes(summary_.bytes()));
 }
 
+std::uint32_t job::ranks_connected() const
+{
+    return static_cast<std::uint32_t>(
+        std::count(ranks_state_.begin(), ranks_state_.end(), rank_state::connected));
+}
+
+std::uint32_t job::ranks_died() const
+{
+    return static_cast<std::uint32_t>(
+        std::count(ranks_state_.begin(), ranks_state_.end(), rank_state::died));
+}
+
 bool job::over() const
 {
     if (name_.empty())

@@ -75,8 +75,21 @@ public:
     bool over() const;
     bool empty() const noexcept { return name_.empty(); }
     const std::string& name() const noexcept { return name_; }
+    const std::string& run() const noexcept { return run_; }
     std::uint32_t ranks() const noexcept { return ranks_; }
+    std::uint32_t nodes() const noexcept { return nodes_; }
     std::uint32_t ranks_ended() const;
+    // The node's ranks connected now, gone after BYE, gone without it.
+    std::uint32_t ranks_connected() const;
+    std::uint32_t ranks_died() const;
+    // Retention: 0 idle, 1 wanted (waiting for the data path), 2 running.
+    unsigned retention_state() const noexcept { return pruning_ ? 2 : prune_job_ ? 1 : 0; }
+    // Catalog jobs not done (manifests, COMPLETE records).
+    unsigned catalog_jobs() const noexcept
+    {
+        return pending_ - (prune_job_ ? 1u : 0u) - (pruning_ ? 1u : 0u);
+    }
+    const job_summary& summary() const noexcept { return summary_; }
     // Versions some rank wrote and another never will, now that the job is
     // over: logged and forgotten (see abandon_partial_versions).
     void close();
