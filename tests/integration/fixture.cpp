@@ -88,6 +88,29 @@ int cluster::verify(long versions, long ranks, std::string& out)
     return exit_code(*st);
 }
 
+std::vector<std::string> as_nobody(std::vector<std::string> cmd)
+{
+    std::vector<std::string> argv = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
+                                     "--clear-groups"};
+    argv.insert(argv.end(), cmd.begin(), cmd.end());
+    return argv;
+}
+
+void require_root()
+{
+    if (::geteuid() != 0)
+        FAIL("these tests act as another user through setpriv and need root");
+}
+
+std::string public_dir(const cluster& c, const std::string& name)
+{
+    ::chmod(c.tmp.path().c_str(), 0755);
+    const std::string dir = c.tmp / name;
+    REQUIRE(::mkdir(dir.c_str(), 0777) == 0);
+    REQUIRE(::chmod(dir.c_str(), 0777) == 0);
+    return dir;
+}
+
 std::vector<pid_t> daemon_pids(const std::string& log)
 {
     std::vector<pid_t> pids;

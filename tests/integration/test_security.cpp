@@ -12,34 +12,6 @@
 
 using namespace test;
 
-namespace {
-
-std::vector<std::string> as_nobody(std::vector<std::string> cmd)
-{
-    std::vector<std::string> argv = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
-                                     "--clear-groups"};
-    argv.insert(argv.end(), cmd.begin(), cmd.end());
-    return argv;
-}
-
-void require_root()
-{
-    if (::geteuid() != 0)
-        FAIL("these tests act as another user through setpriv and need root");
-}
-
-// A directory that uid 65534 may write in (as /tmp is).
-std::string public_dir(const cluster& c, const std::string& name)
-{
-    ::chmod(c.tmp.path().c_str(), 0755);
-    const std::string dir = c.tmp / name;
-    REQUIRE(::mkdir(dir.c_str(), 0777) == 0);
-    REQUIRE(::chmod(dir.c_str(), 0777) == 0);
-    return dir;
-}
-
-}  // namespace
-
 TEST_CASE("a runtime path another user flips between directories is never used",
           "[security][runtime-race]")
 {

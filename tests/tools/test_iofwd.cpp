@@ -349,7 +349,7 @@ TEST_CASE("every bad argument: a sentence and exit status 2", "[tools][args]")
          "iofwd ls: cannot open store s3:bucket: unknown store type 's3' in 's3:bucket' (known: "
          "dir:PATH, rados:POOL)\n"},
         {{"frob"}, "iofwd: unknown subcommand 'frob' (one of: ls, verify, restore, cat, rm, keep, "
-                   "gc, report, config; see iofwd --help)\n"},
+                   "gc, report, status, config; see iofwd --help)\n"},
         {{}, "iofwd: A subcommand is required (see iofwd --help)\n"},
         {{"verify"}, "iofwd verify: JOB is required (see iofwd verify --help)\n"},
         {{"ls", "--colour"},
@@ -360,6 +360,15 @@ TEST_CASE("every bad argument: a sentence and exit status 2", "[tools][args]")
          "iofwd report: job 'nojob' is not in " + store + " (its jobs: itest)\n"},
         {{"report", "itest", "--plot"},
          "iofwd report: --plot: 1 required FILE missing (see iofwd report --help)\n"},
+        {{"status", "--watch", "abc"},
+         "iofwd status: --watch 'abc' is not a number of seconds from 0.1 to 86400\n"},
+        {{"status", "--watch", "0"},
+         "iofwd status: --watch '0' is not a number of seconds from 0.1 to 86400\n"},
+        {{"status", "--timeout", "x"},
+         "iofwd status: --timeout 'x' is not a number of seconds from 0.01 to 600\n"},
+        {{"status", "now"},
+         "iofwd status: The following argument was not expected: now (see iofwd status "
+         "--help)\n"},
     };
     for (const auto& [args, message] : cases) {
         auto r = run_iofwd(c, args);
