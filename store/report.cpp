@@ -18,7 +18,10 @@ constexpr std::uint32_t max_report_ranks = 1u << 16;  // as the protocol's ranks
 constexpr std::uint64_t max_detail_limit = 1'000'000;
 const std::vector<std::string> columns = {"rank", "version", "bytes", "blocked_us", "durable_us"};
 
-json times_json(const report_times& t)
+// Written in this order, for people reading the file.
+using ordered = nlohmann::ordered_json;
+
+ordered times_json(const report_times& t)
 {
     return {{"total", t.total}, {"max", t.max}, {"median", t.median}};
 }
@@ -132,17 +135,17 @@ std::uint64_t median(std::vector<std::uint64_t> values)
 
 std::string format_report(const node_report& r)
 {
-    json per_rank = json::array();
+    ordered per_rank = ordered::array();
     for (const auto& k : r.per_rank)
         per_rank.push_back({{"rank", k.rank},
                             {"versions", k.versions},
                             {"bytes", k.bytes},
                             {"blocked_us", times_json(k.blocked)},
                             {"durable_us", times_json(k.durable)}});
-    json detail = json::array();
+    ordered detail = ordered::array();
     for (const auto& v : r.detail)
-        detail.push_back(json::array({v.rank, v.version, v.bytes, v.blocked_us, v.durable_us}));
-    const nlohmann::ordered_json out = {{"format", format_name},
+        detail.push_back(ordered::array({v.rank, v.version, v.bytes, v.blocked_us, v.durable_us}));
+    const ordered out = {{"format", format_name},
                       {"format_version", format_version},
                       {"job", r.job},
                       {"run", r.run},
