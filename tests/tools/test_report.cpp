@@ -91,7 +91,7 @@ TEST_CASE("report: versions, bytes and times per rank and node after a real job"
     CHECK(std::regex_match(
         t.out,
         std::regex("job itest run " + key + " in directory " + c.store() +
-                   ": 1 node, 2 ranks, 6 versions of ranks, 585.9 KiB\n"
+                   ": 1 node, 2 ranks, 6 rank versions, 585.9 KiB\n"
                    "NODE              RANK VERSIONS       BYTES BLOCKED MEDIAN        MAX "
                    "DURABLE MEDIAN        MAX\n"
                    "nodeA                0        3   293.0 KiB" + time + time + time + time + "\n"
@@ -153,7 +153,7 @@ TEST_CASE("report: the newest run by default, another by --run; mailbox writes n
           key + " '' [(0, 2, 2000, 0, 0, True)]\n");
     auto text = run_iofwd(c, {"report", "itest"});
     CHECK(text.out.find("job itest run r7 in directory " + c.store() +
-                        ": 1 node, 1 rank, 1 version of ranks, 1000 B\n"
+                        ": 1 node, 1 rank, 1 rank version, 1000 B\n"
                         "runs, newest first: r7, " + key + " (choose one with --run)\n") == 0);
 
     auto none = run_iofwd(c, {"report", "itest", "--run", "r8"});

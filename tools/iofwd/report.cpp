@@ -324,7 +324,7 @@ int run(const report_args& a)
         versions += t.versions;
         bytes += t.bytes;
     }
-    fmt::print("job {} run {} in {}: {} node{}, {} rank{}, {} version{} of ranks, {}\n", a.job,
+    fmt::print("job {} run {} in {}: {} node{}, {} rank{}, {} rank version{}, {}\n", a.job,
                key, st->describe(), chosen.size(), chosen.size() == 1 ? "" : "s", ranks,
                ranks == 1 ? "" : "s", versions, versions == 1 ? "" : "s", human_bytes(bytes));
     if (runs.size() > 1)
@@ -352,7 +352,7 @@ int run(const report_args& a)
                    utc_time(static_cast<std::int64_t>(r.start)), r.end - r.start, r.cpu_user,
                    r.cpu_system, human_bytes(r.peak_rss_bytes), r.lost_versions);
         if (r.detail_dropped)
-            fmt::print("  (node {}: medians over its newest {} versions of ranks; {} older ones "
+            fmt::print("  (node {}: medians over its newest {} rank versions; {} older ones "
                        "count in the totals and maxima only)\n",
                        r.node, r.detail.size(), r.detail_dropped);
     }
