@@ -21,11 +21,6 @@ const std::vector<std::string> columns = {"rank", "version", "bytes", "blocked_u
 // Written in this order, for people reading the file.
 using ordered = nlohmann::ordered_json;
 
-ordered times_json(const report_times& t)
-{
-    return {{"total", t.total}, {"max", t.max}, {"median", t.median}};
-}
-
 // Reads fields of a JSON object; the first failure sticks and names the field.
 class reader {
 public:
@@ -133,15 +128,25 @@ std::uint64_t median(std::vector<std::uint64_t> values)
     return lower + (upper - lower) / 2;
 }
 
+nlohmann::ordered_json times_json(const report_times& t)
+{
+    return {{"total", t.total}, {"max", t.max}, {"median", t.median}};
+}
+
+nlohmann::ordered_json rank_json(const report_rank& k)
+{
+    return {{"rank", k.rank},
+            {"versions", k.versions},
+            {"bytes", k.bytes},
+            {"blocked_us", times_json(k.blocked)},
+            {"durable_us", times_json(k.durable)}};
+}
+
 std::string format_report(const node_report& r)
 {
     ordered per_rank = ordered::array();
     for (const auto& k : r.per_rank)
-        per_rank.push_back({{"rank", k.rank},
-                            {"versions", k.versions},
-                            {"bytes", k.bytes},
-                            {"blocked_us", times_json(k.blocked)},
-                            {"durable_us", times_json(k.durable)}});
+        per_rank.push_back(rank_json(k));
     ordered detail = ordered::array();
     for (const auto& v : r.detail)
         detail.push_back(ordered::array({v.rank, v.version, v.bytes, v.blocked_us, v.durable_us}));

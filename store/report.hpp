@@ -37,6 +37,8 @@
 #include <system_error>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace iofwd::store {
 
 // Rank versions of a node with a line of their own in a summary.
@@ -94,6 +96,10 @@ std::uint64_t median(std::vector<std::uint64_t> values);
 
 // The JSON text above. Medians are written as they are in `r`.
 std::string format_report(const node_report& r);
+// A per_rank entry and a times object as the text has them (iofwd report
+// --json prints the same).
+nlohmann::ordered_json rank_json(const report_rank& k);
+nlohmann::ordered_json times_json(const report_times& t);
 // Reads it back, checking every field's type and range (ranks in range,
 // one per_rank entry per rank, no more detail than its limit). A sentence in
 // `why` on failure; `out` untouched then.

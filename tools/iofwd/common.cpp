@@ -184,4 +184,9 @@ void print_json(const nlohmann::json& j)
     std::cout << j.dump(2) << '\n';
 }
 
+void print_json_ordered(const nlohmann::ordered_json& j)
+{
+    std::cout << j.dump(2) << '\n';
+}
+
 }  // namespace iofwd::tool

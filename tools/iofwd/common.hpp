@@ -71,5 +71,7 @@ std::string human_rate(std::uint64_t bytes, double seconds);
 double parse_seconds_arg(const std::string& text, const std::string& what, double min, double max);
 
 void print_json(const nlohmann::json& j);
+// The same with its keys in the order they were given.
+void print_json_ordered(const nlohmann::ordered_json& j);
 
 }  // namespace iofwd::tool

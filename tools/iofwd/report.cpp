@@ -138,11 +138,6 @@ std::string us(std::uint64_t micro)
     return human_seconds(static_cast<double>(micro) / 1e6);
 }
 
-nlohmann::json times_json(const store::report_times& t)
-{
-    return {{"median", t.median}, {"max", t.max}, {"total", t.total}};
-}
-
 // A string for a gnuplot script, in single quotes.
 std::string gnuplot_quote(const std::string& s)
 {
@@ -275,17 +270,14 @@ int run(const report_args& a)
         plot(chosen, a.job, key, a.plot);
 
     if (a.store.json) {
-        nlohmann::json nodes = nlohmann::json::array();
+        using ordered = nlohmann::ordered_json;
+        ordered nodes = ordered::array();
         for (const auto* s : chosen) {
             const auto& r = s->r;
             const auto t = totals_of(r);
-            nlohmann::json ranks = nlohmann::json::array();
+            ordered ranks = ordered::array();
             for (const auto& k : r.per_rank)
-                ranks.push_back({{"rank", k.rank},
-                                 {"versions", k.versions},
-                                 {"bytes", k.bytes},
-                                 {"blocked_us", times_json(k.blocked)},
-                                 {"durable_us", times_json(k.durable)}});
+                ranks.push_back(store::rank_json(k));
             nodes.push_back({{"node", r.node},
                              {"object", s->object},
                              {"pid", r.pid},
@@ -301,19 +293,19 @@ int run(const report_args& a)
                              {"ranks", r.ranks},
                              {"versions", t.versions},
                              {"bytes", t.bytes},
-                             {"blocked_us", times_json(t.blocked)},
-                             {"durable_us", times_json(t.durable)},
+                             {"blocked_us", store::times_json(t.blocked)},
+                             {"durable_us", store::times_json(t.durable)},
                              {"detail_kept", r.detail.size()},
                              {"detail_dropped", r.detail_dropped},
                              {"per_rank", std::move(ranks)}});
         }
-        print_json({{"store", st->location()},
-                    {"job", a.job},
-                    {"run", key},
-                    {"run_name", chosen.front()->r.run},
-                    {"runs", runs},
-                    {"plot", a.plot.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.plot)},
-                    {"nodes", std::move(nodes)}});
+        print_json_ordered({{"store", st->location()},
+                            {"job", a.job},
+                            {"run", key},
+                            {"run_name", chosen.front()->r.run},
+                            {"runs", runs},
+                            {"plot", a.plot.empty() ? ordered(nullptr) : ordered(a.plot)},
+                            {"nodes", std::move(nodes)}});
         return status;
     }
 
