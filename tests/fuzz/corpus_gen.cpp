@@ -30,6 +30,7 @@
 #include "mailbox.hpp"
 #include "mailbox_script.hpp"
 #include "protocol.hpp"
+#include "../support/status_sample.hpp"
 
 using namespace iofwd;
 namespace fs = std::filesystem;
@@ -65,34 +66,7 @@ void protocol_seeds(corpus& c)
     using namespace proto;
     connect_msg conn{3, 8, 4242, connect_flag_blocking | connect_flag_mailbox, 1u << 20,
                      0x7f0012345000ull, 2, "job", "run-1", blob(12, 0xab), blob(8, 0x11)};
-    status_reply_msg status;
-    status.daemon_pid = 4711;
-    status.iod_version = "0.1.0";
-    status.session = "node-7-12";
-    status.node = "node-7";
-    status.store = "directory /s";
-    status.started_ns = 1000;
-    status.now_ns = 9000;
-    status.job = "job";
-    status.run = "run-1";
-    status.ranks = 2;
-    status.nodes = 2;
-    status.connected = 2;
-    status.flushing = 1;
-    status.durable = 1;
-    status.durable_bytes = 1u << 20;
-    status.staging_used = 16u << 20;
-    status.staging_total = 256u << 20;
-    status.chunk_bytes = 16u << 20;
-    status.flush_threads = 2;
-    status.flush_running = 1;
-    status.flush_queued = 3;
-    status.connections = 2;
-    status.transfers_total = 1;
-    status.rank_list = {{0, 100, rank_state_t::serving, connect_flag_push, 1, 1u << 20},
-                        {1, 101, rank_state_t::bye, connect_flag_mailbox, 0, 0}};
-    status.transfers = {{"job/v00000002/node-7.r0000", 0, 2, 1u << 20, 1u << 20, 4096, 5000}};
-    status.recent = {{0, 1, 1u << 20, 4000, 100, 2000, 1500}};
+    const status_reply_msg status = test::sample_status_reply();
     const std::vector<std::pair<std::string, message>> valid = {
         {"connect", conn},
         {"accept", accept_msg{99, 256u << 20, 16u << 20, 12, "node-7", "directory /s/job",

@@ -111,6 +111,17 @@ std::string public_dir(const cluster& c, const std::string& name)
     return dir;
 }
 
+process stranger_at_socket(cluster& c, const std::string& seconds)
+{
+    const std::string pub = public_dir(c, "pub");
+    auto fake = c.run(as_nobody({build_path("IOFWD_TEST_STRANGER"), "fake-daemon",
+                                 pub + "/s.sock", seconds}));
+    REQUIRE(wait_until([&] { return has_line(fake, "listening"); }, 10s));
+    REQUIRE(::mkdir(c.runtime_dir().c_str(), 0700) == 0);
+    REQUIRE(::rename((pub + "/s.sock").c_str(), c.socket().c_str()) == 0);
+    return fake;
+}
+
 std::vector<pid_t> daemon_pids(const std::string& log)
 {
     std::vector<pid_t> pids;

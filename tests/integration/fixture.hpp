@@ -44,6 +44,11 @@ struct cluster {
 std::vector<std::string> as_nobody(std::vector<std::string> cmd);
 void require_root();
 std::string public_dir(const cluster& c, const std::string& name);
+// That user's fake daemon (stranger fake-daemon: takes every connection
+// for `seconds` and says what it read) listening at the session's socket in
+// the test's own runtime directory, which it made (a mistake, or a socket
+// handed over): the directory passes its checks, the peer's credentials do not.
+process stranger_at_socket(cluster& c, const std::string& seconds);
 
 // The pids of the daemons that wrote a log ("... iod[PID] ..." lines).
 std::vector<pid_t> daemon_pids(const std::string& log);

@@ -58,15 +58,7 @@ TEST_CASE("a rank never sends anything to a daemon of another user", "[security]
 {
     require_root();
     cluster c;
-    const std::string pub = public_dir(c, "pub");
-    auto fake = c.run(as_nobody({build_path("IOFWD_TEST_STRANGER"), "fake-daemon",
-                                 pub + "/s.sock", "8"}));
-    REQUIRE(wait_until([&] { return has_line(fake, "listening"); }, 10s));
-    // The fake daemon's socket ends up at the session's path in root's own
-    // runtime directory (a mistake, or a socket handed over): the directory
-    // passes its checks, the peer's credentials do not.
-    REQUIRE(::mkdir(c.runtime_dir().c_str(), 0700) == 0);
-    REQUIRE(::rename((pub + "/s.sock").c_str(), c.socket().c_str()) == 0);
+    auto fake = stranger_at_socket(c, "8");
     auto r = c.rank(0, 1, {"--size", "4096", "--versions", "1"}, {{"IOFWD_LAUNCH_TIMEOUT", "3"}});
     const auto st = r.wait(20s);
     REQUIRE(st.has_value());

@@ -4,6 +4,7 @@
 
 #include "errors.hpp"
 #include "protocol.hpp"
+#include "status_sample.hpp"
 
 using namespace iofwd;
 using namespace iofwd::proto;
@@ -39,45 +40,6 @@ connect_msg sample_connect()
     return c;
 }
 
-// A daemon mid-job: two ranks, one write flushing, one version durable.
-status_reply_msg sample_status()
-{
-    status_reply_msg r;
-    r.daemon_pid = 4711;
-    r.iod_version = "0.1.0";
-    r.session = "nodeA-12";
-    r.node = "nodeA";
-    r.store = "directory /scratch/ckpt";
-    r.started_ns = 1000;
-    r.now_ns = 9000;
-    r.job = "climate";
-    r.run = "slurm-4711.0";
-    r.ranks = 2;
-    r.nodes = 4;
-    r.connected = 1;
-    r.finished = 1;
-    r.flushing = 1;
-    r.durable = 1;
-    r.durable_bytes = 5ull << 30;
-    r.staging_used = 32ull << 20;
-    r.staging_total = 256ull << 20;
-    r.chunk_bytes = 16ull << 20;
-    r.flush_threads = 2;
-    r.flush_running = 2;
-    r.flush_queued = 7;
-    r.catalog_pending = 1;
-    r.retention = 1;
-    r.lost_versions = 1;
-    r.manifest_error = "No space left on device";
-    r.connections = 2;
-    r.transfers_total = 1;
-    r.rank_list = {{0, 100, rank_state_t::serving, connect_flag_push, 1, 5ull << 30},
-                   {1, 101, rank_state_t::finished, connect_flag_mailbox, 0, 0}};
-    r.transfers = {{"climate/v00000002/nodeA.r0000", 0, 2, 5ull << 30, 5ull << 30, 1u << 20, 4000}};
-    r.recent = {{0, 1, 5ull << 30, 3000, 100, 2000, 1500}};
-    return r;
-}
-
 std::error_code decode_all(std::vector<std::byte> bytes, std::string& why)
 {
     header h;
@@ -111,7 +73,7 @@ TEST_CASE("every message survives encode and decode unchanged", "[protocol]")
     CHECK(std::holds_alternative<ping_msg>(round_trip(ping_msg{})));
     CHECK(std::holds_alternative<pong_msg>(round_trip(pong_msg{})));
     CHECK(std::holds_alternative<status_msg>(round_trip(status_msg{})));
-    const auto st = sample_status();
+    const auto st = test::sample_status_reply();
     CHECK(std::get<status_reply_msg>(round_trip(st)) == st);
     CHECK(std::get<status_reply_msg>(round_trip(status_reply_msg{})) == status_reply_msg{});
 
@@ -241,7 +203,7 @@ TEST_CASE("a payload shorter than its fields is rejected for every message type"
                                       file_sync_msg{1, 2, 1},
                                       file_drain_msg{1, "/a"},
                                       file_done_msg{1},
-                                      sample_status(),
+                                      test::sample_status_reply(),
                                       error_msg::from(make_error_code(errc::corrupt), "x")};
     for (const auto& m : all) {
         const auto full = encode(m);
@@ -399,7 +361,7 @@ TEST_CASE("STATUS carries nothing; STATUS_REPLY's impossible values are rejected
         {[](auto& r) { r.job = std::string(max_name + 1, 'j'); }, "field 'job' is 256 bytes"},
     };
     for (const auto& [edit, words] : bad) {
-        auto r = sample_status();
+        auto r = test::sample_status_reply();
         edit(r);
         why.clear();
         CHECK(decode_all(encode(r), why) == errc::protocol_error);
@@ -409,7 +371,7 @@ TEST_CASE("STATUS carries nothing; STATUS_REPLY's impossible values are rejected
     }
 
     // The lists' counts: over the limit, or more records than the payload holds.
-    auto empty = sample_status();
+    auto empty = test::sample_status_reply();
     empty.rank_list.clear();
     empty.transfers.clear();
     empty.recent.clear();
@@ -428,7 +390,7 @@ TEST_CASE("STATUS carries nothing; STATUS_REPLY's impossible values are rejected
 
 TEST_CASE("STATUS_REPLY's encoder cuts its lists and names at their limits", "[protocol]")
 {
-    auto r = sample_status();
+    auto r = test::sample_status_reply();
     r.connections = static_cast<std::uint32_t>(max_status_ranks + 5);
     r.rank_list.assign(max_status_ranks + 5, r.rank_list[0]);
     r.transfers_total = static_cast<std::uint32_t>(max_status_transfers + 1);

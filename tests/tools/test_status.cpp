@@ -246,12 +246,7 @@ TEST_CASE("status never sends anything to another user's process at a session's 
 {
     require_root();
     cluster c;
-    const std::string pub = public_dir(c, "pub");
-    auto fake = c.run(as_nobody({build_path("IOFWD_TEST_STRANGER"), "fake-daemon",
-                                 pub + "/s.sock", "8"}));
-    REQUIRE(wait_until([&] { return has_line(fake, "listening"); }, 10s));
-    REQUIRE(::mkdir(c.runtime_dir().c_str(), 0700) == 0);
-    REQUIRE(::rename((pub + "/s.sock").c_str(), c.socket().c_str()) == 0);
+    auto fake = stranger_at_socket(c, "8");
     // The session looks live: this test holds its lock, as a daemon would.
     iofwd::unique_fd lock(::open((c.runtime_dir() + "/s.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC,
                           0600));
