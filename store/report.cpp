@@ -231,8 +231,9 @@ std::error_code parse_report(std::string_view text, node_report& out, std::strin
         rd.fail(fmt::format("detail_columns are {}, not {}", c->dump(), json(columns).dump()));
     if (const json* detail = rd.array(j, "detail", r.detail_limit, "the summary")) {
         for (const auto& e : *detail) {
+            const auto whole = [](const json& x) { return x.is_number_unsigned(); };
             if (!e.is_array() || e.size() != columns.size() ||
-                !std::all_of(e.begin(), e.end(), [](const json& x) { return x.is_number_unsigned(); })) {
+                !std::all_of(e.begin(), e.end(), whole)) {
                 rd.fail(fmt::format("detail entry {} is not {} whole numbers", e.dump(),
                                     columns.size()));
                 break;

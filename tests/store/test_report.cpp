@@ -84,7 +84,8 @@ TEST_CASE("a summary that does not check out is refused, saying why", "[report]"
         {edit(text, "[1,8,100,0,700]", "[1,8,100,0]"), "is not 5 whole numbers"},
         {edit(text, "\"detail_limit\":10000", "\"detail_limit\":2"),
          "'detail' of the summary is not a list of at most 2 entries"},
-        {edit(text, "\"start\":", "\"start\":\"x\",\"was\":"), "'start' of the summary is not a number"},
+        {edit(text, "\"start\":", "\"start\":\"x\",\"was\":"),
+         "'start' of the summary is not a number"},
     };
     for (const auto& [t, words] : bad) {
         node_report out = sample();

@@ -57,8 +57,9 @@ TEST_CASE("report: versions, bytes and times per rank and node after a real job"
     // Until durable is never shorter than blocked, per rank and node, for
     // the median, the maximum and the total; every maximum at least its median.
     CHECK(py(c, j.out,
-             "all(x['durable_us'][k] >= x['blocked_us'][k] and x['durable_us']['max'] >= "
-             "x['durable_us']['median'] > 0 and x['blocked_us']['max'] >= x['blocked_us']['median'] "
+             "all(x['durable_us'][k] >= x['blocked_us'][k] and "
+             "x['durable_us']['max'] >= x['durable_us']['median'] > 0 and "
+             "x['blocked_us']['max'] >= x['blocked_us']['median'] "
              "for x in d['nodes'] + d['nodes'][0]['per_rank'] for k in ('median', 'max', "
              "'total'))") == "True\n");
     const auto epoch = [](auto t) {

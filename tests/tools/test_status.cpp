@@ -248,8 +248,8 @@ TEST_CASE("status never sends anything to another user's process at a session's 
     cluster c;
     auto fake = stranger_at_socket(c, "8");
     // The session looks live: this test holds its lock, as a daemon would.
-    iofwd::unique_fd lock(::open((c.runtime_dir() + "/s.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC,
-                          0600));
+    const std::string lock_path = c.runtime_dir() + "/s.lock";
+    iofwd::unique_fd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
     REQUIRE(lock.get() >= 0);
     REQUIRE(::flock(lock.get(), LOCK_EX | LOCK_NB) == 0);
 

@@ -107,7 +107,8 @@ std::vector<summary> read_run(store::backend& st, const std::string& job, const 
     const std::string dir = fmt::format("{}/{}/{}", job, store::reports_dir, key);
     std::vector<summary> out;
     for (const auto& n : names_under(st, dir))
-        if (summary s; n.ends_with(store::report_suffix) && read_summary(st, dir + "/" + n, s, status))
+        if (summary s;
+            n.ends_with(store::report_suffix) && read_summary(st, dir + "/" + n, s, status))
             out.push_back(std::move(s));
     return out;
 }
@@ -201,7 +202,8 @@ void plot(const std::vector<const summary*>& chosen, const std::string& job,
           << "set ylabel 'milliseconds'\n"
           << "set grid\n"
           << "set key left top\n"
-          << "set title " << gnuplot_quote(fmt::format("iofwd: job {} run {}, per version", job, key))
+          << "set title "
+          << gnuplot_quote(fmt::format("iofwd: job {} run {}, per version", job, key))
           << " noenhanced\n"
           << "plot " << gnuplot_quote(data)
           << " using 1:3 with points pt 7 ps 0.8 title 'until durable', \\\n"
@@ -228,10 +230,11 @@ void plot(const std::vector<const summary*>& chosen, const std::string& job,
     if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
         std::ifstream in(log);
         std::string said((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        while (!said.empty() && said.back() == '\n')
-            said.pop_back();
-        said.erase(0, said.find_first_not_of('\n') == std::string::npos ? said.size()
-                                                                          : said.find_first_not_of('\n'));
+        // Its words, without the blank lines around them.
+        const auto first = said.find_first_not_of('\n');
+        said = first == std::string::npos
+                   ? std::string()
+                   : said.substr(first, said.find_last_not_of('\n') - first + 1);
         throw failure(damaged,
                       fmt::format("gnuplot {} drawing {}: {}",
                                   WIFEXITED(wstatus)

@@ -357,8 +357,8 @@ void print_reply(const daemon_entry& e)
     if (r.job.empty())
         fmt::print("  job        none yet\n");
     else
-        fmt::print("  job        {}{}: {} rank{} on this node ({} connected, {} finished, {} died), "
-                   "{} node{}\n",
+        fmt::print("  job        {}{}: {} rank{} on this node ({} connected, {} finished, {} "
+                   "died), {} node{}\n",
                    r.job, r.run.empty() ? std::string() : " run " + r.run, r.ranks,
                    r.ranks == 1 ? "" : "s", r.connected, r.finished, r.died, r.nodes,
                    r.nodes == 1 ? "" : "s");
@@ -484,7 +484,9 @@ int snapshot(const runtime_paths& dir, const std::string& node, double timeout, 
             fmt::print("session {}: FAILED{}: {}\n", e.session,
                        e.pid ? fmt::format(" (pid {})", e.pid) : std::string(), e.why);
             break;
-        case outcome::stale: fmt::print("session {}: stale socket {}: {}\n", e.session, e.socket, e.why); break;
+        case outcome::stale:
+            fmt::print("session {}: stale socket {}: {}\n", e.session, e.socket, e.why);
+            break;
         case outcome::no_socket: fmt::print("session {}: {}\n", e.session, e.why); break;
         }
     }
