@@ -81,10 +81,15 @@ void checkpoint_writes::begin(std::uint64_t cookie, std::uint64_t length,
         return st.create(object, size, out);
     };
     r.data = std::move(data);
-    r.created = [this, version, length](const std::shared_ptr<transfer>& t) {
-        versions_.pulling(version, length, t);
+    // The rank waits from now until WRITE_DONE; not at all for a write it
+    // left in its mailbox.
+    const std::uint64_t arrived = proto::monotonic_ns();
+    r.created = [this, version, length, arrived](const std::shared_ptr<transfer>& t) {
+        versions_.pulling(version, length, t, arrived);
     };
-    r.pulled = [this, version] { versions_.flushing(version); };
+    r.pulled = [this, version, arrived, from_mail = mail_end > 0] {
+        versions_.flushing(version, from_mail ? arrived : proto::monotonic_ns());
+    };
     r.finished = [this, cookie, version, object](std::error_code ec, const std::string& why,
                                          const store::manifest_entry& entry,
                                          transfer::flush_span span, bool waiting) {
@@ -106,7 +111,11 @@ void checkpoint_writes::begin(std::uint64_t cookie, std::uint64_t length,
             versions_.durable(version, entry.crc32c, span.start_ns, span.durable_ns);
             log_info("flushed {} ({}, crc32c {:08x})", object, human_bytes(entry.size),
                      entry.crc32c);
-            d.job().rank_durable(s_.hello().job, s_.hello().ranks, version, s_.rank(), entry);
+            const auto* rec = versions_.find(version);
+            const job_summary::write_times times{rec->arrived_ns, rec->staged_ns, span.start_ns,
+                                                 span.durable_ns};
+            d.job().rank_durable(s_.hello().job, s_.hello().ranks, version, s_.rank(), entry,
+                                 times);
         }
         send_all(versions_.answer_waits(version, s_.rank()));
     };

@@ -268,10 +268,11 @@ void daemon::accept_next()
             boost::system::error_code ignored;
             sock.close(ignored);
         } else {
+            // Not idle yet: a connection may be a status request only
+            // (rank_arrived() says when a rank came).
             const auto id = next_session_id_++;
             auto s = std::make_shared<session>(*this, std::move(sock), id, cred.pid);
             sessions_.emplace(id, s);
-            idle_timer_.cancel();
             s->start();
         }
         if (!stopped_)
@@ -355,9 +356,21 @@ std::error_code daemon::admit(const session& s, const proto::connect_msg& m,
 
 void daemon::session_ended(const session& s, bool clean)
 {
+    // A rank's connection (a status request never ends this way), even one
+    // refused before its CONNECT was read.
+    rank_arrived_ = true;
     if (s.admitted())
         job_->rank_ended(s.rank(), clean);
     changed();
+}
+
+void daemon::rank_arrived()
+{
+    rank_arrived_ = true;
+    if (idle_armed_) {
+        idle_armed_ = false;
+        idle_timer_.cancel();
+    }
 }
 
 void daemon::changed()
@@ -389,12 +402,20 @@ void daemon::settle()
         if (!busy)
             for (auto& [id, s] : std::map(sessions_))
                 s->shut_down();
-        if (idle)
+        if (idle) {
+            job_->write_summary();
             stop();
+        }
         return;
     }
-    if (opts_.auto_exit && job_->over() && idle) {
+    if (job_->over() && idle) {
+        // Over on this node: what never completed is logged, and the job's
+        // summary goes into the store (a shared daemon then waits for the
+        // next job).
         job_->close();
+        job_->write_summary();
+    }
+    if (opts_.auto_exit && job_->over() && idle) {
         if (job_->lost_versions() == 0)
             log_info("job {}: all {} ranks done, everything durable; exiting", job_->name(),
                      job_->ranks());
@@ -406,7 +427,7 @@ void daemon::settle()
         stop();
         return;
     }
-    if (opts_.auto_exit && job_->empty() && idle && next_session_id_ > 1) {
+    if (opts_.auto_exit && job_->empty() && idle && rank_arrived_) {
         // Launched for ranks that were all refused: nothing to serve.
         log_info("no rank was admitted (see the refusals above); exiting");
         stop();
@@ -418,16 +439,23 @@ void daemon::settle()
 
 void daemon::arm_idle_timer()
 {
-    if (!opts_.auto_exit || opts_.idle_timeout <= 0)
+    // Armed once when the daemon has no rank, cancelled only when a rank
+    // comes: status requests in between neither cancel nor restart it.
+    if (!opts_.auto_exit || opts_.idle_timeout <= 0 || idle_armed_)
         return;
+    idle_armed_ = true;
     idle_timer_.expires_after(std::chrono::milliseconds(
         static_cast<std::int64_t>(opts_.idle_timeout * 1000)));
     idle_timer_.async_wait([this](boost::system::error_code ec) {
-        if (ec || stopped_ || !sessions_.empty() || job_->busy())
-            return;
+        if (ec)
+            return;  // cancelled by rank_arrived(), which disarmed it
+        idle_armed_ = false;
+        if (stopped_ || !sessions_.empty() || job_->busy())
+            return;  // armed again when the sessions are gone
         log_warn("no rank connected for {} s; exiting (job {}, {} of {} ranks finished)",
                  opts_.idle_timeout, job_->empty() ? "none" : job_->name(), job_->ranks_ended(),
                  job_->ranks());
+        job_->write_summary();
         stop();
     });
 }

@@ -86,6 +86,12 @@ public:
     // the loop is done with the current event, settle() works out what
     // follows (see there). Cheap; call it after every such event.
     void changed();
+    // A rank's CONNECT arrived (admitted or not): the daemon is not idle,
+    // and one launched for ranks that were all refused exits.
+    void rank_arrived();
+    // The answer to STATUS (iofwd status): the job, its ranks, the writes on
+    // their way, staging, the flush queue, errors. In status.cpp.
+    proto::status_reply_msg status() const;
 
 private:
     std::error_code take_lock(std::string& why);
@@ -128,6 +134,11 @@ private:
     boost::asio::steady_timer idle_timer_;
     boost::asio::steady_timer progress_timer_;
     bool progress_armed_ = false;
+    bool idle_armed_ = false;
+    // A rank's connection came: its CONNECT, or one that ended without being
+    // a status request.
+    bool rank_arrived_ = false;
+    std::uint64_t started_ns_ = proto::monotonic_ns();
     std::map<std::uint64_t, std::shared_ptr<session>> sessions_;
     file_table files_;  // files the MPI shim writes through us
     std::uint64_t next_session_id_ = 1;

@@ -36,6 +36,12 @@ void flusher::submit(work w, done d)
     cv_.notify_one();
 }
 
+std::size_t flusher::queued() const
+{
+    std::lock_guard lock(mutex_);
+    return jobs_.size();
+}
+
 void flusher::run()
 {
     for (;;) {
@@ -48,7 +54,9 @@ void flusher::run()
             job = std::move(jobs_.front());
             jobs_.pop_front();
         }
+        running_.fetch_add(1, std::memory_order_relaxed);
         const std::error_code ec = job.first();
+        running_.fetch_sub(1, std::memory_order_relaxed);
         boost::asio::post(loop_, [this, d = std::move(job.second), ec] {
             d(ec);
             if (--outstanding_ == 0 && on_idle_)

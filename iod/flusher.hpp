@@ -37,6 +37,10 @@ public:
     // Both from the event loop's thread only.
     void submit(work w, done d);
     bool busy() const noexcept { return outstanding_ > 0; }
+    // For iofwd status: jobs waiting for a thread, jobs running now.
+    std::size_t queued() const;
+    unsigned running() const noexcept { return running_.load(std::memory_order_relaxed); }
+    unsigned threads() const noexcept { return static_cast<unsigned>(threads_.size()); }
 
 private:
     void run();
@@ -44,7 +48,8 @@ private:
     boost::asio::io_context& loop_;
     std::function<void()> on_idle_;
     unsigned outstanding_ = 0;  // submitted, handler not run yet (loop thread)
-    std::mutex mutex_;
+    std::atomic<unsigned> running_{0};
+    mutable std::mutex mutex_;
     std::condition_variable cv_;
     std::deque<std::pair<work, done>> jobs_;
     bool stopping_ = false;
@@ -88,6 +93,9 @@ public:
     // thread, which pauses between versions when one did.
     bool disturbed() const noexcept { return disturbed_.load(std::memory_order_relaxed); }
     void clear_disturbed() noexcept { disturbed_.store(false, std::memory_order_relaxed); }
+    // For iofwd status: the flush threads and their queue, the flushes held.
+    const flusher& pool() const noexcept { return pool_; }
+    std::size_t held_count() const noexcept { return held_.size(); }
 
 private:
     void became_idle();

@@ -6,8 +6,10 @@
 #include <fmt/ranges.h>
 
 #include "errors.hpp"
+#include "format.hpp"
 #include "log.hpp"
 #include "store/catalog.hpp"
+#include "store/report.hpp"
 
 namespace iofwd::iod {
 
@@ -65,6 +67,12 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
         return errc::job_finishing;
     }
     if (name_.empty() || (gone && !joinable)) {
+        // The last job is forgotten: its summary goes into the store while
+        // its claim is still held.
+        if (!name_.empty()) {
+            abandon_partial_versions();
+            write_summary();
+        }
         // First rank of a job: find where its versions continue in the store,
         // and claim the job there. A job that only writes files through the
         // shim keeps no versions in the store and claims nothing.
@@ -101,6 +109,10 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
         ranks_state_.assign(ranks_, rank_state::absent);
         versions_.clear();
         first_version_ = first;
+        files_only_ = files_only;
+        summary_.start(name_, run_, opts_.node, ranks_, nodes_);
+        summary_written_ = false;
+        lost_before_ = lost_versions_;
     } else if (m.job != name_) {
         why = fmt::format("this daemon serves job '{}' on session {}; rank {} asked for job '{}' "
                           "(give each job its own IOFWD_SESSION)",
@@ -138,8 +150,10 @@ void job::rank_ended(std::uint32_t rank, bool clean)
 }
 
 void job::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_t version,
-                       std::uint32_t rank, const store::manifest_entry& entry)
+                       std::uint32_t rank, const store::manifest_entry& entry,
+                       const job_summary::write_times& times)
 {
+    summary_.durable(rank, version, entry.size, times);
     auto& pv = versions_[version];
     if (pv.entries.empty())
         pv.entries.resize(ranks);
@@ -227,6 +241,34 @@ void job::abandon_partial_versions()
 void job::close()
 {
     abandon_partial_versions();
+}
+
+void job::write_summary()
+{
+    if (summary_written_ || name_.empty() || files_only_)
+        return;
+    summary_written_ = true;
+    const auto report = summary_.report(lost_versions_ - lost_before_);
+    const std::string name = store::report_object(name_, summary_.key(), opts_.node);
+    const std::string text = store::format_report(report);
+    if (auto ec = store_.put(name, std::as_bytes(std::span(text))))
+        log_warn("job {}: its summary {} could not be written: {}", name_, name,
+                 store::failure(store_, name, ec));
+    else
+        log_info("job {}: summary {} ({} rank versions, {})", name_, name, summary_.versions(),
+                 human_bytes(summary_.bytes()));
+}
+
+std::uint32_t job::ranks_connected() const
+{
+    return static_cast<std::uint32_t>(
+        std::count(ranks_state_.begin(), ranks_state_.end(), rank_state::connected));
+}
+
+std::uint32_t job::ranks_died() const
+{
+    return static_cast<std::uint32_t>(
+        std::count(ranks_state_.begin(), ranks_state_.end(), rank_state::died));
 }
 
 bool job::over() const

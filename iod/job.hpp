@@ -8,7 +8,9 @@
 //    and, when every node's manifest is there, the job-wide COMPLETE record
 //    (on a catalog thread, one version at a time);
 //  - retention of old versions (on a thread of its own, while the data path
-//    is idle), and what could not be made durable (the exit status).
+//    is idle), and what could not be made durable (the exit status);
+//  - the job's summary (job_summary.hpp), written into the store once the
+//    job is over on the node.
 // Loop thread only, like the rest of the daemon; its store work runs on the
 // threads it owns and reports back on the loop.
 #include <cstdint>
@@ -24,6 +26,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "flusher.hpp"
+#include "job_summary.hpp"
 #include "options.hpp"
 #include "protocol.hpp"
 #include "store/backend.hpp"
@@ -49,10 +52,12 @@ public:
                           std::uint64_t& first_version, std::string& why);
     // An admitted rank's connection ended: `clean` after its BYE.
     void rank_ended(std::uint32_t rank, bool clean);
-    // Version `version` of node-local rank `rank` is durable; the node's
-    // manifest follows once all `ranks` are.
+    // Version `version` of node-local rank `rank` is durable, written at
+    // `times` (for the summary); the node's manifest follows once all
+    // `ranks` are.
     void rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_t version,
-                      std::uint32_t rank, const store::manifest_entry& entry);
+                      std::uint32_t rank, const store::manifest_entry& entry,
+                      const job_summary::write_times& times);
     // A version io_write had already returned for could not be made durable.
     void version_failed(std::error_code ec);
     // The data path is idle: retention may run now.
@@ -70,12 +75,31 @@ public:
     bool over() const;
     bool empty() const noexcept { return name_.empty(); }
     const std::string& name() const noexcept { return name_; }
+    const std::string& run() const noexcept { return run_; }
     std::uint32_t ranks() const noexcept { return ranks_; }
+    std::uint32_t nodes() const noexcept { return nodes_; }
     std::uint32_t ranks_ended() const;
+    // The node's ranks connected now, gone after BYE, gone without it.
+    std::uint32_t ranks_connected() const;
+    std::uint32_t ranks_died() const;
+    // Retention: 0 idle, 1 wanted (waiting for the data path), 2 running.
+    unsigned retention_state() const noexcept { return pruning_ ? 2 : prune_job_ ? 1 : 0; }
+    // Catalog jobs not done (manifests, COMPLETE records).
+    unsigned catalog_jobs() const noexcept
+    {
+        return pending_ - (prune_job_ ? 1u : 0u) - (pruning_ ? 1u : 0u);
+    }
+    const job_summary& summary() const noexcept { return summary_; }
     // Versions some rank wrote and another never will, now that the job is
     // over: logged and forgotten (see abandon_partial_versions).
     void close();
     std::uint64_t lost_versions() const noexcept { return lost_versions_; }
+    // Writes the job's summary into the store (store/report.hpp), once per
+    // job; a job that writes only files through the MPI shim has none. A
+    // small synchronous put on the loop's thread, at the end of a job (its
+    // ranks are gone) or when a new job replaces it: a failure is logged
+    // and changes nothing else.
+    void write_summary();
 
 private:
     // ended: said BYE; died: its connection closed without one.
@@ -119,6 +143,10 @@ private:
     bool pruning_ = false;
     std::error_code manifest_error_;
     std::uint64_t lost_versions_ = 0;
+    bool files_only_ = false;
+    job_summary summary_;
+    bool summary_written_ = true;     // nothing to write before the first job
+    std::uint64_t lost_before_ = 0;   // lost_versions_ when the job began
     // Manifests and COMPLETE records, one version at a time, and retention on
     // a thread of its own: their small serial store round trips never hold a
     // thread the next version's data needs, and a version's commit never

@@ -109,6 +109,7 @@ void session::dispatch(proto::message& m)
     case proto::msg_type::file_write: files_.on_file_write(std::get<proto::file_write_msg>(m)); return;
     case proto::msg_type::file_sync: files_.on_file_sync(std::get<proto::file_sync_msg>(m)); return;
     case proto::msg_type::file_drain: files_.on_file_drain(std::get<proto::file_drain_msg>(m)); return;
+    case proto::msg_type::status: on_status(); return;
     default:
         fail(errc::protocol_error,
              fmt::format("{} is a message the daemon sends, not one it accepts",
@@ -152,8 +153,51 @@ bool session::may_write(const char* request, std::uint64_t cookie)
     return true;
 }
 
+void session::on_status()
+{
+    if (state_ != state::greeting) {
+        fail(errc::protocol_error,
+             "STATUS on a rank's connection (it is asked alone, on a connection of its own)");
+        return;
+    }
+    // Quietly: `iofwd status --watch` asks every few seconds.
+    log_debug("status asked by pid {}", peer_pid_);
+    send(d_.status());
+    conn_.close_after_queue();
+    intake_.close();
+    enter(state::gone);
+    changed();
+}
+
+bool session::describe(proto::status_rank& out) const
+{
+    if (!admitted())
+        return false;
+    static constexpr auto unreachable = proto::rank_state_t::gone;
+    proto::status_rank r;
+    r.rank = hello_->rank;
+    r.pid = hello_->pid;
+    r.flags = hello_->flags;
+    r.state = [&] {
+        switch (state_) {
+        case state::greeting: return unreachable;  // not admitted yet
+        case state::serving: return proto::rank_state_t::serving;
+        case state::bye: return proto::rank_state_t::bye;
+        case state::finishing: return proto::rank_state_t::finishing;
+        case state::finished: return proto::rank_state_t::finished;
+        case state::gone: return proto::rank_state_t::gone;
+        }
+        return unreachable;
+    }();
+    r.versions = checkpoints_.versions().durable_count();
+    r.bytes = checkpoints_.versions().durable_bytes();
+    out = r;
+    return true;
+}
+
 void session::on_connect(proto::connect_msg& m)
 {
+    d_.rank_arrived();
     if (state_ != state::greeting) {
         fail(errc::protocol_error, "CONNECT sent twice on one connection");
         return;

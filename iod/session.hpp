@@ -20,6 +20,8 @@
 //
 // finished and gone are ended: nothing more is read; the session is done
 // once its writes and the records left in its mailbox are taken and landed.
+// A connection whose first message is STATUS (iofwd status) is no rank's:
+// it gets the daemon's STATUS_REPLY and goes from greeting to gone.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -70,6 +72,9 @@ public:
     void maybe_finish();
     // The writes of this rank still on their way (pulled or being flushed).
     void each_transfer(const std::function<void(const transfer&)>& fn) const;
+    // This rank's line of a STATUS_REPLY; false for a connection that is no
+    // admitted rank's.
+    bool describe(proto::status_rank& out) const;
     // A chunk the rank pushed (proto::push_header) through `via` (its
     // puller; nullptr: the loop's worker); the status goes back to UCX
     // (UCS_INPROGRESS: kept).
@@ -129,6 +134,7 @@ private:
 
     void on_connect(proto::connect_msg& m);
     void on_bye();
+    void on_status();
     void close_endpoint(bool force);
     void finish_closing();
 

@@ -47,6 +47,10 @@ public:
     ucp_mem_h memh() const noexcept { return mem_.get(); }
     std::uint64_t slot_size() const noexcept { return slot_size_; }
     std::uint64_t total() const noexcept { return slot_size_ * slots_; }
+    // Bytes of the slots in use (a slot cut into pieces counts whole), and
+    // the requests waiting for a slot: for iofwd status.
+    std::uint64_t used() const noexcept { return slot_size_ * (slots_ - free_.size()); }
+    std::size_t waiting() const noexcept { return waiters_.size(); }
 
 private:
     mapping map_;

@@ -6,16 +6,22 @@ namespace iofwd::iod {
 
 using state = proto::version_state_t;
 
-void version_table::pulling(std::uint64_t version, std::uint64_t size, std::weak_ptr<transfer> t)
+void version_table::pulling(std::uint64_t version, std::uint64_t size, std::weak_ptr<transfer> t,
+                            std::uint64_t arrived_ns)
 {
-    versions_[version] = record{state::pulling, size, 0, {}, {}};
+    record rec;
+    rec.size = size;
+    rec.arrived_ns = arrived_ns;
+    versions_[version] = rec;
     flight_[version] = std::move(t);
 }
 
-void version_table::flushing(std::uint64_t version)
+void version_table::flushing(std::uint64_t version, std::uint64_t staged_ns)
 {
-    if (auto it = versions_.find(version); it != versions_.end())
+    if (auto it = versions_.find(version); it != versions_.end()) {
         it->second.state = state::flushing;
+        it->second.staged_ns = staged_ns;
+    }
 }
 
 void version_table::durable(std::uint64_t version, std::uint32_t crc32c,

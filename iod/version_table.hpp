@@ -40,12 +40,18 @@ public:
         // When durable: its flush began and ended (proto::monotonic_ns()).
         std::uint64_t flush_start_ns = 0;
         std::uint64_t durable_ns = 0;
+        // When its write arrived, and when it was staged (WRITE_DONE): the
+        // time the rank was kept waiting, for the job's summary.
+        std::uint64_t arrived_ns = 0;
+        std::uint64_t staged_ns = 0;
     };
 
-    // A new version of `size` bytes, its transfer `t` starting.
-    void pulling(std::uint64_t version, std::uint64_t size, std::weak_ptr<transfer> t);
-    // Every byte is in staging memory.
-    void flushing(std::uint64_t version);
+    // A new version of `size` bytes that arrived at `arrived_ns`, its
+    // transfer `t` starting.
+    void pulling(std::uint64_t version, std::uint64_t size, std::weak_ptr<transfer> t,
+                 std::uint64_t arrived_ns);
+    // Every byte is in staging memory since `staged_ns`.
+    void flushing(std::uint64_t version, std::uint64_t staged_ns);
     // In the store, whole.
     void durable(std::uint64_t version, std::uint32_t crc32c, std::uint64_t flush_start_ns,
                  std::uint64_t durable_ns);

@@ -35,6 +35,11 @@ std::string run_object(const std::string& job, const std::string& run)
     return fmt::format("{}/{}/{}", job, runs_dir, run);
 }
 
+std::string report_object(const std::string& job, const std::string& key, const std::string& node)
+{
+    return fmt::format("{}/{}/{}/{}{}", job, reports_dir, key, node, report_suffix);
+}
+
 std::optional<std::uint64_t> parse_version_dir(std::string_view name)
 {
     if (name.size() < 2 || name[0] != 'v')

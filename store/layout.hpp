@@ -6,6 +6,7 @@
 //   <job>/v<version, 8 digits>/<node>.manifest         that node's ranks: sizes, crc32c
 //   <job>/v<version, 8 digits>/COMPLETE                 the version is complete job-wide
 //   <job>/runs/<run>                                    a run's first version (run_record)
+//   <job>/reports/<key>/<node>.json                     a node's summary of a run (report.hpp)
 //
 // A node's manifest is written (atomically, after every object it lists is
 // committed) once all of the node's ranks have that version durable. After
@@ -33,8 +34,12 @@ std::string manifest_object(const std::string& job, std::uint64_t version,
                             const std::string& node);
 std::string complete_object(const std::string& job, std::uint64_t version);
 std::string run_object(const std::string& job, const std::string& run);
+// `key`: the run's name, or a name of the run made by the daemon (report.hpp).
+std::string report_object(const std::string& job, const std::string& key, const std::string& node);
 inline constexpr const char* complete_name = "COMPLETE";
 inline constexpr const char* runs_dir = "runs";
+inline constexpr const char* reports_dir = "reports";
+inline constexpr const char* report_suffix = ".json";
 inline constexpr const char* manifest_suffix = ".manifest";
 
 // "v00000012" -> 12; nullopt for anything else.

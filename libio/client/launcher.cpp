@@ -191,44 +191,6 @@ std::error_code await_ready(int ready_fd, pid_t child, const runtime_paths& path
 
 }  // namespace
 
-std::error_code connect_unix(const std::string& path, unique_fd& out)
-{
-    unique_fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!fd)
-        return last_system_error();
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (path.size() >= sizeof addr.sun_path)
-        return std::error_code(ENAMETOOLONG, std::system_category());
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    int rc;
-    do {
-        rc = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    } while (rc != 0 && errno == EINTR);
-    if (rc != 0)
-        return last_system_error();
-    out = std::move(fd);
-    return {};
-}
-
-std::error_code check_daemon_owner(int sock, const std::string& path, std::string& why)
-{
-    ucred cred{};
-    socklen_t len = sizeof cred;
-    if (::getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-        const auto ec = last_system_error();
-        why = fmt::format("cannot tell who serves {}: {}", path, ec.message());
-        return ec;
-    }
-    if (cred.uid != ::geteuid()) {
-        why = fmt::format("the process serving {} (pid {}) belongs to uid {}, not to you (uid {}): "
-                          "refusing to hand it anything",
-                          path, cred.pid, cred.uid, ::geteuid());
-        return make_error_code(errc::permission_denied);
-    }
-    return {};
-}
-
 std::error_code attach_or_launch(const runtime_paths& paths, char** daemon_args,
                                  std::chrono::milliseconds timeout, daemon_link& out,
                                  std::string& why)

@@ -31,13 +31,6 @@ std::error_code attach_or_launch(const runtime_paths& paths, char** daemon_args,
                                  std::chrono::milliseconds timeout, daemon_link& out,
                                  std::string& why);
 
-// Connects to a Unix socket; an error when nothing listens there.
-std::error_code connect_unix(const std::string& path, unique_fd& out);
-
-// The process at the other end of a connected Unix socket runs as this user
-// (SO_PEERCRED); errc::permission_denied, naming it, otherwise.
-std::error_code check_daemon_owner(int sock, const std::string& path, std::string& why);
-
 // Waits for a child to exit (at most `timeout`, 0 for no limit); its exit status in `status`.
 std::error_code wait_child(pid_t pid, std::chrono::milliseconds timeout, int& status);
 

@@ -1,9 +1,10 @@
-// The wire protocol (protocol.hpp). About 610 lines on purpose: every
+// The wire protocol (protocol.hpp). About 720 lines on purpose: every
 // message's field list and its checks are here, one after the other, so that
 // a message is described in one place; encode, decode and the size limit are
 // generic over those lists.
 #include "protocol.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <ctime>
@@ -23,7 +24,9 @@ namespace {
 // Each message is described once, as a list of fields (below, `fields_of`):
 // the same list encodes it, decodes it and bounds its size. A field is a
 // fixed-width integer (an enum travels as its underlying u32), a string or a
-// byte blob with a length limit; each has the name a decoding error quotes.
+// byte blob with a length limit, or a list of records with a limit on their
+// number, each record described by a field list of its own; each field has
+// the name a decoding error quotes.
 
 template <class M, class T>
 struct int_field {
@@ -46,6 +49,15 @@ struct blob_field {
     std::size_t limit;
 };
 
+// A list travels as its count (u32), then its records one after the other.
+// An encoder cuts a longer list at the limit, as it cuts a truncated text.
+template <class M, class E>
+struct list_field {
+    const char* name;
+    std::vector<E> M::*member;
+    std::size_t limit;
+};
+
 template <class M, class T>
 constexpr int_field<M, T> num(const char* name, T M::*member)
 {
@@ -59,6 +71,12 @@ constexpr text_field<M> str(const char* name, std::string M::*member, std::size_
 }
 template <class M>
 constexpr blob_field<M> bytes(const char* name, std::vector<std::byte> M::*member, std::size_t limit)
+{
+    return {name, member, limit};
+}
+
+template <class M, class E>
+constexpr list_field<M, E> list(const char* name, std::vector<E> M::*member, std::size_t limit)
 {
     return {name, member, limit};
 }
@@ -122,7 +140,60 @@ constexpr auto fields_of()
         return std::tuple{num("cookie", &M::cookie), str("path", &M::path, max_path)};
     else if constexpr (std::is_same_v<M, file_done_msg>)
         return std::tuple{num("cookie", &M::cookie)};
-    else  // bye, ping, pong: no fields
+    else if constexpr (std::is_same_v<M, status_rank>)
+        return std::tuple{num("rank", &M::rank),         num("pid", &M::pid),
+                          num("state", &M::state),       num("flags", &M::flags),
+                          num("versions", &M::versions), num("bytes", &M::bytes)};
+    else if constexpr (std::is_same_v<M, status_transfer>)
+        return std::tuple{str("object", &M::object, max_status_object, true),
+                          num("rank", &M::rank),
+                          num("version", &M::version),
+                          num("length", &M::length),
+                          num("pulled", &M::pulled),
+                          num("flushed", &M::flushed),
+                          num("started", &M::started_ns)};
+    else if constexpr (std::is_same_v<M, status_version>)
+        return std::tuple{num("rank", &M::rank),       num("version", &M::version),
+                          num("bytes", &M::bytes),     num("durable time", &M::durable_ns),
+                          num("blocked", &M::blocked), num("latency", &M::latency),
+                          num("flush", &M::flush)};
+    else if constexpr (std::is_same_v<M, status_reply_msg>)
+        return std::tuple{num("daemon_pid", &M::daemon_pid),
+                          str("iod_version", &M::iod_version, max_name, true),
+                          str("session", &M::session, max_name, true),
+                          str("node", &M::node, max_name, true),
+                          str("store", &M::store, max_text, true),
+                          num("started", &M::started_ns),
+                          num("now", &M::now_ns),
+                          str("job", &M::job, max_name),
+                          str("run", &M::run, max_name),
+                          num("ranks", &M::ranks),
+                          num("nodes", &M::nodes),
+                          num("connected", &M::connected),
+                          num("finished", &M::finished),
+                          num("died", &M::died),
+                          num("pulling", &M::pulling),
+                          num("flushing", &M::flushing),
+                          num("durable", &M::durable),
+                          num("durable_bytes", &M::durable_bytes),
+                          num("staging_used", &M::staging_used),
+                          num("staging_total", &M::staging_total),
+                          num("chunk_bytes", &M::chunk_bytes),
+                          num("slot_waiters", &M::slot_waiters),
+                          num("flush_threads", &M::flush_threads),
+                          num("flush_running", &M::flush_running),
+                          num("flush_queued", &M::flush_queued),
+                          num("flush_held", &M::flush_held),
+                          num("catalog_pending", &M::catalog_pending),
+                          num("retention", &M::retention),
+                          num("lost_versions", &M::lost_versions),
+                          str("manifest_error", &M::manifest_error, max_text, true),
+                          num("connections", &M::connections),
+                          num("transfers_total", &M::transfers_total),
+                          list("rank_list", &M::rank_list, max_status_ranks),
+                          list("transfers", &M::transfers, max_status_transfers),
+                          list("recent", &M::recent, max_status_recent)};
+    else  // bye, ping, pong, status: no fields
         return std::tuple{};
 }
 
@@ -151,6 +222,15 @@ template <class M>
 constexpr std::size_t max_size(const blob_field<M>& f)
 {
     return 4 + f.limit;
+}
+
+template <class M>
+constexpr std::uint64_t max_payload_of();
+
+template <class M, class E>
+constexpr std::size_t max_size(const list_field<M, E>& f)
+{
+    return 4 + f.limit * max_payload_of<E>();
 }
 
 template <class M>
@@ -197,6 +277,15 @@ public:
     void field(const M& m, const blob_field<M>& f)
     {
         bytes(m.*f.member);
+    }
+    template <class M, class E>
+    void field(const M& m, const list_field<M, E>& f)
+    {
+        const auto& items = m.*f.member;
+        const std::size_t n = std::min(items.size(), f.limit);
+        u32(static_cast<std::uint32_t>(n));
+        for (std::size_t i = 0; i < n; ++i)
+            std::apply([&](const auto&... g) { (field(items[i], g), ...); }, fields_of<E>());
     }
 
 private:
@@ -255,6 +344,23 @@ public:
     {
         m.*f.member = blob(f.name, f.limit);
     }
+    // Records are read one by one, never reserved from the count: a count
+    // that the payload cannot hold fails at the record that is not there.
+    template <class M, class E>
+    void field(M& m, const list_field<M, E>& f)
+    {
+        const std::uint32_t n = u32(f.name);
+        if (ok() && n > f.limit)
+            fail(fmt::format("list '{}' has {} entries, more than the limit of {}", f.name, n,
+                             f.limit));
+        std::vector<E> items;
+        for (std::uint32_t i = 0; i < n && ok(); ++i) {
+            E e;
+            std::apply([&](const auto&... g) { (field(e, g), ...); }, fields_of<E>());
+            items.push_back(std::move(e));
+        }
+        m.*f.member = std::move(items);
+    }
 
     bool ok() const { return why_.empty(); }
     const std::string& why() const { return why_; }
@@ -309,6 +415,44 @@ void check(reader&, const read_data_msg&) {}
 void check(reader&, const file_done_msg&) {}
 void check(reader&, const ping_msg&) {}
 void check(reader&, const pong_msg&) {}
+void check(reader&, const status_msg&) {}
+
+void check(reader& r, const status_reply_msg& m)
+{
+    if (m.now_ns < m.started_ns)
+        r.fail(fmt::format("answered at {} ns, before the daemon started at {} ns", m.now_ns,
+                           m.started_ns));
+    else if (std::uint64_t{m.connected} + m.finished + m.died > m.ranks)
+        r.fail(fmt::format("{} ranks connected, {} finished and {} died of {}", m.connected,
+                           m.finished, m.died, m.ranks));
+    else if (m.nodes > max_nodes)
+        r.fail(fmt::format("{} nodes is more than the limit of {}", m.nodes, max_nodes));
+    else if (m.staging_used > m.staging_total)
+        r.fail(fmt::format("{} bytes of staging used of {}", m.staging_used, m.staging_total));
+    else if (m.flush_running > m.flush_threads)
+        r.fail(fmt::format("{} flushes running on {} threads", m.flush_running, m.flush_threads));
+    else if (m.retention > 2)
+        r.fail(fmt::format("unknown retention state {}", m.retention));
+    else if (m.rank_list.size() > m.connections)
+        r.fail(fmt::format("{} ranks listed of {} connections", m.rank_list.size(), m.connections));
+    else if (m.transfers.size() > m.transfers_total)
+        r.fail(fmt::format("{} transfers listed of {}", m.transfers.size(), m.transfers_total));
+    for (const auto& k : m.rank_list) {
+        const auto state = static_cast<std::uint32_t>(k.state);
+        if (state < static_cast<std::uint32_t>(rank_state_t::serving) ||
+            state > static_cast<std::uint32_t>(rank_state_t::gone))
+            r.fail(fmt::format("rank {} in unknown state {}", k.rank, state));
+    }
+    for (const auto& t : m.transfers)
+        if (t.pulled > t.length || t.flushed > t.length)
+            r.fail(fmt::format("transfer of {} bytes with {} pulled and {} flushed", t.length,
+                               t.pulled, t.flushed));
+    for (const auto& v : m.recent)
+        if (v.blocked > v.latency || v.flush > v.latency)
+            r.fail(fmt::format("version {} of rank {} blocked {} ns and flushed in {} ns, but "
+                               "durable after {} ns",
+                               v.version, v.rank, v.blocked, v.flush, v.latency));
+}
 
 void check(reader& r, const connect_msg& m)
 {
@@ -438,6 +582,8 @@ const char* to_string(msg_type t) noexcept
     case msg_type::file_done: return "FILE_DONE";
     case msg_type::ping: return "PING";
     case msg_type::pong: return "PONG";
+    case msg_type::status: return "STATUS";
+    case msg_type::status_reply: return "STATUS_REPLY";
     }
     return "UNKNOWN";
 }
@@ -466,7 +612,9 @@ static_assert(std::is_same_v<alternative<msg_type::file_drain>, file_drain_msg>)
 static_assert(std::is_same_v<alternative<msg_type::file_done>, file_done_msg>);
 static_assert(std::is_same_v<alternative<msg_type::ping>, ping_msg>);
 static_assert(std::is_same_v<alternative<msg_type::pong>, pong_msg>);
-static_assert(static_cast<std::size_t>(msg_type::pong) == message_types,
+static_assert(std::is_same_v<alternative<msg_type::status>, status_msg>);
+static_assert(std::is_same_v<alternative<msg_type::status_reply>, status_reply_msg>);
+static_assert(static_cast<std::size_t>(msg_type::status_reply) == message_types,
               "a message type without an alternative, or the reverse");
 
 std::uint64_t monotonic_ns() noexcept

@@ -38,6 +38,10 @@
 //   C->S PING        are you there? (sent by a rank whose wait has heard nothing for a
 //                    while); answered at once, whatever else the connection waits for
 //   C<-S PONG        yes
+//   C->S STATUS      what are you doing? (iofwd status): the first and only request of a
+//                    connection of its own, without CONNECT
+//   C<-S STATUS_REPLY the daemon's state (status_msg); the daemon then closes the
+//                    connection
 //   both ERROR       a code and a sentence, about one WRITE_REQ (its cookie) or,
 //                    with cookie 0, about the connection, which the sender then closes
 //
@@ -55,7 +59,7 @@
 namespace iofwd::proto {
 
 inline constexpr std::uint32_t magic = 0x57464f49;  // "IOFW" in memory order
-inline constexpr std::uint16_t version = 6;
+inline constexpr std::uint16_t version = 7;
 inline constexpr std::size_t header_size = 16;
 
 enum class msg_type : std::uint16_t {
@@ -77,6 +81,8 @@ enum class msg_type : std::uint16_t {
     file_done = 16,
     ping = 17,
     pong = 18,
+    status = 19,
+    status_reply = 20,
 };
 
 const char* to_string(msg_type t) noexcept;
@@ -285,11 +291,112 @@ struct pong_msg {
     bool operator==(const pong_msg&) const = default;
 };
 
+struct status_msg {
+    bool operator==(const status_msg&) const = default;
+};
+
+// What a STATUS_REPLY lists, each list cut at its limit (the counts beside
+// it say how many there are); an object name or path longer than
+// max_status_object is cut too.
+inline constexpr std::size_t max_status_ranks = 1024;
+inline constexpr std::size_t max_status_transfers = 256;
+inline constexpr std::size_t max_status_recent = 64;
+inline constexpr std::size_t max_status_object = 512;
+
+// A rank's connection, by its state (session.hpp's, from CONNECT on).
+enum class rank_state_t : std::uint32_t {
+    serving = 1,    // connected, writing
+    bye = 2,        // said BYE: waits for FINISHED until its data is durable
+    finishing = 3,  // FINISHED is on its way
+    finished = 4,   // got FINISHED; its connection is gone
+    gone = 5,       // its connection closed without FINISHED (died); its data is still landing
+};
+
+struct status_rank {
+    std::uint32_t rank = 0;  // node-local
+    std::uint32_t pid = 0;
+    rank_state_t state = rank_state_t::serving;
+    std::uint32_t flags = 0;      // its CONNECT's connect_flag_*
+    std::uint64_t versions = 0;   // its versions durable
+    std::uint64_t bytes = 0;      // their bytes
+    bool operator==(const status_rank&) const = default;
+};
+
+// A write on its way: pulled into staging, then flushed to the store.
+struct status_transfer {
+    std::string object;  // the store object, or a forwarded file's path
+    std::uint32_t rank = 0;
+    std::uint64_t version = 0;  // 0: a write to a forwarded file
+    std::uint64_t length = 0;
+    std::uint64_t pulled = 0;   // bytes in staging so far (<= length)
+    std::uint64_t flushed = 0;  // bytes written to the store so far (<= length)
+    std::uint64_t started_ns = 0;  // monotonic_ns() when the write arrived
+    bool operator==(const status_transfer&) const = default;
+};
+
+// A version of one rank made durable lately. Durations in nanoseconds, from
+// the write's arrival at the daemon.
+struct status_version {
+    std::uint32_t rank = 0;
+    std::uint64_t version = 0;
+    std::uint64_t bytes = 0;
+    std::uint64_t durable_ns = 0;  // monotonic_ns() when it became durable
+    std::uint64_t blocked = 0;     // until WRITE_DONE (0 for a write through the mailbox)
+    std::uint64_t latency = 0;     // until durable (>= blocked)
+    std::uint64_t flush = 0;       // its flush alone: first store write to durable (<= latency)
+    bool operator==(const status_version&) const = default;
+};
+
+struct status_reply_msg {
+    std::uint32_t daemon_pid = 0;
+    std::string iod_version;
+    std::string session;
+    std::string node;
+    std::string store;         // for humans
+    std::uint64_t started_ns = 0;  // monotonic_ns() when the daemon started
+    std::uint64_t now_ns = 0;      // ... when it answered (>= started_ns)
+    // The job (empty: none yet) and its ranks on this node.
+    std::string job;
+    std::string run;
+    std::uint32_t ranks = 0;
+    std::uint32_t nodes = 0;
+    std::uint32_t connected = 0;  // connected + finished + died <= ranks
+    std::uint32_t finished = 0;   // said BYE
+    std::uint32_t died = 0;       // went without BYE
+    // Versions of the job on this node: in flight by state, and durable.
+    std::uint64_t pulling = 0;
+    std::uint64_t flushing = 0;
+    std::uint64_t durable = 0;        // rank versions
+    std::uint64_t durable_bytes = 0;
+    // Staging memory.
+    std::uint64_t staging_used = 0;   // <= staging_total
+    std::uint64_t staging_total = 0;
+    std::uint64_t chunk_bytes = 0;
+    std::uint32_t slot_waiters = 0;   // pulls waiting for a free slot
+    // The flush queue: store writes, fsyncs and commits on the flush threads.
+    std::uint32_t flush_threads = 0;
+    std::uint32_t flush_running = 0;  // <= flush_threads
+    std::uint32_t flush_queued = 0;
+    std::uint32_t flush_held = 0;     // held back while their write is pulled (flusher.hpp)
+    std::uint32_t catalog_pending = 0;  // manifests and COMPLETE records to write
+    std::uint32_t retention = 0;        // 0: idle, 1: waiting for the data path, 2: running
+    // What went wrong.
+    std::uint64_t lost_versions = 0;
+    std::string manifest_error;  // the first manifest or COMPLETE that failed; empty: none
+    std::uint32_t connections = 0;  // ranks' connections held (rank_list may stop short)
+    std::uint32_t transfers_total = 0;  // writes in flight (transfers may stop short)
+    std::vector<status_rank> rank_list;
+    std::vector<status_transfer> transfers;
+    std::vector<status_version> recent;  // oldest first
+    bool operator==(const status_reply_msg&) const = default;
+};
+
 // In msg_type order (protocol.cpp checks it at compile time).
 using message = std::variant<connect_msg, accept_msg, write_req_msg, write_done_msg, bye_msg,
                              finished_msg, error_msg, query_msg, version_state_msg, read_req_msg,
                              read_data_msg, file_open_msg, file_write_msg, file_sync_msg,
-                             file_drain_msg, file_done_msg, ping_msg, pong_msg>;
+                             file_drain_msg, file_done_msg, ping_msg, pong_msg, status_msg,
+                             status_reply_msg>;
 
 msg_type type_of(const message& m) noexcept;
 

@@ -1,13 +1,17 @@
 #include "rendezvous.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -253,6 +257,75 @@ std::error_code try_lock_session(const runtime_paths& p, unique_fd& out, bool& h
     }
     why = fmt::format("the lock file {} keeps being replaced", p.lock);
     return make_error_code(errc::rank_in_use);
+}
+
+std::error_code runtime_names(const runtime_paths& dir, std::vector<std::string>& out,
+                              std::string& why)
+{
+    // readdir on a descriptor of its own: the shared one keeps its offset.
+    unique_fd list_fd(::openat(dir.dir_fd->get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    DIR* d = list_fd ? ::fdopendir(list_fd.get()) : nullptr;
+    if (!d) {
+        const auto ec = last_system_error();
+        why = fmt::format("cannot list runtime directory {}: {}", dir.dir, ec.message());
+        return ec;
+    }
+    list_fd.release();  // owned by `d` now
+    std::vector<std::string> names;
+    errno = 0;
+    while (const dirent* e = ::readdir(d))
+        names.emplace_back(e->d_name);
+    const int read_errno = errno;
+    ::closedir(d);
+    if (read_errno != 0) {
+        const std::error_code ec(read_errno, std::system_category());
+        why = fmt::format("cannot list runtime directory {}: {}", dir.dir, ec.message());
+        return ec;
+    }
+    std::sort(names.begin(), names.end());
+    out = std::move(names);
+    return {};
+}
+
+std::error_code connect_unix(const std::string& path, unique_fd& out, bool wait)
+{
+    unique_fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (wait ? 0 : SOCK_NONBLOCK), 0));
+    if (!fd)
+        return last_system_error();
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.size() >= sizeof addr.sun_path)
+        return std::error_code(ENAMETOOLONG, std::system_category());
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    int rc;
+    do {
+        rc = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0)
+        return last_system_error();
+    out = std::move(fd);
+    return {};
+}
+
+std::error_code check_daemon_owner(int sock, const std::string& path, std::string& why,
+                                   pid_t* pid)
+{
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+        const auto ec = last_system_error();
+        why = fmt::format("cannot tell who serves {}: {}", path, ec.message());
+        return ec;
+    }
+    if (pid)
+        *pid = cred.pid;
+    if (cred.uid != ::geteuid()) {
+        why = fmt::format("the process serving {} (pid {}) belongs to uid {}, not to you (uid {}): "
+                          "refusing to hand it anything",
+                          path, cred.pid, cred.uid, ::geteuid());
+        return make_error_code(errc::permission_denied);
+    }
+    return {};
 }
 
 }  // namespace iofwd

@@ -13,10 +13,13 @@
 // Since that name is new for every job, finished sessions' files are removed
 // by runtime_gc (runtime_gc.hpp) under the session's own lock; whoever takes
 // a lock uses try_lock_session, which notices a lock file removed under it.
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "fd.hpp"
 
@@ -63,6 +66,10 @@ std::error_code open_runtime(const std::string& session, runtime_paths& out, std
 std::error_code adopt_runtime(int fd, const std::string& dir, const std::string& session,
                               runtime_paths& out, std::string& why);
 
+// The names in the runtime directory `dir` is open on, sorted.
+std::error_code runtime_names(const runtime_paths& dir, std::vector<std::string>& out,
+                              std::string& why);
+
 // The files of session `session` (a name as found in the directory: not
 // shortened again) in the directory `dir` is already open on.
 runtime_paths session_paths(const runtime_paths& dir, const std::string& session);
@@ -80,6 +87,17 @@ std::error_code open_runtime_file(const runtime_paths& p, const std::string& nam
 // again, so the lock held is always that of the file at the path.
 std::error_code try_lock_session(const runtime_paths& p, unique_fd& out, bool& held,
                                  std::string& why);
+
+// Connects to a Unix socket; an error when nothing listens there. With
+// `wait` false the socket is non-blocking from the start, so a daemon whose
+// backlog is full (one stopped for long) gives EAGAIN instead of a wait.
+std::error_code connect_unix(const std::string& path, unique_fd& out, bool wait = true);
+
+// The process at the other end of a connected Unix socket (a daemon's) runs
+// as this user (SO_PEERCRED); errc::permission_denied, naming it, otherwise.
+// Nothing may be sent to a daemon before this. Its pid in `*pid` when given.
+std::error_code check_daemon_owner(int sock, const std::string& path, std::string& why,
+                                   pid_t* pid = nullptr);
 
 // Names must be safe as file names: letters, digits, '.', '_', '-'; not empty,
 // not starting with '.'.

@@ -1,6 +1,5 @@
 #include "runtime_gc.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -88,19 +87,6 @@ std::error_code remove_examined(int dir_fd, const std::string& name, const exami
     return {};
 }
 
-// Whether some process holds the session's lock, judged without creating
-// anything: no lock file means nobody can hold it.
-bool held_by_someone(const runtime_paths& sp)
-{
-    unique_fd fd;
-    std::string ignored;
-    if (open_runtime_file(sp, sp.lock_name, O_RDWR, fd, ignored))
-        return false;
-    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0)
-        return errno == EWOULDBLOCK;
-    return false;  // released with fd
-}
-
 bool older_than(const timespec& t, const timespec& now, std::chrono::seconds age)
 {
     const auto ns = [](const timespec& x) {
@@ -123,6 +109,18 @@ const char* to_string(gc_action a) noexcept
     return "ignored";
 }
 
+bool session_live(const runtime_paths& session)
+{
+    // Judged without creating anything: no lock file means nobody can hold it.
+    unique_fd fd;
+    std::string ignored;
+    if (open_runtime_file(session, session.lock_name, O_RDWR, fd, ignored))
+        return false;
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0)
+        return errno == EWOULDBLOCK;
+    return false;  // released with fd
+}
+
 std::error_code runtime_gc_policy_from_env(runtime_gc_policy& out, std::string& why)
 {
     runtime_gc_policy p;
@@ -138,27 +136,9 @@ std::error_code runtime_gc(const runtime_paths& dir, const runtime_gc_policy& po
                            runtime_gc_report& out, std::string& why)
 {
     const int dir_fd = dir.dir_fd->get();
-    // readdir on a descriptor of its own: the shared one keeps its offset.
-    unique_fd list_fd(::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    DIR* d = list_fd ? ::fdopendir(list_fd.get()) : nullptr;
-    if (!d) {
-        const auto ec = last_system_error();
-        why = fmt::format("cannot list runtime directory {}: {}", dir.dir, ec.message());
-        return ec;
-    }
-    list_fd.release();  // owned by `d` now
     std::vector<std::string> names;
-    errno = 0;
-    while (const dirent* e = ::readdir(d))
-        names.emplace_back(e->d_name);
-    const int read_errno = errno;
-    ::closedir(d);
-    if (read_errno != 0) {
-        const std::error_code ec(read_errno, std::system_category());
-        why = fmt::format("cannot list runtime directory {}: {}", dir.dir, ec.message());
+    if (auto ec = runtime_names(dir, names, why))
         return ec;
-    }
-    std::sort(names.begin(), names.end());
 
     runtime_gc_report report;
     std::map<std::string, session_files> sessions;
@@ -183,7 +163,7 @@ std::error_code runtime_gc(const runtime_paths& dir, const runtime_gc_policy& po
     std::vector<const examined*> dead_logs;
     std::vector<std::string> dead;
     for (auto& [session, files] : sessions) {
-        const bool live = held_by_someone(session_paths(dir, session));
+        const bool live = session_live(session_paths(dir, session));
         for (const auto* e : {&files.lock, &files.sock, &files.log}) {
             if (!*e)
                 continue;

@@ -71,6 +71,11 @@ struct runtime_gc_report {
     std::size_t kept = 0;
 };
 
+// Whether a process holds the lock of `session` (from session_paths): the
+// session is live. Its lock is taken for an instant and given back when
+// nobody holds it; a lock file that does not exist is nobody's.
+bool session_live(const runtime_paths& session);
+
 // The default policy with IOFWD_RUNTIME_LOG_AGE applied (a bad value is
 // errc::invalid_argument naming it).
 std::error_code runtime_gc_policy_from_env(runtime_gc_policy& out, std::string& why);

@@ -3,7 +3,8 @@
 // still means what its name says after the formats change:
 //   protocol/  one valid message of each type (encode()), a stream of two,
 //              and near misses: truncated, wrong magic or version, unknown
-//              type, over the limit, fields that break a rule;
+//              type, over the limit, fields that break a rule, a list that
+//              claims more records than follow;
 //   mailbox/   scripts (mailbox_script.hpp) that put records with the real
 //              writer, wrap around the area, freeze, and break the format as
 //              tests/libio/test_mailbox.cpp does;
@@ -29,6 +30,7 @@
 #include "mailbox.hpp"
 #include "mailbox_script.hpp"
 #include "protocol.hpp"
+#include "../support/status_sample.hpp"
 
 using namespace iofwd;
 namespace fs = std::filesystem;
@@ -64,6 +66,7 @@ void protocol_seeds(corpus& c)
     using namespace proto;
     connect_msg conn{3, 8, 4242, connect_flag_blocking | connect_flag_mailbox, 1u << 20,
                      0x7f0012345000ull, 2, "job", "run-1", blob(12, 0xab), blob(8, 0x11)};
+    const status_reply_msg status = test::sample_status_reply();
     const std::vector<std::pair<std::string, message>> valid = {
         {"connect", conn},
         {"accept", accept_msg{99, 256u << 20, 16u << 20, 12, "node-7", "directory /s/job",
@@ -85,6 +88,8 @@ void protocol_seeds(corpus& c)
         {"file_done", file_done_msg{11}},
         {"ping", ping_msg{}},
         {"pong", pong_msg{}},
+        {"status", status_msg{}},
+        {"status_reply", status},
     };
     for (const auto& [name, m] : valid)
         c["protocol/valid-" + name] = from(encode(m));
@@ -107,7 +112,7 @@ void protocol_seeds(corpus& c)
     c["protocol/miss-old-version"] = old_version;
 
     auto unknown_type = from(encode(file_done_msg{1}));
-    unknown_type[6] = static_cast<std::uint8_t>(msg_type::pong) + 1;
+    unknown_type[6] = static_cast<std::uint8_t>(msg_type::status_reply) + 1;
     c["protocol/miss-unknown-type"] = unknown_type;
 
     auto over_limit = from(encode(write_done_msg{1, 1}));
@@ -138,6 +143,20 @@ void protocol_seeds(corpus& c)
     c["protocol/miss-file_sync-flags"] = from(encode(file_sync_msg{1, 1, 4}));
     c["protocol/miss-error-domain"] =
         from(encode(error_msg{1, static_cast<error_domain>(3), 1, "x"}));
+    auto dead_rank = status;
+    dead_rank.rank_list[1].state = static_cast<rank_state_t>(9);
+    c["protocol/miss-status_reply-rank-state"] = from(encode(dead_rank));
+    auto overflushed = status;
+    overflushed.transfers[0].flushed = overflushed.transfers[0].length + 1;
+    c["protocol/miss-status_reply-flushed-over-length"] = from(encode(overflushed));
+    // Three list counts end the message: claim more recent versions than follow.
+    auto bare = status;
+    bare.rank_list.clear();
+    bare.transfers.clear();
+    bare.recent.clear();
+    auto claims = from(encode(bare));
+    claims[claims.size() - 4] = 3;
+    c["protocol/miss-status_reply-list-longer-than-payload"] = claims;
 }
 
 void mailbox_seeds(corpus& c)

@@ -88,6 +88,40 @@ int cluster::verify(long versions, long ranks, std::string& out)
     return exit_code(*st);
 }
 
+std::vector<std::string> as_nobody(std::vector<std::string> cmd)
+{
+    std::vector<std::string> argv = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
+                                     "--clear-groups"};
+    argv.insert(argv.end(), cmd.begin(), cmd.end());
+    return argv;
+}
+
+void require_root()
+{
+    if (::geteuid() != 0)
+        FAIL("these tests act as another user through setpriv and need root");
+}
+
+std::string public_dir(const cluster& c, const std::string& name)
+{
+    ::chmod(c.tmp.path().c_str(), 0755);
+    const std::string dir = c.tmp / name;
+    REQUIRE(::mkdir(dir.c_str(), 0777) == 0);
+    REQUIRE(::chmod(dir.c_str(), 0777) == 0);
+    return dir;
+}
+
+process stranger_at_socket(cluster& c, const std::string& seconds)
+{
+    const std::string pub = public_dir(c, "pub");
+    auto fake = c.run(as_nobody({build_path("IOFWD_TEST_STRANGER"), "fake-daemon",
+                                 pub + "/s.sock", seconds}));
+    REQUIRE(wait_until([&] { return has_line(fake, "listening"); }, 10s));
+    REQUIRE(::mkdir(c.runtime_dir().c_str(), 0700) == 0);
+    REQUIRE(::rename((pub + "/s.sock").c_str(), c.socket().c_str()) == 0);
+    return fake;
+}
+
 std::vector<pid_t> daemon_pids(const std::string& log)
 {
     std::vector<pid_t> pids;

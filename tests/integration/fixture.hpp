@@ -38,6 +38,18 @@ struct cluster {
     process run(std::vector<std::string> argv, const std::map<std::string, std::string>& extra = {});
 };
 
+// Another user of the node, for the security tests: `cmd` run as uid 65534
+// (setpriv), which needs root (require_root fails the test without it), and
+// a directory that user may write in (as /tmp is).
+std::vector<std::string> as_nobody(std::vector<std::string> cmd);
+void require_root();
+std::string public_dir(const cluster& c, const std::string& name);
+// That user's fake daemon (stranger fake-daemon: takes every connection
+// for `seconds` and says what it read) listening at the session's socket in
+// the test's own runtime directory, which it made (a mistake, or a socket
+// handed over): the directory passes its checks, the peer's credentials do not.
+process stranger_at_socket(cluster& c, const std::string& seconds);
+
 // The pids of the daemons that wrote a log ("... iod[PID] ..." lines).
 std::vector<pid_t> daemon_pids(const std::string& log);
 // Occurrences of `needle` in `hay`.

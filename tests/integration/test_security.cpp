@@ -12,34 +12,6 @@
 
 using namespace test;
 
-namespace {
-
-std::vector<std::string> as_nobody(std::vector<std::string> cmd)
-{
-    std::vector<std::string> argv = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
-                                     "--clear-groups"};
-    argv.insert(argv.end(), cmd.begin(), cmd.end());
-    return argv;
-}
-
-void require_root()
-{
-    if (::geteuid() != 0)
-        FAIL("these tests act as another user through setpriv and need root");
-}
-
-// A directory that uid 65534 may write in (as /tmp is).
-std::string public_dir(const cluster& c, const std::string& name)
-{
-    ::chmod(c.tmp.path().c_str(), 0755);
-    const std::string dir = c.tmp / name;
-    REQUIRE(::mkdir(dir.c_str(), 0777) == 0);
-    REQUIRE(::chmod(dir.c_str(), 0777) == 0);
-    return dir;
-}
-
-}  // namespace
-
 TEST_CASE("a runtime path another user flips between directories is never used",
           "[security][runtime-race]")
 {
@@ -86,15 +58,7 @@ TEST_CASE("a rank never sends anything to a daemon of another user", "[security]
 {
     require_root();
     cluster c;
-    const std::string pub = public_dir(c, "pub");
-    auto fake = c.run(as_nobody({build_path("IOFWD_TEST_STRANGER"), "fake-daemon",
-                                 pub + "/s.sock", "8"}));
-    REQUIRE(wait_until([&] { return has_line(fake, "listening"); }, 10s));
-    // The fake daemon's socket ends up at the session's path in root's own
-    // runtime directory (a mistake, or a socket handed over): the directory
-    // passes its checks, the peer's credentials do not.
-    REQUIRE(::mkdir(c.runtime_dir().c_str(), 0700) == 0);
-    REQUIRE(::rename((pub + "/s.sock").c_str(), c.socket().c_str()) == 0);
+    auto fake = stranger_at_socket(c, "8");
     auto r = c.rank(0, 1, {"--size", "4096", "--versions", "1"}, {{"IOFWD_LAUNCH_TIMEOUT", "3"}});
     const auto st = r.wait(20s);
     REQUIRE(st.has_value());

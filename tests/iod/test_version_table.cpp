@@ -26,13 +26,13 @@ proto::version_state_msg as_state(const std::optional<proto::message>& m)
 TEST_CASE("a version goes from pulling to flushing to durable", "[version-table]")
 {
     version_table t;
-    t.pulling(7, 4096, {});
+    t.pulling(7, 4096, {}, 40);
     auto s = as_state(t.query({11, 7, 0}, 0));
     CHECK(s.cookie == 11);
     CHECK(s.version == 7);
     CHECK(s.state == state::pulling);
     CHECK(s.size == 4096);
-    t.flushing(7);
+    t.flushing(7, 90);
     CHECK(as_state(t.query({12, 7, 0}, 0)).state == state::flushing);
     t.durable(7, 0xdeadbeef, 100, 250);
     s = as_state(t.query({13, 7, 0}, 0));
@@ -42,6 +42,10 @@ TEST_CASE("a version goes from pulling to flushing to durable", "[version-table]
     CHECK(s.durable_ns == 250);
     CHECK(t.durable_count() == 1);
     CHECK(t.durable_bytes() == 4096);
+    // When it arrived and was staged: the rank's wait, for the job's summary.
+    REQUIRE(t.find(7) != nullptr);
+    CHECK(t.find(7)->arrived_ns == 40);
+    CHECK(t.find(7)->staged_ns == 90);
 }
 
 TEST_CASE("a version nobody wrote is unknown", "[version-table]")
@@ -55,9 +59,9 @@ TEST_CASE("a version nobody wrote is unknown", "[version-table]")
 TEST_CASE("a wait on a version on its way is answered when it ends", "[version-table]")
 {
     version_table t;
-    t.pulling(1, 10, {});
+    t.pulling(1, 10, {}, 0);
     CHECK_FALSE(t.query({21, 1, 1}, 0).has_value());  // kept
-    t.flushing(1);
+    t.flushing(1, 0);
     CHECK_FALSE(t.query({22, 1, 1}, 0).has_value());  // kept too
     CHECK(t.answer_waits(2, 0).empty());               // another version: nothing
     t.durable(1, 5, 1, 2);
@@ -72,7 +76,7 @@ TEST_CASE("a wait on a version on its way is answered when it ends", "[version-t
 TEST_CASE("a wait on a failed version gets the failure in words", "[version-table]")
 {
     version_table t;
-    t.pulling(4, 10, {});
+    t.pulling(4, 10, {}, 0);
     CHECK_FALSE(t.query({31, 4, 1}, 3).has_value());
     const std::error_code full(ENOSPC, std::generic_category());
     t.failed(4, full, "the disk is full");
@@ -91,7 +95,7 @@ TEST_CASE("a wait on a failed version gets the failure in words", "[version-tabl
 TEST_CASE("a forgotten version (io_write failed) never existed", "[version-table]")
 {
     version_table t;
-    t.pulling(9, 10, {});
+    t.pulling(9, 10, {}, 0);
     t.forget(9);
     CHECK(as_state(t.query({41, 9, 1}, 0)).state == state::unknown);
     CHECK(t.find(9) == nullptr);

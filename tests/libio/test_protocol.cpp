@@ -1,7 +1,10 @@
 #include <catch2/catch.hpp>
 
+#include <functional>
+
 #include "errors.hpp"
 #include "protocol.hpp"
+#include "status_sample.hpp"
 
 using namespace iofwd;
 using namespace iofwd::proto;
@@ -69,6 +72,10 @@ TEST_CASE("every message survives encode and decode unchanged", "[protocol]")
     CHECK(std::holds_alternative<bye_msg>(round_trip(bye_msg{})));
     CHECK(std::holds_alternative<ping_msg>(round_trip(ping_msg{})));
     CHECK(std::holds_alternative<pong_msg>(round_trip(pong_msg{})));
+    CHECK(std::holds_alternative<status_msg>(round_trip(status_msg{})));
+    const auto st = test::sample_status_reply();
+    CHECK(std::get<status_reply_msg>(round_trip(st)) == st);
+    CHECK(std::get<status_reply_msg>(round_trip(status_reply_msg{})) == status_reply_msg{});
 
     query_msg q{8, 12, 1};
     CHECK(std::get<query_msg>(round_trip(q)) == q);
@@ -156,7 +163,7 @@ TEST_CASE("another protocol version is rejected as a version mismatch", "[protoc
 
 TEST_CASE("an unknown message type is rejected", "[protocol]")
 {
-    for (unsigned t : {0u, 19u, 0xffffu}) {
+    for (unsigned t : {0u, 21u, 0xffffu}) {
         auto bytes = encode(bye_msg{});
         bytes[6] = std::byte{static_cast<unsigned char>(t & 0xff)};
         bytes[7] = std::byte{static_cast<unsigned char>(t >> 8)};
@@ -196,6 +203,7 @@ TEST_CASE("a payload shorter than its fields is rejected for every message type"
                                       file_sync_msg{1, 2, 1},
                                       file_drain_msg{1, "/a"},
                                       file_done_msg{1},
+                                      test::sample_status_reply(),
                                       error_msg::from(make_error_code(errc::corrupt), "x")};
     for (const auto& m : all) {
         const auto full = encode(m);
@@ -322,6 +330,85 @@ TEST_CASE("an ERROR with an unknown domain is rejected", "[protocol]")
     CHECK(decode_all(bytes, why) == errc::protocol_error);
 }
 
+TEST_CASE("STATUS carries nothing; STATUS_REPLY's impossible values are rejected",
+          "[protocol]")
+{
+    std::string why;
+    auto extra = encode(status_msg{});
+    extra.push_back(std::byte{0});
+    extra[8] = std::byte{1};
+    CHECK(decode_all(extra, why) == errc::protocol_error);
+    CHECK(why.find("STATUS payload of 1 bytes exceeds the limit of 0") != std::string::npos);
+
+    const std::vector<std::pair<std::function<void(status_reply_msg&)>, std::string>> bad = {
+        {[](auto& r) { r.now_ns = r.started_ns - 1; }, "answered at 999 ns, before the daemon "
+                                                       "started at 1000 ns"},
+        {[](auto& r) { r.died = 1; }, "1 ranks connected, 1 finished and 1 died of 2"},
+        {[](auto& r) { r.nodes = max_nodes + 1; }, "100001 nodes is more than the limit"},
+        {[](auto& r) { r.staging_used = r.staging_total + 1; }, "bytes of staging used of"},
+        {[](auto& r) { r.flush_running = 3; }, "3 flushes running on 2 threads"},
+        {[](auto& r) { r.retention = 3; }, "unknown retention state 3"},
+        {[](auto& r) { r.connections = 1; }, "2 ranks listed of 1 connections"},
+        {[](auto& r) { r.transfers_total = 0; }, "1 transfers listed of 0"},
+        {[](auto& r) { r.rank_list[1].state = static_cast<rank_state_t>(6); },
+         "rank 1 in unknown state 6"},
+        {[](auto& r) { r.rank_list[0].state = static_cast<rank_state_t>(0); },
+         "rank 0 in unknown state 0"},
+        {[](auto& r) { r.transfers[0].flushed = r.transfers[0].length + 1; },
+         "with 5368709120 pulled and 5368709121 flushed"},
+        {[](auto& r) { r.recent[0].blocked = 2001; }, "blocked 2001 ns"},
+        {[](auto& r) { r.recent[0].flush = 2001; }, "flushed in 2001 ns, but durable after 2000"},
+        {[](auto& r) { r.job = std::string(max_name + 1, 'j'); }, "field 'job' is 256 bytes"},
+    };
+    for (const auto& [edit, words] : bad) {
+        auto r = test::sample_status_reply();
+        edit(r);
+        why.clear();
+        CHECK(decode_all(encode(r), why) == errc::protocol_error);
+        INFO(why);
+        CHECK(why.find("bad STATUS_REPLY: ") == 0);
+        CHECK(why.find(words) != std::string::npos);
+    }
+
+    // The lists' counts: over the limit, or more records than the payload holds.
+    auto empty = test::sample_status_reply();
+    empty.rank_list.clear();
+    empty.transfers.clear();
+    empty.recent.clear();
+    auto over = encode(empty);
+    const std::size_t ranks_count_at = over.size() - 12;
+    over[ranks_count_at] = std::byte{0x01};
+    over[ranks_count_at + 1] = std::byte{0x04};  // 1025
+    CHECK(decode_all(over, why) == errc::protocol_error);
+    CHECK(why.find("list 'rank_list' has 1025 entries, more than the limit of 1024") !=
+          std::string::npos);
+    auto claims = encode(empty);
+    claims[claims.size() - 4] = std::byte{5};  // five recent versions, none there
+    CHECK(decode_all(claims, why) == errc::protocol_error);
+    CHECK(why.find("truncated at field 'rank'") != std::string::npos);
+}
+
+TEST_CASE("STATUS_REPLY's encoder cuts its lists and names at their limits", "[protocol]")
+{
+    auto r = test::sample_status_reply();
+    r.connections = static_cast<std::uint32_t>(max_status_ranks + 5);
+    r.rank_list.assign(max_status_ranks + 5, r.rank_list[0]);
+    r.transfers_total = static_cast<std::uint32_t>(max_status_transfers + 1);
+    r.transfers.assign(max_status_transfers + 1, r.transfers[0]);
+    r.transfers[0].object = std::string(max_status_object + 9, 'o');
+    r.recent.assign(max_status_recent + 2, r.recent[0]);
+    r.store = std::string(max_text + 1, 's');
+    const auto bytes = encode(r);
+    CHECK(bytes.size() - header_size <= max_payload(msg_type::status_reply));
+    const auto back = std::get<status_reply_msg>(round_trip(r));
+    CHECK(back.rank_list.size() == max_status_ranks);
+    CHECK(back.connections == max_status_ranks + 5);
+    CHECK(back.transfers.size() == max_status_transfers);
+    CHECK(back.transfers[0].object == std::string(max_status_object, 'o'));
+    CHECK(back.recent.size() == max_status_recent);
+    CHECK(back.store == std::string(max_text, 's'));
+}
+
 TEST_CASE("random bytes never crash the decoder", "[protocol]")
 {
     std::uint64_t s = 12345;
@@ -416,6 +503,17 @@ TEST_CASE("the size limit of each message is its fields' limits added up", "[pro
     CHECK(max_payload(msg_type::bye) == 0);
     CHECK(max_payload(msg_type::ping) == 0);
     CHECK(max_payload(msg_type::file_done) == 8);
+    CHECK(max_payload(msg_type::status) == 0);
+    // STATUS_REPLY: its own fields, then each list's count and records at
+    // their limits (a rank 4 u32 + 2 u64, a transfer a name + u32 + 5 u64,
+    // a version u32 + 6 u64).
+    CHECK(max_payload(msg_type::status_reply) ==
+          4 + 3 * (4 + max_name) + (4 + max_text) + 2 * 8 + 2 * (4 + max_name) + 5 * 4 + 4 * 8 +
+              3 * 8 + 4 + 6 * 4 + 8 + (4 + max_text) + 2 * 4 +
+              (4 + max_status_ranks * (4 * 4 + 2 * 8)) +
+              (4 + max_status_transfers * ((4 + max_status_object) + 4 + 5 * 8)) +
+              (4 + max_status_recent * (4 + 6 * 8)));
+    CHECK(max_payload(msg_type::status_reply) < 256 * 1024);
     // Every encoding of a full-size message fits its limit.
     auto c = sample_connect();
     c.job.assign(max_name, 'j');

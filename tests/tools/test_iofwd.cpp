@@ -12,70 +12,17 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <string>
 #include <vector>
 
 #include "crc32c.hpp"
 #include "fixture.hpp"
+#include "iofwd_run.hpp"
 #include "pattern.hpp"
 
 using namespace test;
 
 namespace {
-
-struct result {
-    int code = -1;
-    std::string out, err;
-};
-
-// iofwd with `args`, stdout and stderr apart (the fixture's process mixes them).
-result run_iofwd(cluster& c, const std::vector<std::string>& args,
-             const std::map<std::string, std::string>& extra = {})
-{
-    const std::string err = c.tmp / ("err" + std::to_string(c.outputs) + ".txt");
-    std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>\"$IOFWD_TEST_ERR\"",
-                                     build_path("IOFWD_TEST_IOFWD")};
-    argv.insert(argv.end(), args.begin(), args.end());
-    auto e = extra;
-    e["IOFWD_TEST_ERR"] = err;
-    auto p = c.run(argv, e);
-    const auto st = p.wait(120s);
-    REQUIRE(st.has_value());
-    return {exit_code(*st), p.output(), read_file(err)};
-}
-
-// What a python3 expression over the JSON document `d` prints.
-std::string py(cluster& c, const std::string& json, const std::string& expr)
-{
-    const std::string file = c.tmp / ("json" + std::to_string(c.outputs) + ".json");
-    std::ofstream(file) << json;
-    auto p = c.run({"/usr/bin/python3", "-c",
-                    "import json, sys; d = json.load(open(sys.argv[1])); print(" + expr + ")",
-                    file});
-    const auto st = p.wait(60s);
-    REQUIRE(st.has_value());
-    INFO(p.output());
-    REQUIRE(exit_code(*st) == 0);
-    return p.output();
-}
-
-// Times and temporary names change from run to run.
-std::string masked(const std::string& text)
-{
-    static const std::regex time(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)");
-    static const std::regex temp(R"(\.tmp-\d+-\d+)");
-    return std::regex_replace(std::regex_replace(text, time, "<time>              "), temp,
-                              ".tmp-P-N");
-}
-
-void require_exit(process& p, int code)
-{
-    const auto st = p.wait(120s);
-    INFO(p.output());
-    REQUIRE(st.has_value());
-    REQUIRE(exit_code(*st) == code);
-}
 
 void flip_byte(const std::string& path, long at)
 {
@@ -87,15 +34,6 @@ void flip_byte(const std::string& path, long at)
     byte ^= 0x10;
     f.seekp(at);
     f.write(&byte, 1);
-}
-
-std::vector<std::string> names_in(const std::string& dir)
-{
-    std::vector<std::string> names;
-    for (const auto& e : std::filesystem::directory_iterator(dir))
-        names.push_back(e.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
 }
 
 // Job itest: versions 1-3 by two ranks (100000 bytes each), all complete;
@@ -293,14 +231,15 @@ TEST_CASE("rm, keep and gc remove exactly what they say", "[tools][clean]")
     auto rm = run_iofwd(c, {"rm", "itest", "2", "--json"});
     CHECK(rm.code == 0);
     CHECK(py(c, rm.out, "d['job'], d['removed']") == "itest [2]\n");
-    CHECK(names_in(job) == std::vector<std::string>{".nodeA.claim", "v00000001", "v00000003",
-                                                    "v00000004", "v00000005"});
+    // Beside the versions: the claim, and the first job's summary (reports).
+    CHECK(names_in(job) == std::vector<std::string>{".nodeA.claim", "reports", "v00000001",
+                                                    "v00000003", "v00000004", "v00000005"});
 
     auto keep = run_iofwd(c, {"keep", "itest", "1"});
     CHECK(keep.code == 0);
     CHECK(keep.out == "job itest: kept complete version 4; removed 1, 3\n");
     CHECK(names_in(job) ==
-          std::vector<std::string>{".nodeA.claim", "v00000004", "v00000005"});
+          std::vector<std::string>{".nodeA.claim", "reports", "v00000004", "v00000005"});
 
     auto gc = run_iofwd(c, {"gc"});
     CHECK(gc.code == 0);
@@ -314,7 +253,7 @@ TEST_CASE("rm, keep and gc remove exactly what they say", "[tools][clean]")
     CHECK_FALSE(std::filesystem::exists(c.runtime_dir() + "/s.lock"));
     CHECK_FALSE(std::filesystem::exists(c.runtime_dir() + "/s.sock"));
     CHECK(std::filesystem::exists(c.runtime_dir() + "/s.log"));
-    CHECK(names_in(job) == std::vector<std::string>{".nodeA.claim", "v00000004"});
+    CHECK(names_in(job) == std::vector<std::string>{".nodeA.claim", "reports", "v00000004"});
     CHECK(temporaries(c.store()).empty());
     auto again = run_iofwd(c, {"gc", "--json"});
     CHECK(again.code == 0);
@@ -410,12 +349,26 @@ TEST_CASE("every bad argument: a sentence and exit status 2", "[tools][args]")
          "iofwd ls: cannot open store s3:bucket: unknown store type 's3' in 's3:bucket' (known: "
          "dir:PATH, rados:POOL)\n"},
         {{"frob"}, "iofwd: unknown subcommand 'frob' (one of: ls, verify, restore, cat, rm, keep, "
-                   "gc, config; see iofwd --help)\n"},
+                   "gc, report, status, config; see iofwd --help)\n"},
         {{}, "iofwd: A subcommand is required (see iofwd --help)\n"},
         {{"verify"}, "iofwd verify: JOB is required (see iofwd verify --help)\n"},
         {{"ls", "--colour"},
          "iofwd ls: The following argument was not expected: --colour (see iofwd ls --help)\n"},
         {{"verify", "itest", "--threads", "0"}, "iofwd verify: --threads 0 is not from 1 to 64\n"},
+        {{"report"}, "iofwd report: JOB is required (see iofwd report --help)\n"},
+        {{"report", "nojob"},
+         "iofwd report: job 'nojob' is not in " + store + " (its jobs: itest)\n"},
+        {{"report", "itest", "--plot"},
+         "iofwd report: --plot: 1 required FILE missing (see iofwd report --help)\n"},
+        {{"status", "--watch", "abc"},
+         "iofwd status: --watch 'abc' is not a number of seconds from 0.1 to 86400\n"},
+        {{"status", "--watch", "0"},
+         "iofwd status: --watch '0' is not a number of seconds from 0.1 to 86400\n"},
+        {{"status", "--timeout", "x"},
+         "iofwd status: --timeout 'x' is not a number of seconds from 0.01 to 600\n"},
+        {{"status", "now"},
+         "iofwd status: The following argument was not expected: now (see iofwd status "
+         "--help)\n"},
     };
     for (const auto& [args, message] : cases) {
         auto r = run_iofwd(c, args);

@@ -15,5 +15,7 @@ void add_rm(CLI::App& app, int& status);       // clean.cpp: rm, keep and gc
 void add_keep(CLI::App& app, int& status);
 void add_gc(CLI::App& app, int& status);
 void add_config(CLI::App& app, int& status);   // config.cpp
+void add_status(CLI::App& app, int& status);   // status.cpp
+void add_report(CLI::App& app, int& status);   // report.cpp
 
 }  // namespace iofwd::tool

@@ -15,6 +15,7 @@
 
 #include "config.hpp"
 #include "errors.hpp"
+#include "format.hpp"
 #include "store/inventory.hpp"
 
 namespace iofwd::tool {
@@ -150,7 +151,40 @@ std::string ranges(const std::vector<std::uint64_t>& v)
     return out;
 }
 
+std::string human_seconds(double seconds)
+{
+    if (seconds < 1e-3)
+        return fmt::format("{:.0f} us", seconds * 1e6);
+    if (seconds < 1)
+        return fmt::format("{:.2f} ms", seconds * 1e3);
+    if (seconds < 120)
+        return fmt::format("{:.2f} s", seconds);
+    const auto whole = static_cast<std::uint64_t>(seconds);
+    return fmt::format("{} min {} s", whole / 60, whole % 60);
+}
+
+std::string human_rate(std::uint64_t bytes, double seconds)
+{
+    if (seconds <= 0)
+        return "-";
+    return human_bytes(static_cast<std::uint64_t>(static_cast<double>(bytes) / seconds)) + "/s";
+}
+
+double parse_seconds_arg(const std::string& text, const std::string& what, double min, double max)
+{
+    double s = 0;
+    if (!config::parse_seconds(text, s) || s < min || s > max)
+        throw failure(bad_argument, fmt::format("{} '{}' is not a number of seconds from {} to {}",
+                                                what, text, min, max));
+    return s;
+}
+
 void print_json(const nlohmann::json& j)
+{
+    std::cout << j.dump(2) << '\n';
+}
+
+void print_json_ordered(const nlohmann::ordered_json& j)
 {
     std::cout << j.dump(2) << '\n';
 }

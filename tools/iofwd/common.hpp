@@ -62,7 +62,16 @@ std::uint64_t parse_version(store::backend& st, const std::string& job, const st
 std::string utc_time(std::int64_t seconds);
 // "1-3, 5" for {1, 2, 3, 5}; "none" when empty.
 std::string ranges(const std::vector<std::uint64_t>& v);
+// A duration for people: "850 us", "12.34 ms", "3.21 s", "2 min 5 s".
+std::string human_seconds(double seconds);
+// Bytes over seconds: "1.2 MiB/s"; "-" when the time is 0.
+std::string human_rate(std::uint64_t bytes, double seconds);
+// A number of seconds from the command line, from `min` to `max`:
+// bad_argument naming `what` otherwise.
+double parse_seconds_arg(const std::string& text, const std::string& what, double min, double max);
 
 void print_json(const nlohmann::json& j);
+// The same with its keys in the order they were given.
+void print_json_ordered(const nlohmann::ordered_json& j);
 
 }  // namespace iofwd::tool

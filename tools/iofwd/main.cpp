@@ -1,6 +1,7 @@
 // iofwd: list, verify, restore and clean the checkpoints in an iofwd store,
-// and show the effective configuration. One subcommand per file (see
-// commands.hpp); arguments parsed by CLI11, JSON written by nlohmann-json.
+// report on finished jobs, watch the running daemons, and show the
+// effective configuration. One subcommand per file (see commands.hpp);
+// arguments parsed by CLI11, JSON written by nlohmann-json.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -16,15 +17,16 @@
 namespace {
 
 constexpr const char* footer = R"(Every subcommand takes --json (its fields are listed in the manual) and,
-except config, --store LOCATION: a directory, dir:PATH, or rados:POOL with
---ceph-conf, --ceph-user, --ceph-keyring as iod takes them (default:
-IOFWD_STORE, else ./iofwd-store).
+except config and status, --store LOCATION: a directory, dir:PATH, or
+rados:POOL with --ceph-conf, --ceph-user, --ceph-keyring as iod takes them
+(default: IOFWD_STORE, else ./iofwd-store).
 
 Exit status: 0 success; 1 damage found (verify, restore, cat), a version
-that is not complete, a bad setting (config) or a failing store; 2 a bad
-argument: usage, unknown job or version, bad number, missing store; 3 refused:
-a live daemon holds the job's claim and the command would touch a version it
-may be writing.)";
+that is not complete, a bad setting (config), a failing store, a job without
+summaries (report) or a live daemon that did not answer (status); 2 a bad
+argument: usage, unknown job, version or run, bad number, missing store; 3
+refused: a live daemon holds the job's claim and the command would touch a
+version it may be writing.)";
 
 // --help-all as a manual reads it: each subcommand under a heading of its
 // own (help2man makes "iofwd ls [OPTIONS] [JOB]:" a subsection), its
@@ -55,7 +57,8 @@ int main(int argc, char** argv)
 {
     using namespace iofwd::tool;
     CLI::App app("List, verify, restore and clean the checkpoints an iofwd daemon (iod) wrote to "
-                 "its store, and show iofwd's configuration.",
+                 "its store, report on finished jobs, watch the running daemons, and show "
+                 "iofwd's configuration.",
                  "iofwd");
     auto formatter = std::make_shared<manual_formatter>();
     formatter->label("Positionals", "Arguments");
@@ -72,6 +75,8 @@ int main(int argc, char** argv)
     add_rm(app, status);
     add_keep(app, status);
     add_gc(app, status);
+    add_report(app, status);
+    add_status(app, status);
     add_config(app, status);
     // CLI11 would only say that a subcommand is required.
     std::string names;
