@@ -129,9 +129,10 @@ for b in "${builds[@]}"; do
   meson test -C "$dir" --no-rebuild --num-processes 1 --print-errorlogs --timeout-multiplier 3 \
     "${tests[@]}" > "$dir/sanitize.log" 2>&1 || status=1
   grep -E '^ *[0-9]+/[0-9]+ ' "$dir/sanitize.log"
-  # What a failed test printed, sanitizer reports included.
-  grep -q 'FAIL\|TIMEOUT' "$dir/sanitize.log" && grep -E -A40 '^=+ [0-9]+/[0-9]+ =+$' "$dir/sanitize.log" |
-    grep -E 'Sanitizer|runtime error|SUMMARY|#[0-9]+ 0x|FAILED' | head -80
+  # What a failed test printed: the failed checks and the sanitizer reports.
+  grep -q 'FAIL\|TIMEOUT' "$dir/sanitize.log" &&
+    grep -E -A6 'FAILED:|WARNING: ThreadSanitizer|ERROR: AddressSanitizer|runtime error|SUMMARY:' \
+      "$dir/sanitize.log" | head -120
   echo "$dir: $(count "$dir/meson-logs/testlog.json")"
 done
 exit $status

@@ -36,6 +36,14 @@ void connection::use_worker(ucx::worker* worker, int efd, bool blocking) noexcep
     blocking_ = blocking;
 }
 
+std::string connection::daemon_name() const
+{
+    // Before ACCEPT the daemon's pid is not known yet; its socket is.
+    if (daemon_pid_ == 0)
+        return fmt::format("the daemon at {}", socket_);
+    return fmt::format("the daemon (pid {}, socket {})", daemon_pid_, socket_);
+}
+
 void connection::describe(std::uint32_t daemon_pid, std::string socket, std::string log)
 {
     daemon_pid_ = daemon_pid;
@@ -77,9 +85,9 @@ std::error_code connection::send(const proto::message& m)
             if (clock::now() - blocked_since > silence_) {
                 broken_ = errc::daemon_timeout;
                 return fail(errc::daemon_timeout,
-                            fmt::format("the daemon (pid {}) has read nothing of {} for {} s: "
+                            fmt::format("{} has read nothing of {} for {} s: "
                                         "it is stopped (SIGSTOP?) or hung; see its log {}",
-                                        daemon_pid_, proto::to_string(proto::type_of(m)),
+                                        daemon_name(), proto::to_string(proto::type_of(m)),
                                         silence_.count() / 1000.0, log_));
             }
             pollfd p{control_.get(), POLLOUT, 0};
@@ -91,15 +99,15 @@ std::error_code connection::send(const proto::message& m)
         if (auto said = closing_words(); !said.text.empty()) {
             broken_ = said.code();
             return fail(said.code(),
-                        fmt::format("the daemon (pid {}) closed the connection: {}",
-                                    daemon_pid_, said.text));
+                        fmt::format("{} closed the connection: {}",
+                                    daemon_name(), said.text));
         }
         broken_ = errc::daemon_gone;
         return fail(errc::daemon_gone,
-                    fmt::format("cannot send {} to the daemon (pid {}, socket {}): {}; it has "
+                    fmt::format("cannot send {} to {}: {}; it has "
                                 "exited or was killed, see {}",
-                                proto::to_string(proto::type_of(m)), daemon_pid_,
-                                socket_, ec.message(), log_));
+                                proto::to_string(proto::type_of(m)), daemon_name(),
+                                ec.message(), log_));
     }
     return {};
 }
@@ -143,9 +151,9 @@ std::error_code connection::receive(proto::message& out, std::chrono::millisecon
             const std::string how = n == 0 ? "closed the connection" : std::strerror(errno);
             broken_ = errc::daemon_gone;
             return fail(errc::daemon_gone,
-                        fmt::format("the daemon (pid {}, socket {}) {}: it exited or was "
+                        fmt::format("{} {}: it exited or was "
                                     "killed; its log is {}",
-                                    daemon_pid_, socket_, how, log_));
+                                    daemon_name(), how, log_));
         }
         if (worker_ && worker_->drain() > 0 && poll != polling::never)
             last_activity = clock::now();
@@ -153,10 +161,10 @@ std::error_code connection::receive(proto::message& out, std::chrono::millisecon
         if (now - heard >= silence) {
             broken_ = errc::daemon_timeout;
             return fail(errc::daemon_timeout,
-                        fmt::format("the daemon (pid {}) has answered nothing for {} s, not even "
+                        fmt::format("{} has answered nothing for {} s, not even "
                                     "a heartbeat: it is stopped (SIGSTOP?), hung or starved of "
                                     "CPU; see its log {} (IOFWD_DAEMON_TIMEOUT)",
-                                    daemon_pid_, silence.count() / 1000.0, log_));
+                                    daemon_name(), silence.count() / 1000.0, log_));
         }
         if (!pinged && now - heard >= silence / 2 && daemon_pid_ != 0) {
             pinged = true;
@@ -168,8 +176,8 @@ std::error_code connection::receive(proto::message& out, std::chrono::millisecon
         if (timeout.count() > 0) {
             if (now >= deadline)
                 return fail(errc::daemon_timeout,
-                            fmt::format("no answer from the daemon (pid {}) within {} ms",
-                                        daemon_pid_, timeout.count()));
+                            fmt::format("no answer from {} within {} ms",
+                                        daemon_name(), timeout.count()));
             wake = std::min(wake, deadline);
         }
         const int wait_ms = static_cast<int>(std::max<std::int64_t>(

@@ -89,6 +89,8 @@ private:
     // The ERROR a daemon sent before it closed the connection (empty text: none).
     proto::error_msg closing_words();
     std::error_code fail(std::error_code ec, std::string why);
+    // "the daemon (pid N, socket S)" for messages, without the pid before ACCEPT.
+    std::string daemon_name() const;
 
     std::string& why_;
     unique_fd control_;

@@ -147,6 +147,19 @@ bool has_line(const process& p, const std::string& prefix)
     return out.rfind(prefix, 0) == 0 || out.find("\n" + prefix) != std::string::npos;
 }
 
+std::string gate(const cluster& c)
+{
+    return c.runtime_dir() + "/go";
+}
+
+void open_gate(const cluster& c)
+{
+    std::FILE* f = std::fopen(gate(c).c_str(), "w");
+    if (!f)
+        throw std::runtime_error("cannot create " + gate(c));
+    std::fclose(f);
+}
+
 std::vector<std::string> temporaries(const std::string& dir)
 {
     std::vector<std::string> found;

@@ -32,9 +32,13 @@ TEST_CASE("a stopped daemon ends io_write and io_finalize with ETIMEDOUT within 
     auto d = c.daemon();
     const std::map<std::string, std::string> quick{{"IOFWD_DAEMON_TIMEOUT", "2"}};
     // Writes of 1 MiB go through a request and an answer (not the mailbox).
-    auto r = c.rank(0, 1, {"--size", "1048576", "--versions", "2", "--pause-ms", "500"}, quick);
-    REQUIRE(wait_until([&] { return count(c.log(), "connect job") == 1; }, 20s));
+    // The daemon is stopped once the rank's io_init has returned, the rank at
+    // its gate (the log's "connect" line comes before ACCEPT is sent: a stop
+    // there would time out io_init instead).
+    auto r = c.rank(0, 1, {"--size", "1048576", "--versions", "2", "--go-file", gate(c)}, quick);
+    REQUIRE(wait_until([&] { return has_line(r, "init 0"); }, 20s));
     d.signal(SIGSTOP);
+    open_gate(c);
     const auto stopped = clock_type::now();
     const auto st = r.wait(15s);
     const auto elapsed = clock_type::now() - stopped;
@@ -45,8 +49,8 @@ TEST_CASE("a stopped daemon ends io_write and io_finalize with ETIMEDOUT within 
     CHECK(has_line(r, "write 0 110 "));  // ETIMEDOUT
     CHECK(r.output().find("has answered nothing for 2 s, not even a heartbeat") !=
           std::string::npos);
-    // Within the bound (2 s of silence) plus the pause before the write.
-    CHECK(elapsed < scaled(5s));
+    // Within the bound (2 s of silence).
+    CHECK(elapsed < scaled(4s));
     // io_finalize after that does not wait either.
     CHECK(has_line(r, "finalize 110 "));
 }
@@ -58,14 +62,11 @@ TEST_CASE("a rank that skips io_finalize holds the launching rank only until the
     const std::map<std::string, std::string> bound{{"IOFWD_FINALIZE_TIMEOUT", "2"}};
     // Rank 0 launches the daemon; rank 1 attaches, writes, and then never
     // calls io_finalize (as a rank stuck in MPI_Finalize after an error).
-    auto r0 = c.rank(0, 2, {"--size", "65536", "--versions", "2", "--go-file",
-                            c.runtime_dir() + "/go"}, bound);
+    auto r0 = c.rank(0, 2, {"--size", "65536", "--versions", "2", "--go-file", gate(c)}, bound);
     REQUIRE(wait_until([&] { return has_line(r0, "init 0"); }, 20s));
     auto r1 = c.rank(1, 2, {"--size", "65536", "--versions", "2", "--skip-finalize"}, bound);
     REQUIRE(wait_until([&] { return has_line(r1, "skipped"); }, 20s));
-    std::FILE* f = std::fopen((c.runtime_dir() + "/go").c_str(), "w");
-    REQUIRE(f);
-    std::fclose(f);
+    open_gate(c);
     const auto start = clock_type::now();
     const auto st = r0.wait(20s);
     INFO(r0.output() << c.log());

@@ -24,11 +24,15 @@ TEST_CASE("killing the daemon ends every blocked call in every rank within 2 s",
     cluster c;
     auto d = c.daemon();
     // Rank 0 blocks in io_write, rank 1 in io_finalize (no writes), both
-    // waiting on a daemon we stop first so that they are surely waiting.
-    auto r0 = c.rank(0, 2, {"--size", "1048576", "--versions", "1", "--pause-ms", "300"});
-    auto r1 = c.rank(1, 2, {"--size", "4096", "--versions", "0", "--pause-ms", "300"});
-    REQUIRE(wait_until([&] { return count(c.log(), "connect job") == 2; }, 20s));
+    // waiting on a daemon we stop first so that they are surely waiting: once
+    // both io_init calls have returned, with the ranks at their gate (the
+    // log's "connect" line comes before ACCEPT is sent: a stop there would
+    // hold io_init instead).
+    auto r0 = c.rank(0, 2, {"--size", "1048576", "--versions", "1", "--go-file", gate(c)});
+    auto r1 = c.rank(1, 2, {"--size", "4096", "--versions", "0", "--go-file", gate(c)});
+    REQUIRE(wait_until([&] { return has_line(r0, "init 0") && has_line(r1, "init 0"); }, 20s));
     d.signal(SIGSTOP);
+    open_gate(c);
     REQUIRE(wait_until([&] { return has_line(r0, "writing 0") && has_line(r1, "finalizing"); },
                        10s));
     std::this_thread::sleep_for(300ms);
