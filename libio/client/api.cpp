@@ -22,6 +22,15 @@ iofwd::client::client& the_client()
 std::string last_error;
 std::string provider = "none", store_location = "none", node_name = "none";
 
+// What io_provider_name, io_store_location and io_node_name answer, kept after io_init.
+void remember_daemon()
+{
+    const auto& info = the_client().daemon_info();
+    provider = info.transport;
+    store_location = info.store;
+    node_name = info.node;
+}
+
 template <typename F>
 int guarded(const char* call, F&& f) noexcept
 {
@@ -50,12 +59,8 @@ int io_init(void* buffer, uint64_t len, uint32_t rank, uint32_t ranks, char** da
     std::lock_guard lock(api_mutex);
     return guarded("io_init", [&] {
         auto ec = the_client().init(buffer, len, rank, ranks, daemon_args, blocking != 0);
-        if (!ec) {
-            const auto& info = the_client().daemon_info();
-            provider = info.transport;
-            store_location = info.store;
-            node_name = info.node;
-        }
+        if (!ec)
+            remember_daemon();
         return ec;
     });
 }
@@ -67,12 +72,8 @@ int io_init_run(void* buffer, uint64_t len, uint32_t rank, uint32_t ranks, uint3
     return guarded("io_init_run", [&] {
         auto ec = the_client().init(buffer, len, rank, ranks, daemon_args, blocking != 0,
                                     {nodes, run ? std::string(run) : std::string()});
-        if (!ec) {
-            const auto& info = the_client().daemon_info();
-            provider = info.transport;
-            store_location = info.store;
-            node_name = info.node;
-        }
+        if (!ec)
+            remember_daemon();
         return ec;
     });
 }
