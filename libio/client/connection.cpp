@@ -204,24 +204,16 @@ std::error_code connection::receive(proto::message& out, std::chrono::millisecon
 
 bool connection::try_parse(proto::message& out, std::error_code& ec)
 {
-    if (rx_.size() < proto::header_size)
-        return false;
-    proto::header h;
+    std::size_t used = 0;
     std::string why;
-    if ((ec = proto::decode_header(rx_, h, why))) {
+    if ((ec = proto::decode_frame(rx_, out, used, why))) {
         broken_ = ec;
         fail(ec, fmt::format("bad message from the daemon: {}", why));
         return true;
     }
-    if (rx_.size() < proto::header_size + h.length)
+    if (used == 0)
         return false;
-    const std::span<const std::byte> payload(rx_.data() + proto::header_size, h.length);
-    if ((ec = proto::decode_payload(h, payload, out, why))) {
-        broken_ = ec;
-        fail(ec, fmt::format("bad message from the daemon: {}", why));
-        return true;
-    }
-    rx_.erase(rx_.begin(), rx_.begin() + static_cast<std::ptrdiff_t>(proto::header_size + h.length));
+    rx_.erase(rx_.begin(), rx_.begin() + static_cast<std::ptrdiff_t>(used));
     return true;
 }
 

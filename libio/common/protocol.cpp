@@ -764,4 +764,21 @@ std::error_code decode_payload(const header& h, std::span<const std::byte> paylo
     return {};
 }
 
+std::error_code decode_frame(std::span<const std::byte> bytes, message& out, std::size_t& used,
+                             std::string& why)
+{
+    used = 0;
+    if (bytes.size() < header_size)
+        return {};
+    header h;
+    if (auto ec = decode_header(bytes, h, why))
+        return ec;
+    if (bytes.size() - header_size < h.length)
+        return {};
+    if (auto ec = decode_payload(h, bytes.subspan(header_size, h.length), out, why))
+        return ec;
+    used = header_size + h.length;
+    return {};
+}
+
 }  // namespace iofwd::proto

@@ -417,4 +417,10 @@ std::error_code decode_header(std::span<const std::byte> bytes, header& out, std
 std::error_code decode_payload(const header& h, std::span<const std::byte> payload, message& out,
                                std::string& why);
 
+// The first whole message at the start of `bytes` (a stream's receive
+// buffer): `used` is its length in bytes, or 0 when it has not all arrived
+// yet (`out` untouched). On failure (header or payload) `why` says what.
+std::error_code decode_frame(std::span<const std::byte> bytes, message& out, std::size_t& used,
+                             std::string& why);
+
 }  // namespace iofwd::proto

@@ -143,6 +143,38 @@ TEST_CASE("a truncated header is rejected", "[protocol]")
     CHECK(why.find("truncated header") != std::string::npos);
 }
 
+TEST_CASE("decode_frame takes one whole message off a stream's buffer, or waits for more",
+          "[protocol]")
+{
+    query_msg q;
+    q.cookie = 7;
+    q.version = 3;
+    const auto first = encode(q);
+    const auto second = encode(bye_msg{});
+    std::vector<std::byte> stream = first;
+    stream.insert(stream.end(), second.begin(), second.end());
+    message m;
+    std::size_t used = 99;
+    std::string why;
+    // Every proper prefix of the first message is incomplete, never an error.
+    for (std::size_t n = 0; n < first.size(); ++n) {
+        REQUIRE_FALSE(decode_frame(std::span(stream).first(n), m, used, why));
+        CHECK(used == 0);
+    }
+    REQUIRE_FALSE(decode_frame(stream, m, used, why));
+    CHECK(used == first.size());
+    CHECK(m == message(q));
+    REQUIRE_FALSE(decode_frame(std::span(stream).subspan(used), m, used, why));
+    CHECK(used == second.size());
+    CHECK(std::holds_alternative<bye_msg>(m));
+    // A bad header fails before its payload has arrived.
+    auto bad = first;
+    bad[0] = std::byte{'X'};
+    CHECK(decode_frame(std::span(bad).first(header_size), m, used, why) == errc::protocol_error);
+    CHECK(used == 0);
+    CHECK(why.find("bad magic") != std::string::npos);
+}
+
 TEST_CASE("a wrong magic is rejected", "[protocol]")
 {
     auto bytes = encode(bye_msg{});

@@ -95,33 +95,27 @@ bool receive(request& r)
         return true;
     }
     r.rx.insert(r.rx.end(), buf, buf + n);
-    proto::header h;
+    proto::message m;
+    std::size_t used = 0;
     std::string why;
-    if (r.rx.size() >= proto::header_size) {
-        if (proto::decode_header(r.rx, h, why)) {
+    if (proto::decode_frame(r.rx, m, used, why)) {
+        r.entry->result = outcome::failed;
+        r.entry->why = fmt::format("it answered what this iofwd cannot read: {}", why);
+        return true;
+    }
+    if (used > 0) {
+        if (auto* s = std::get_if<proto::status_reply_msg>(&m)) {
+            r.entry->result = outcome::answered;
+            r.entry->reply = std::move(*s);
+        } else if (auto* e = std::get_if<proto::error_msg>(&m)) {
             r.entry->result = outcome::failed;
-            r.entry->why = fmt::format("it answered what this iofwd cannot read: {}", why);
-            return true;
+            r.entry->why = fmt::format("it refused: {}", e->text);
+        } else {
+            r.entry->result = outcome::failed;
+            r.entry->why = fmt::format("it answered {} instead of STATUS_REPLY",
+                                       proto::to_string(proto::type_of(m)));
         }
-        if (r.rx.size() >= proto::header_size + h.length) {
-            proto::message m;
-            const auto payload = std::span(r.rx).subspan(proto::header_size, h.length);
-            if (proto::decode_payload(h, payload, m, why)) {
-                r.entry->result = outcome::failed;
-                r.entry->why = fmt::format("its answer is malformed: {}", why);
-            } else if (auto* s = std::get_if<proto::status_reply_msg>(&m)) {
-                r.entry->result = outcome::answered;
-                r.entry->reply = std::move(*s);
-            } else if (auto* e = std::get_if<proto::error_msg>(&m)) {
-                r.entry->result = outcome::failed;
-                r.entry->why = fmt::format("it refused: {}", e->text);
-            } else {
-                r.entry->result = outcome::failed;
-                r.entry->why = fmt::format("it answered {} instead of STATUS_REPLY",
-                                           proto::to_string(proto::type_of(m)));
-            }
-            return true;
-        }
+        return true;
     }
     if (n == 0) {
         r.entry->result = outcome::failed;
