@@ -70,21 +70,22 @@ void file_writes::on_file_write(proto::file_write_msg& m)
     }
     writes.reserve(m.cookie, false);
     auto f = it->second.file;
-    const std::uint64_t offset = m.offset;
-    const std::uint64_t length = m.length;
+    auto runs = m.runs.empty()
+                    ? forwarded_file::one_run(m.offset, m.length)
+                    : std::make_shared<const std::vector<proto::file_run>>(std::move(m.runs));
     // Behind any write in flight that overlaps it (the rank waits meanwhile).
-    f->submit(offset, length, [weak = s_.weak_from_this(), f, m = std::move(m)]() mutable {
+    f->submit(runs, [weak = s_.weak_from_this(), f, runs, m = std::move(m)]() mutable {
         auto self = weak.lock();
         if (!self || self->ended()) {
             // The rank went away before this write began: it never handed it over.
-            f->finished(m.offset, m.length);
+            f->finished(runs);
             if (self) {
                 self->writes().release_early(m.cookie);
                 self->writes().unreserve();
             }
             return;
         }
-        self->files().start(f, std::move(m), 0);
+        self->files().start(f, std::move(m), std::move(runs), 0);
     });
 }
 
@@ -94,26 +95,29 @@ void file_writes::from_mail(mailbox::reader::record& r)
     // the file's next sync (or at the end of the session).
     s_.writes().reserve(r.cookie, true);
     auto f = files_.at(r.file).file;
-    proto::file_write_msg m{r.cookie, r.file, r.offset, r.data.size(), 0, {}, std::move(r.data)};
+    proto::file_write_msg m{r.cookie, r.file, r.offset, r.data.size(), 0, {}, std::move(r.data), {}};
     const std::uint64_t mail_end = r.end;
-    f->submit(m.offset, m.length,
-              [weak = s_.weak_from_this(), f, m = std::move(m), mail_end]() mutable {
-                  if (auto self = weak.lock())
-                      self->files().start(f, std::move(m), mail_end);
-                  else
-                      f->finished(m.offset, m.length);
-              });
+    auto runs = forwarded_file::one_run(m.offset, m.length);
+    f->submit(runs, [weak = s_.weak_from_this(), f, runs, m = std::move(m), mail_end]() mutable {
+        if (auto self = weak.lock())
+            self->files().start(f, std::move(m), std::move(runs), mail_end);
+        else
+            f->finished(runs);
+    });
 }
 
 void file_writes::start(std::shared_ptr<forwarded_file> f, proto::file_write_msg m,
-                        std::uint64_t mail_end)
+                        forwarded_file::runs runs, std::uint64_t mail_end)
 {
     const std::uint64_t cookie = m.cookie;
     const std::uint64_t id = m.file;
     const std::uint64_t offset = m.offset;
     const std::uint64_t length = m.length;
     const std::string what =
-        fmt::format("the write of {} bytes at offset {} to {}", length, offset, f->path());
+        runs->size() == 1
+            ? fmt::format("the write of {} bytes at offset {} to {}", length, offset, f->path())
+            : fmt::format("the write of {} bytes in {} runs from offset {} to {}", length,
+                          runs->size(), offset, f->path());
     const bool push = m.data.empty() && m.rkey.empty();
 
     write_path::request r;
@@ -132,7 +136,7 @@ void file_writes::start(std::shared_ptr<forwarded_file> f, proto::file_write_msg
         else
             ec = s_.unpack_key(m.rkey, r.key);
         if (ec) {
-            f->finished(offset, length);
+            f->finished(runs);
             s_.writes().unreserve();
             s_.send(proto::error_msg::from(
                 ec, fmt::format("the remote key for {} does not unpack: {}", what,
@@ -142,15 +146,15 @@ void file_writes::start(std::shared_ptr<forwarded_file> f, proto::file_write_msg
         }
         r.src.rkey = r.key.get();
     }
-    r.open = [f, offset](std::uint64_t, std::unique_ptr<store::object_writer>& out) {
-        out = f->writer(offset);
+    r.open = [f, runs](std::uint64_t, std::unique_ptr<store::object_writer>& out) {
+        out = f->writer(runs);
         return std::error_code{};
     };
     r.data = std::move(m.data);
-    r.finished = [this, f, cookie, id, offset, length, what](
+    r.finished = [this, f, runs, cookie, id, what](
                      std::error_code ec, const std::string& why, const store::manifest_entry&,
                      transfer::flush_span, bool waiting) {
-        f->finished(offset, length);
+        f->finished(runs);
         if (!ec)
             return;
         log_error("{}: {} lost: {}", s_.who(), what, why);

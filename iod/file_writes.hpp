@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 #include <system_error>
 
 #include "mailbox.hpp"
@@ -43,7 +44,8 @@ private:
         std::string why;
     };
     // Starts write `m` to `f`, now that no write in flight overlaps it.
-    void start(std::shared_ptr<forwarded_file> f, proto::file_write_msg m, std::uint64_t mail_end);
+    void start(std::shared_ptr<forwarded_file> f, proto::file_write_msg m,
+               std::shared_ptr<const std::vector<proto::file_run>> runs, std::uint64_t mail_end);
     // Once `f` has nothing in flight: fsync it if `durable`, let go of this
     // session's handle if `release`, then done(first error, why).
     void settle(std::shared_ptr<forwarded_file> f, bool durable, bool release,

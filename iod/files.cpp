@@ -15,25 +15,61 @@ namespace {
 
 constexpr std::uint64_t direct_align = 4096;
 
-// Writes a forwarded range straight into the file; nothing to commit (the
-// file is the application's, durable at the next fsync). Whole aligned blocks
-// go with O_DIRECT from the staging slot (no copy into the page cache: that
-// copy was most of the daemon's CPU on the versioned path); the rest through
-// the page cache. The kernel keeps the two coherent.
-class file_range_writer final : public store::object_writer {
+// Writes a forwarded write straight into the file; nothing to commit (the
+// file is the application's, durable at the next fsync). The write's stream
+// of bytes goes to its runs in order. Whole aligned blocks go with O_DIRECT
+// from the staging slot (no copy into the page cache: that copy was most of
+// the daemon's CPU on the versioned path); the rest through the page cache.
+// The kernel keeps the two coherent.
+class file_runs_writer final : public store::object_writer {
 public:
-    file_range_writer(std::shared_ptr<const forwarded_file::descriptors> fds, std::uint64_t base)
-        : fds_(std::move(fds)), base_(base)
+    file_runs_writer(std::shared_ptr<const forwarded_file::descriptors> fds,
+                     forwarded_file::runs runs)
+        : fds_(std::move(fds)), runs_(std::move(runs))
     {
+        starts_.reserve(runs_->size());
+        std::uint64_t at = 0;
+        for (const auto& r : *runs_) {
+            starts_.push_back(at);
+            at += r.length;
+        }
     }
     std::error_code write_at(std::span<const std::byte> data, std::uint64_t offset) override
     {
-        return buffered(data, base_ + offset);
+        return scatter(data, offset, false);
     }
     std::error_code write_staged(std::span<const std::byte> data, std::uint64_t offset,
                                  std::uint64_t) override
     {
-        const std::uint64_t at = base_ + offset;
+        return scatter(data, offset, true);
+    }
+    std::error_code commit() override { return {}; }
+
+private:
+    // Stream bytes [offset, offset + data.size()) to their runs.
+    std::error_code scatter(std::span<const std::byte> data, std::uint64_t offset, bool staged)
+    {
+        // The run that holds stream byte `offset`: the last one starting at or before it.
+        auto i = static_cast<std::size_t>(
+            std::upper_bound(starts_.begin(), starts_.end(), offset) - starts_.begin());
+        i = i == 0 ? 0 : i - 1;
+        while (!data.empty()) {
+            if (i >= runs_->size())
+                return make_error_code(errc::invalid_argument);  // past the runs: a bug
+            const auto& r = (*runs_)[i];
+            const std::uint64_t within = offset - starts_[i];
+            const std::uint64_t n = std::min<std::uint64_t>(data.size(), r.length - within);
+            const auto piece = data.first(static_cast<std::size_t>(n));
+            if (auto ec = staged ? direct(piece, r.offset + within) : buffered(piece, r.offset + within))
+                return ec;
+            data = data.subspan(static_cast<std::size_t>(n));
+            offset += n;
+            ++i;
+        }
+        return {};
+    }
+    std::error_code direct(std::span<const std::byte> data, std::uint64_t at)
+    {
         const std::uint64_t whole = data.size() / direct_align * direct_align;
         if (!fds_->direct || at % direct_align != 0 || whole == 0 ||
             reinterpret_cast<std::uintptr_t>(data.data()) % direct_align != 0)
@@ -42,9 +78,6 @@ public:
             return last_system_error();
         return buffered(data.subspan(whole), at + whole);
     }
-    std::error_code commit() override { return {}; }
-
-private:
     std::error_code buffered(std::span<const std::byte> data, std::uint64_t at)
     {
         if (data.empty())
@@ -56,38 +89,59 @@ private:
     }
 
     std::shared_ptr<const forwarded_file::descriptors> fds_;
-    std::uint64_t base_;
+    forwarded_file::runs runs_;
+    std::vector<std::uint64_t> starts_;  // stream offset of each run's first byte
 };
+
+// Whether two sorted, disjoint run lists share a byte.
+bool share_a_byte(const std::vector<proto::file_run>& a, const std::vector<proto::file_run>& b)
+{
+    if (a.empty() || b.empty())
+        return false;
+    // Outside each other's span: no need to walk.
+    if (a.back().offset + a.back().length <= b.front().offset ||
+        b.back().offset + b.back().length <= a.front().offset)
+        return false;
+    std::size_t i = 0, j = 0;
+    while (i < a.size() && j < b.size()) {
+        const auto a_end = a[i].offset + a[i].length;
+        const auto b_end = b[j].offset + b[j].length;
+        if (a[i].offset < b_end && b[j].offset < a_end)
+            return true;
+        (a_end <= b_end) ? ++i : ++j;
+    }
+    return false;
+}
 
 }  // namespace
 
-bool forwarded_file::overlaps(range r) const
+forwarded_file::runs forwarded_file::one_run(std::uint64_t offset, std::uint64_t length)
 {
-    return std::any_of(ranges_.begin(), ranges_.end(),
-                       [&](const range& o) { return r.begin < o.end && o.begin < r.end; });
+    return std::make_shared<const std::vector<proto::file_run>>(
+        std::vector<proto::file_run>{{offset, length}});
 }
 
-void forwarded_file::submit(std::uint64_t offset, std::uint64_t length,
-                            std::function<void()> start)
+bool forwarded_file::overlaps(const runs& r) const
 {
-    const range r{offset, offset + length};
+    return std::any_of(in_flight_.begin(), in_flight_.end(),
+                       [&](const runs& o) { return share_a_byte(*r, *o); });
+}
+
+void forwarded_file::submit(runs r, std::function<void()> start)
+{
     // Behind anything already waiting too: waiting writes keep their order.
     if (overlaps(r) || !deferred_.empty()) {
-        deferred_.push_back({r, std::move(start)});
+        deferred_.push_back({std::move(r), std::move(start)});
         return;
     }
-    ranges_.push_back(r);
+    in_flight_.push_back(std::move(r));
     start();
 }
 
-void forwarded_file::finished(std::uint64_t offset, std::uint64_t length)
+void forwarded_file::finished(const runs& r)
 {
-    const range r{offset, offset + length};
-    const auto it = std::find_if(ranges_.begin(), ranges_.end(), [&](const range& o) {
-        return o.begin == r.begin && o.end == r.end;
-    });
-    if (it != ranges_.end())
-        ranges_.erase(it);
+    if (const auto it = std::find(in_flight_.begin(), in_flight_.end(), r); it != in_flight_.end())
+        in_flight_.erase(it);
     run_ready();
 }
 
@@ -96,7 +150,7 @@ void forwarded_file::run_ready()
     while (!deferred_.empty() && !overlaps(deferred_.front().r)) {
         auto w = std::move(deferred_.front());
         deferred_.pop_front();
-        ranges_.push_back(w.r);
+        in_flight_.push_back(std::move(w.r));
         w.start();
     }
     if (!idle())
@@ -116,9 +170,9 @@ void forwarded_file::when_idle(std::function<void()> fn)
     idle_waiters_.push_back(std::move(fn));
 }
 
-std::unique_ptr<store::object_writer> forwarded_file::writer(std::uint64_t base) const
+std::unique_ptr<store::object_writer> forwarded_file::writer(runs r) const
 {
-    return std::make_unique<file_range_writer>(fds_, base);
+    return std::make_unique<file_runs_writer>(fds_, std::move(r));
 }
 
 std::error_code forwarded_file::sync() const

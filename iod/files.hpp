@@ -5,7 +5,10 @@
 // application named), so the result is the file a run without the shim makes.
 //
 // Order: a write that overlaps one still in flight to the same file waits for
-// it, so the bytes that land are the last ones written, as with MPI-IO.
+// it, so the bytes that land are the last ones written, as with MPI-IO. A
+// write is a list of runs (one, or a file view's pieces): writes whose runs
+// interleave without touching (ranks writing through a strided view) go on
+// side by side.
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include "fd.hpp"
+#include "protocol.hpp"
 #include "store/backend.hpp"
 
 namespace iofwd::iod {
@@ -37,35 +41,37 @@ public:
 
     const std::string& path() const noexcept { return path_; }
 
-    // Runs `start` now, or once no write in flight overlaps [offset, offset+length).
-    void submit(std::uint64_t offset, std::uint64_t length, std::function<void()> start);
-    // The write [offset, offset+length) ended (its bytes landed or not).
-    void finished(std::uint64_t offset, std::uint64_t length);
+    // The file bytes one write covers: its runs, in increasing order, disjoint.
+    using runs = std::shared_ptr<const std::vector<proto::file_run>>;
+    static runs one_run(std::uint64_t offset, std::uint64_t length);
+
+    // Runs `start` now, or once no write in flight overlaps `r`.
+    void submit(runs r, std::function<void()> start);
+    // The write of `r` (the same pointer) ended (its bytes landed or not).
+    void finished(const runs& r);
     // Runs `fn` once nothing is in flight or waiting (now, if that is so).
     void when_idle(std::function<void()> fn);
-    bool idle() const noexcept { return ranges_.empty() && deferred_.empty(); }
+    bool idle() const noexcept { return in_flight_.empty() && deferred_.empty(); }
 
-    // For the flusher: writes [offset, ...) of the file at base + offset.
-    std::unique_ptr<store::object_writer> writer(std::uint64_t base) const;
+    // For the flusher: writes byte `offset` of a write's stream where `r`
+    // puts it (the first run's bytes first, then the next run's).
+    std::unique_ptr<store::object_writer> writer(runs r) const;
     // fsync, on a flusher thread.
     std::error_code sync() const;
 
     unsigned handles = 0;  // sessions' open handles on it
 
 private:
-    struct range {
-        std::uint64_t begin, end;
-    };
     struct waiting {
-        range r;
+        runs r;
         std::function<void()> start;
     };
-    bool overlaps(range r) const;
+    bool overlaps(const runs& r) const;
     void run_ready();
 
     std::string path_;
     std::shared_ptr<const descriptors> fds_;  // shared with writers on flusher threads
-    std::vector<range> ranges_;      // in flight
+    std::vector<runs> in_flight_;
     std::deque<waiting> deferred_;
     std::vector<std::function<void()>> idle_waiters_;
 };

@@ -1,24 +1,29 @@
 // MPI-IO through the daemon. A file whose path is under IOFWD_SHIM_PREFIXES
 // is opened by MPI-IO as usual (so every call the shim does not forward still
-// works on it) and also announced to the daemon. Contiguous writes at byte
-// offsets are forwarded: the daemon pulls them from the rank's memory and
-// writes them into the file while the rank goes on. Anything else on such a
-// file (reads, sizes, non-contiguous datatypes or views, shared pointers,
-// atomic mode) first waits until the rank's forwarded writes are in the file
-// and then goes to MPI-IO: the bytes are always those MPI-IO would write.
+// works on it) and also announced to the daemon. Writes are forwarded: the
+// memory side, when it is not one run, is packed (MPI_Pack); the file view
+// turns the write's place into a list of file runs (flatten.hpp,
+// file_view.hpp); the daemon pulls the bytes from the rank's memory and
+// writes them to those runs while the rank goes on. What the shim cannot
+// forward on such a file (reads, sizes, shared pointers, atomic mode, a
+// non-native data representation) first waits until the rank's forwarded
+// writes are in the file and then goes to MPI-IO: the bytes are always those
+// MPI-IO would write.
 //
-// About 530 lines: one thin wrapper per MPI-IO write call and its variants
+// About 600 lines: one thin wrapper per MPI-IO write call and its variants
 // (explicit offset, individual pointer, collective, nonblocking, large
 // count), each a few lines over the shared forward().
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "file_view.hpp"
+#include "flatten.hpp"
 #include "protocol.hpp"
 #include "shim.hpp"
 
@@ -30,7 +35,9 @@ struct open_file {
     std::string path;
     bool forward = true;           // false once forwarding stopped (atomic mode)
     bool dirty = false;            // forwarded writes MPI-IO may not see yet
-    file_view view;  // the default view until MPI_File_set_view
+    file_view view;                // the default view until MPI_File_set_view
+    bool plain_view = true;        // the view is the default one (or as simple)
+    std::string view_problem;      // why writes through the view are not forwarded
 };
 
 std::unordered_map<MPI_File, open_file>& files()
@@ -51,17 +58,39 @@ open_file* forwarded(MPI_File fh)
     return (it == files().end() || !it->second.forward) ? nullptr : &it->second;
 }
 
-// The bytes of `count` items of `type` when they lie contiguously in memory.
-bool contiguous(MPI_Datatype type, MPI_Count count, MPI_Count& bytes)
+// The bytes of `count` items of `type` in memory: where they start when they
+// lie in one run (`data`), else packed into `packed` in type map order.
+// False with `why` when neither works.
+bool memory_bytes(const void* buf, MPI_Count count, MPI_Datatype type, MPI_Count& bytes,
+                  const std::byte*& data, std::unique_ptr<std::byte[]>& packed, const char*& why)
 {
     MPI_Count size = 0, lb = 0, extent = 0, true_lb = 0, true_extent = 0;
-    if (PMPI_Type_size_x(type, &size) != MPI_SUCCESS ||
+    if (count < 0 || PMPI_Type_size_x(type, &size) != MPI_SUCCESS ||
         PMPI_Type_get_extent_x(type, &lb, &extent) != MPI_SUCCESS ||
-        PMPI_Type_get_true_extent_x(type, &true_lb, &true_extent) != MPI_SUCCESS)
+        PMPI_Type_get_true_extent_x(type, &true_lb, &true_extent) != MPI_SUCCESS) {
+        why = "the memory datatype cannot be read";
         return false;
-    if (count < 0 || (size != extent && count > 1) || true_lb != 0 || true_extent != size)
-        return false;
+    }
     bytes = size * count;
+    if (bytes == 0 || (true_extent == size && (count == 1 || size == extent))) {
+        data = static_cast<const std::byte*>(buf) + true_lb;
+        return true;
+    }
+    MPI_Count need = 0;
+    if (PMPI_Pack_size_c(count, type, MPI_COMM_SELF, &need) != MPI_SUCCESS || need < bytes) {
+        why = "the memory datatype cannot be packed";
+        return false;
+    }
+    packed.reset(new (std::nothrow) std::byte[static_cast<std::size_t>(need)]);
+    MPI_Count position = 0;
+    if (!packed ||
+        PMPI_Pack_c(buf, count, type, packed.get(), need, &position, MPI_COMM_SELF) !=
+            MPI_SUCCESS ||
+        position != bytes) {
+        why = "the non-contiguous memory could not be packed";
+        return false;
+    }
+    data = packed.get();
     return true;
 }
 
@@ -121,37 +150,48 @@ int write_common(const char* call, where w, MPI_File fh, MPI_Offset offset, cons
         return same();
     }
     MPI_Count bytes = 0;
-    std::int64_t file_at = 0;
+    const std::byte* data = nullptr;
+    std::unique_ptr<std::byte[]> packed;
     const char* why_not = nullptr;
     if (w == where::individual_pointer && PMPI_File_get_position(fh, &offset) != MPI_SUCCESS)
         why_not = "the file pointer cannot be read";
-    else if (!contiguous(type, count, bytes))
-        why_not = "the memory datatype is not contiguous";
-    else if (!f->view.file_range(offset, bytes, file_at))
-        why_not = "the file view does not place the bytes contiguously";
+    else if (!f->view_problem.empty())
+        why_not = f->view_problem.c_str();
+    else if (memory_bytes(buf, count, type, bytes, data, packed, why_not) &&
+             bytes % f->view.etype_size() != 0)
+        why_not = "the write is not a whole number of etypes";
     if (why_not) {
+        const std::string why = why_not;  // the view's text may change once unlocked
         lock.unlock();
-        if (int rc = before_passing(fh, call, why_not); rc != MPI_SUCCESS)
+        if (int rc = before_passing(fh, call, why.c_str()); rc != MPI_SUCCESS)
             return rc;
         return next();
     }
     const auto start = std::chrono::steady_clock::now();
-    const auto at = static_cast<std::uint64_t>(file_at);
-    if (bytes > 0) {
-        if (auto ec = s.conn.file_write(f->id, at, buf, static_cast<std::uint64_t>(bytes))) {
+    // The view's runs for the write, in as many requests as the list needs.
+    std::vector<iofwd::proto::file_run> runs;
+    for (std::int64_t done = 0; done < bytes;) {
+        runs.clear();
+        const std::int64_t n = f->view.runs(offset * f->view.etype_size() + done, bytes - done,
+                                            runs, iofwd::proto::max_file_runs);
+        if (auto ec = s.conn.file_write(f->id, runs.front().offset, data + done,
+                                        static_cast<std::uint64_t>(n), runs)) {
             const int cls = mpi_error_class(ec);
             std::fprintf(stderr, "iofwd shim (rank %d): %s of %lld bytes at %llu of %s: %s\n",
                          s.world_rank, call, static_cast<long long>(bytes),
-                         static_cast<unsigned long long>(at), f->path.c_str(),
+                         static_cast<unsigned long long>(runs.front().offset), f->path.c_str(),
                          s.conn.why().c_str());
             return PMPI_File_call_errhandler(fh, cls), cls;
         }
         f->dirty = true;
+        done += n;
     }
     if (w == where::individual_pointer)
-        PMPI_File_seek(fh, offset + bytes / f->view.etype_size, MPI_SEEK_SET);
+        PMPI_File_seek(fh, offset + bytes / f->view.etype_size(), MPI_SEEK_SET);
     s.stats.writes += 1;
     s.stats.bytes += static_cast<std::uint64_t>(bytes);
+    s.stats.through_views += f->plain_view ? 0 : 1;
+    s.stats.packed += packed ? 1 : 0;
     s.stats.write_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     finish();
@@ -222,6 +262,35 @@ bool absolute_path(const char* filename, std::string& out)
     }
     out = name;
     return true;
+}
+
+void set_view(open_file& f, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype,
+              const char* datarep)
+{
+    f.view = file_view();
+    f.plain_view = true;
+    f.view_problem.clear();
+    MPI_Count esize = 0;
+    flat_type flat;
+    std::string why;
+    if (std::strcmp(datarep, "native") != 0)
+        why = fmt::format("the view's data representation is {}, which the shim does not convert",
+                          datarep);
+    else if (PMPI_Type_size_x(etype, &esize) != MPI_SUCCESS || esize <= 0)
+        why = "the view's etype has no size";
+    else if (!flatten(filetype, flat, why))
+        why = "the view's filetype cannot be flattened: " + why;
+    else if (flat.size <= 0 || flat.size % esize != 0)
+        why = "the view's filetype is not a whole number of etypes";
+    else if (disp < 0 || flat.pieces.front().disp < 0)
+        why = "the view starts before the start of the file";
+    if (!why.empty()) {
+        f.view_problem = std::move(why);
+        return;
+    }
+    f.plain_view = disp == 0 && flat.pieces.size() == 1 && flat.pieces[0].disp == 0 &&
+                   flat.pieces[0].length == flat.extent;
+    f.view = file_view(disp, esize, std::move(flat.pieces), flat.extent);
 }
 
 }  // namespace
@@ -346,25 +415,8 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
         return rc;
     auto& s = shared();
     std::lock_guard lock(s.mutex);
-    if (open_file* f = forwarded(fh)) {
-        // The etype must be plain bytes in a row; the filetype one run of
-        // them (HDF5's collective writes of a block use such a filetype).
-        MPI_Count esize = 0, fsize = 0, flb = 0, fextent = 0, ftrue_lb = 0, ftrue_extent = 0;
-        const bool etype_ok = contiguous(etype, 2, esize) && esize > 0;
-        const bool filetype_ok =
-            PMPI_Type_size_x(filetype, &fsize) == MPI_SUCCESS &&
-            PMPI_Type_get_extent_x(filetype, &flb, &fextent) == MPI_SUCCESS &&
-            PMPI_Type_get_true_extent_x(filetype, &ftrue_lb, &ftrue_extent) == MPI_SUCCESS &&
-            fsize > 0 && ftrue_extent == fsize && flb == 0 && ftrue_lb >= 0 &&
-            ftrue_lb + fsize <= fextent;
-        f->view.usable = std::strcmp(datarep, "native") == 0 && etype_ok && filetype_ok &&
-                         fsize % (esize / 2) == 0;
-        f->view.disp = disp;
-        f->view.etype_size = etype_ok ? esize / 2 : 1;
-        f->view.tile_size = fsize > 0 ? fsize : 1;
-        f->view.tile_extent = fextent > 0 ? fextent : 1;
-        f->view.tile_lb = ftrue_lb;
-    }
+    if (open_file* f = forwarded(fh))
+        set_view(*f, disp, etype, filetype, datarep);
     return rc;
 }
 

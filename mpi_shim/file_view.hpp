@@ -1,37 +1,55 @@
 #pragma once
-// Where a write through an MPI file view lands in the file, for the views the
-// shim forwards today: the etype is a run of bytes, and the filetype holds one
-// contiguous run of `tile_size` bytes, `tile_lb` into each `tile_extent` bytes
-// of the file, from `disp` on (the default view: one byte per byte). No MPI
-// here, so that the arithmetic is tested on its own (tests/shim/test_view.cpp).
+// Where a write through an MPI file view lands in the file (MPI 4.0, 14.3:
+// from the displacement on, the file is tiled with the filetype; the write's
+// bytes, a stream counted in etypes from the view's start, fill the
+// filetype's pieces in type map order, tile after tile). The filetype comes
+// here already flattened into its pieces (flatten.hpp does that with MPI's
+// own type introspection); no MPI here, so that the arithmetic is tested on
+// its own (tests/shim/test_file_view.cpp).
+#include <cstddef>
 #include <cstdint>
+#include <vector>
+
+#include "protocol.hpp"
 
 namespace iofwd::shim {
 
-struct file_view {
-    bool usable = true;  // false: a view the shim cannot map (writes go to MPI-IO)
+// A piece of a datatype's type map: `length` bytes `disp` bytes from its origin.
+struct block {
     std::int64_t disp = 0;
-    std::int64_t etype_size = 1;
-    std::int64_t tile_size = 1;
-    std::int64_t tile_extent = 1;
-    std::int64_t tile_lb = 0;
+    std::int64_t length = 0;
+    bool operator==(const block&) const = default;
+};
 
-    // The file byte of view offset `offset` (in etypes) when `bytes` from
-    // there lie contiguously in the file; false when they do not (or the
-    // view is not usable, or `bytes` is not a whole number of etypes).
-    bool file_range(std::int64_t offset, std::int64_t bytes, std::int64_t& at) const noexcept
-    {
-        if (!usable || bytes % etype_size != 0)
-            return false;
-        const std::int64_t b = offset * etype_size;
-        const std::int64_t tile = b / tile_size;
-        const std::int64_t within = b % tile_size;
-        const bool dense = tile_extent == tile_size && tile_lb == 0;
-        if (!dense && within + bytes > tile_size)
-            return false;  // it would cross into the next tile's gap
-        at = disp + tile * tile_extent + tile_lb + within;
-        return true;
-    }
+class file_view {
+public:
+    // The default view: displacement 0, etype and filetype MPI_BYTE.
+    file_view() = default;
+    // A view whose filetype has these pieces (type map order, none empty) and
+    // this extent; `etype_size` is the etype's size in bytes.
+    file_view(std::int64_t disp, std::int64_t etype_size, std::vector<block> pieces,
+              std::int64_t extent);
+
+    std::int64_t etype_size() const noexcept { return etype_size_; }
+
+    // Appends to `out` the file runs that view bytes [begin, begin + bytes)
+    // go to (`begin` counted in bytes: an offset in etypes times the etype's
+    // size), touching runs merged into one. It stops early, before a piece
+    // that would not come after the runs already listed (a filetype may
+    // repeat or overlap bytes: the caller sends what it has and goes on from
+    // there, so the later byte still lands last), or when `out` holds
+    // `max_runs`. Returns the view bytes it covered.
+    std::int64_t runs(std::int64_t begin, std::int64_t bytes, std::vector<proto::file_run>& out,
+                      std::size_t max_runs) const;
+
+private:
+    std::int64_t disp_ = 0;
+    std::int64_t etype_size_ = 1;
+    std::vector<block> pieces_{{0, 1}};
+    std::vector<std::int64_t> starts_{0};  // view bytes before each piece, within a tile
+    std::int64_t tile_size_ = 1;           // the filetype's size
+    std::int64_t tile_extent_ = 1;
+    bool dense_ = true;  // one piece at 0 filling the extent: the file is one straight run
 };
 
 }  // namespace iofwd::shim

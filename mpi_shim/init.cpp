@@ -148,11 +148,14 @@ int detach()
     if (s.cfg.verbose) {
         const auto& c = s.stats;
         std::fprintf(stderr,
-                     "iofwd shim (rank %d): %llu files, %llu writes (%llu bytes) forwarded, "
+                     "iofwd shim (rank %d): %llu files, %llu writes (%llu bytes) forwarded "
+                     "(%llu through file views, %llu from non-contiguous memory), "
                      "%.3f s blocked in them; %llu calls on matching files went to MPI-IO\n",
                      s.world_rank, static_cast<unsigned long long>(c.files),
                      static_cast<unsigned long long>(c.writes),
-                     static_cast<unsigned long long>(c.bytes), c.write_seconds,
+                     static_cast<unsigned long long>(c.bytes),
+                     static_cast<unsigned long long>(c.through_views),
+                     static_cast<unsigned long long>(c.packed), c.write_seconds,
                      static_cast<unsigned long long>(c.passed));
     }
     return MPI_SUCCESS;

@@ -57,6 +57,8 @@ struct counters {
     std::uint64_t files = 0;             // files opened with forwarding
     std::uint64_t writes = 0;            // writes forwarded
     std::uint64_t bytes = 0;
+    std::uint64_t through_views = 0;     // of them, through a file view other than the default
+    std::uint64_t packed = 0;            // of them, from non-contiguous memory (packed first)
     double write_seconds = 0;            // time ranks spent blocked in forwarded writes
     std::uint64_t passed = 0;            // calls on matching files handed to MPI-IO instead
 };

@@ -304,9 +304,9 @@ std::error_code client::file_open(std::uint64_t file, const std::string& path)
 }
 
 std::error_code client::file_write(std::uint64_t file, std::uint64_t offset, const void* data,
-                                   std::uint64_t len)
+                                   std::uint64_t len, std::vector<proto::file_run> runs)
 {
-    return writer_.file_write(file, offset, data, len);
+    return writer_.file_write(file, offset, data, len, std::move(runs));
 }
 
 std::error_code client::file_sync(std::uint64_t file, std::uint32_t flags)

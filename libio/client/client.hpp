@@ -82,8 +82,10 @@ public:
     std::error_code init_files(std::uint32_t rank, std::uint32_t ranks, bool blocking,
                                const run_info& run = {});
     std::error_code file_open(std::uint64_t file, const std::string& path);
+    // `len` bytes at `data` to [offset, offset+len), or, with `runs`, to
+    // those runs in order (protocol.hpp's FILE_WRITE says what they must be).
     std::error_code file_write(std::uint64_t file, std::uint64_t offset, const void* data,
-                               std::uint64_t len);
+                               std::uint64_t len, std::vector<proto::file_run> runs = {});
     std::error_code file_sync(std::uint64_t file, std::uint32_t flags);
     std::error_code file_drain(const std::string& path);
 

@@ -287,15 +287,18 @@ std::error_code writer::file_open(std::uint64_t file, const std::string& path)
 }
 
 std::error_code writer::file_write(std::uint64_t file, std::uint64_t offset, const void* data,
-                                   std::uint64_t len)
+                                   std::uint64_t len, std::vector<proto::file_run> runs)
 {
-    if (open_ && !conn_.broken() && mail(len, [&](std::uint64_t cookie, bool& ring) {
+    // A mailbox record is one run; a list of them goes in the request.
+    if (runs.size() == 1)
+        runs.clear();
+    if (runs.empty() && open_ && !conn_.broken() && mail(len, [&](std::uint64_t cookie, bool& ring) {
             return mailbox_.put_file(cookie, file, offset,
                                      std::span(static_cast<const std::byte*>(data), len), ring);
         }))
         return {};
     const std::uint64_t cookie = conn_.next_cookie();
-    proto::file_write_msg req{cookie, file, offset, len, 0, {}, {}};
+    proto::file_write_msg req{cookie, file, offset, len, 0, {}, {}, std::move(runs)};
     ucx::memory region;  // registered only while the daemon pulls
     const push_source src{data, len, nullptr};  // UCX registers what it pushes
     const bool pushed = len > eager_limit_ && daemon_ep_;

@@ -57,7 +57,7 @@ public:
     // The shim's files; `file` is the caller's nonzero number for it.
     std::error_code file_open(std::uint64_t file, const std::string& path);
     std::error_code file_write(std::uint64_t file, std::uint64_t offset, const void* data,
-                               std::uint64_t len);
+                               std::uint64_t len, std::vector<proto::file_run> runs = {});
     std::error_code file_sync(std::uint64_t file, std::uint32_t flags);
     std::error_code file_drain(const std::string& path);
 

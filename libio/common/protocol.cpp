@@ -132,7 +132,10 @@ constexpr auto fields_of()
         return std::tuple{num("cookie", &M::cookie),   num("file", &M::file),
                           num("offset", &M::offset),   num("length", &M::length),
                           num("address", &M::address), bytes("rkey", &M::rkey, max_blob),
-                          bytes("data", &M::data, max_eager)};
+                          bytes("data", &M::data, max_eager),
+                          list("runs", &M::runs, max_file_runs)};
+    else if constexpr (std::is_same_v<M, file_run>)
+        return std::tuple{num("offset", &M::offset), num("length", &M::length)};
     else if constexpr (std::is_same_v<M, file_sync_msg>)
         return std::tuple{num("cookie", &M::cookie), num("file", &M::file),
                           num("flags", &M::flags)};
@@ -516,6 +519,30 @@ void check(reader& r, const file_open_msg& m)
     check_path(r, m.path);
 }
 
+// A FILE_WRITE's run list (protocol.hpp says what it must be).
+void check_runs(reader& r, const file_write_msg& m)
+{
+    if (m.runs.front().offset != m.offset)
+        return r.fail(fmt::format("offset {} is not the first run's, {}", m.offset,
+                                  m.runs.front().offset));
+    std::uint64_t sum = 0, end = 0;
+    for (std::size_t i = 0; i < m.runs.size(); ++i) {
+        const auto& run = m.runs[i];
+        if (run.length == 0)
+            return r.fail(fmt::format("run {} is empty", i));
+        if (run.offset + run.length < run.offset)
+            return r.fail(fmt::format("run {}: offset {} + length {} overflows", i, run.offset,
+                                      run.length));
+        if (i > 0 && run.offset <= end)
+            return r.fail(fmt::format("run {} at {} does not come after the end of run {}, {}", i,
+                                      run.offset, i - 1, end));
+        end = run.offset + run.length;
+        sum += run.length;  // cannot wrap: the runs are disjoint 64-bit ranges
+    }
+    if (sum != m.length)
+        r.fail(fmt::format("the runs hold {} bytes for a write of {}", sum, m.length));
+}
+
 void check(reader& r, const file_write_msg& m)
 {
     if (m.length == 0)
@@ -526,6 +553,8 @@ void check(reader& r, const file_write_msg& m)
         r.fail(fmt::format("inline data of {} bytes for a write of {}", m.data.size(), m.length));
     else if (!m.data.empty() && !m.rkey.empty())
         r.fail("both inline data and a remote key");
+    else if (!m.runs.empty())
+        check_runs(r, m);
 }
 
 void check(reader& r, const file_sync_msg& m)

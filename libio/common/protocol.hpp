@@ -27,9 +27,11 @@
 //   C<-S FINISHED    everything the rank wrote is durable
 //   C->S FILE_OPEN   (shim) a file the rank will write through the daemon, by path;
 //                    the rank names it with its own number
-//   C->S FILE_WRITE  (shim) bytes [offset, offset+length) of an open file: pulled from
-//                    the rank's memory (address, packed rkey) or carried inline;
-//                    answered by WRITE_DONE once the daemon holds them
+//   C->S FILE_WRITE  (shim) bytes [offset, offset+length) of an open file, or, with a
+//                    run list, `length` bytes spread over the runs in order (a write
+//                    through an MPI file view): pulled from the rank's memory
+//                    (address, packed rkey) or carried inline; answered by
+//                    WRITE_DONE once the daemon holds them
 //   C->S FILE_SYNC   (shim) wait for the file's writes: written (flag 0), durable
 //                    (fsync), and/or closed afterwards
 //   C->S FILE_DRAIN  (shim) wait until every rank's writes to a path on this node
@@ -59,7 +61,7 @@
 namespace iofwd::proto {
 
 inline constexpr std::uint32_t magic = 0x57464f49;  // "IOFW" in memory order
-inline constexpr std::uint16_t version = 7;
+inline constexpr std::uint16_t version = 8;
 inline constexpr std::size_t header_size = 16;
 
 enum class msg_type : std::uint16_t {
@@ -250,6 +252,15 @@ struct file_open_msg {
     bool operator==(const file_open_msg&) const = default;
 };
 
+// One piece of a write through a file view: `length` bytes at `offset`.
+struct file_run {
+    std::uint64_t offset = 0;
+    std::uint64_t length = 0;
+    bool operator==(const file_run&) const = default;
+};
+// Runs one FILE_WRITE may list; the shim sends a longer list as several writes.
+inline constexpr std::size_t max_file_runs = 64 * 1024;
+
 struct file_write_msg {
     std::uint64_t cookie = 0;
     std::uint64_t file = 0;
@@ -259,6 +270,11 @@ struct file_write_msg {
     std::vector<std::byte> rkey;    // its packed remote key (pulled)
     std::vector<std::byte> data;    // or exactly `length` bytes inline
                                     // (neither: pushed, on a pushing connection)
+    // Empty: the bytes go to [offset, offset+length). Else the stream of
+    // `length` bytes fills these runs one after the other; they are in
+    // increasing order, do not overlap or touch, none is empty, their lengths
+    // add up to `length`, and `offset` is the first run's.
+    std::vector<file_run> runs;
     bool operator==(const file_write_msg&) const = default;
 };
 

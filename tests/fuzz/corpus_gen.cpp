@@ -82,7 +82,9 @@ void protocol_seeds(corpus& c)
         {"read_req", read_req_msg{7, 12}},
         {"read_data", read_data_msg{7, 64, blob(16, 0x42)}},
         {"file_open", file_open_msg{8, 1, "/tmp/out.h5"}},
-        {"file_write", file_write_msg{9, 1, 4096, 16, 0, {}, blob(16, 0x24)}},
+        {"file_write", file_write_msg{9, 1, 4096, 16, 0, {}, blob(16, 0x24), {}}},
+        {"file_write_runs",
+         file_write_msg{9, 1, 4096, 12, 0, {}, blob(12, 0x25), {{4096, 4}, {8192, 8}}}},
         {"file_sync", file_sync_msg{10, 1, file_sync_durable | file_sync_close}},
         {"file_drain", file_drain_msg{11, "/tmp/out.h5"}},
         {"file_done", file_done_msg{11}},
@@ -136,9 +138,11 @@ void protocol_seeds(corpus& c)
     c["protocol/miss-version_state-durable-before-flush"] = from(
         encode(version_state_msg{1, 1, version_state_t::durable, 1, 1, 200, 100}));
     c["protocol/miss-file_write-overflow"] =
-        from(encode(file_write_msg{1, 1, UINT64_MAX - 1, 4, 0, {}, {}}));
+        from(encode(file_write_msg{1, 1, UINT64_MAX - 1, 4, 0, {}, {}, {}}));
     c["protocol/miss-file_write-data-and-rkey"] =
-        from(encode(file_write_msg{1, 1, 0, 4, 0, blob(4, 9), blob(4, 8)}));
+        from(encode(file_write_msg{1, 1, 0, 4, 0, blob(4, 9), blob(4, 8), {}}));
+    c["protocol/miss-file_write-runs-touch"] =
+        from(encode(file_write_msg{1, 1, 0, 8, 0, {}, blob(8, 3), {{0, 4}, {4, 4}}}));
     c["protocol/miss-file_open-relative"] = from(encode(file_open_msg{1, 1, "out.h5"}));
     c["protocol/miss-file_sync-flags"] = from(encode(file_sync_msg{1, 1, 4}));
     c["protocol/miss-error-domain"] =

@@ -94,10 +94,14 @@ TEST_CASE("every message survives encode and decode unchanged", "[protocol]")
     file_open_msg fo{10, 3, "/scratch/run/out.h5"};
     CHECK(std::get<file_open_msg>(round_trip(fo)) == fo);
     file_write_msg fw{11, 3, 7ull << 32, 5ull << 30, 0x7f0000001000ull,
-                      std::vector<std::byte>(40, std::byte{0x5a}), {}};
+                      std::vector<std::byte>(40, std::byte{0x5a}), {}, {}};
     CHECK(std::get<file_write_msg>(round_trip(fw)) == fw);
-    file_write_msg fe{12, 3, 4096, 2, 0, {}, {std::byte{9}, std::byte{8}}};
+    file_write_msg fe{12, 3, 4096, 2, 0, {}, {std::byte{9}, std::byte{8}}, {}};
     CHECK(std::get<file_write_msg>(round_trip(fe)) == fe);
+    // A write through a file view: its bytes spread over runs.
+    file_write_msg fr{13, 3, 100, 30, 0x7f0000002000ull, std::vector<std::byte>(40, std::byte{1}),
+                      {}, {{100, 10}, {200, 10}, {1ull << 40, 10}}};
+    CHECK(std::get<file_write_msg>(round_trip(fr)) == fr);
     file_sync_msg fs{13, 3, file_sync_durable | file_sync_close};
     CHECK(std::get<file_sync_msg>(round_trip(fs)) == fs);
     file_drain_msg fd{14, "/scratch/run/out.h5"};
@@ -231,7 +235,7 @@ TEST_CASE("a payload shorter than its fields is rejected for every message type"
                                       write_done_msg{1, 2},
                                       finished_msg{1, 2, 3},
                                       file_open_msg{1, 2, "/a"},
-                                      file_write_msg{1, 2, 3, 1, 0, {}, {std::byte{4}}},
+                                      file_write_msg{1, 2, 3, 1, 0, {}, {std::byte{4}}, {}},
                                       file_sync_msg{1, 2, 1},
                                       file_drain_msg{1, "/a"},
                                       file_done_msg{1},
@@ -477,14 +481,40 @@ TEST_CASE("file messages with relative paths, bad flags or no bytes are rejected
     CHECK(decode_all(encode(file_drain_msg{1, ""}), why) == errc::protocol_error);
     CHECK(decode_all(encode(file_sync_msg{1, 2, 4}), why) == errc::protocol_error);
     CHECK(why.find("unknown sync flags") != std::string::npos);
-    CHECK(decode_all(encode(file_write_msg{1, 2, 0, 0, 0, {}, {}}), why) == errc::protocol_error);
+    CHECK(decode_all(encode(file_write_msg{1, 2, 0, 0, 0, {}, {}, {}}), why) == errc::protocol_error);
     CHECK(why.find("0 bytes") != std::string::npos);
-    CHECK(decode_all(encode(file_write_msg{1, 2, 0, 3, 0, {}, {std::byte{1}}}), why) ==
+    CHECK(decode_all(encode(file_write_msg{1, 2, 0, 3, 0, {}, {std::byte{1}}, {}}), why) ==
           errc::protocol_error);
     CHECK(why.find("inline data of 1 bytes") != std::string::npos);
-    CHECK(decode_all(encode(file_write_msg{1, 2, ~0ull, 2, 0, {std::byte{1}}, {}}), why) ==
+    CHECK(decode_all(encode(file_write_msg{1, 2, ~0ull, 2, 0, {std::byte{1}}, {}, {}}), why) ==
           errc::protocol_error);
     CHECK(why.find("overflows") != std::string::npos);
+    // Run lists: each rule of protocol.hpp's FILE_WRITE, broken once.
+    const auto runs_why = [&](std::uint64_t offset, std::uint64_t length,
+                              std::vector<file_run> runs) {
+        std::string w;
+        const auto ec = decode_all(
+            encode(file_write_msg{1, 2, offset, length, 0, {}, {}, std::move(runs)}), w);
+        return ec == errc::protocol_error ? w : std::string("accepted");
+    };
+    CHECK(runs_why(0, 8, {{0, 4}, {8, 4}}) == "accepted");
+    CHECK(runs_why(4, 8, {{0, 4}, {8, 4}}).find("not the first run's") != std::string::npos);
+    CHECK(runs_why(0, 4, {{0, 4}, {8, 0}}).find("run 1 is empty") != std::string::npos);
+    CHECK(runs_why(0, 8, {{0, 4}, {4, 4}}).find("does not come after") != std::string::npos);
+    CHECK(runs_why(8, 8, {{8, 4}, {0, 4}}).find("does not come after") != std::string::npos);
+    CHECK(runs_why(0, 8, {{0, 4}, {2, 4}}).find("does not come after") != std::string::npos);
+    CHECK(runs_why(0, 9, {{0, 4}, {8, 4}}).find("hold 8 bytes for a write of 9") !=
+          std::string::npos);
+    CHECK(runs_why(0, 8, {{0, 4}, {~0ull - 1, 4}}).find("overflows") != std::string::npos);
+    std::vector<file_run> too_many(max_file_runs + 1);
+    for (std::size_t i = 0; i < too_many.size(); ++i)
+        too_many[i] = {2 * i, 1};
+    {
+        // An encoder cuts a longer list at the limit: what arrives no longer adds up.
+        std::string w;
+        auto frame = encode(file_write_msg{1, 2, 0, too_many.size(), 0, {}, {}, too_many});
+        CHECK(decode_all(frame, w) == errc::protocol_error);
+    }
     // A file-writing rank registers no buffer: CONNECT without a key is fine then.
     auto c = sample_connect();
     c.rkey.clear();

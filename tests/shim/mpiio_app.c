@@ -5,8 +5,8 @@
  *
  * Writes DIR/data.bin through every write call the shim forwards (explicit
  * offsets, individual pointer, collective, nonblocking, large-count, a dense
- * etype view) and through ones it hands to MPI-IO (a strided memory datatype,
- * a strided file view, the shared pointer), rewrites a range, reads ranges
+ * etype view, a strided memory datatype, a strided file view) and through ones
+ * it hands to MPI-IO (an external32 view, the shared pointer), rewrites a range, reads ranges
  * back before any sync with read_at, read, read_all and read_at_all (they
  * must hold what was written), checks the size, grows it with set_size,
  * syncs and closes. With OUTSIDE_DIR it writes OUTSIDE_DIR/other.bin too.
@@ -174,16 +174,30 @@ int main(int argc, char** argv)
     const MPI_Offset view_at = at + (4 - at % 4) % 4;
     CHECK(MPI_File_set_view(fh, view_at, MPI_INT, MPI_INT, "native", MPI_INFO_NULL));
     CHECK(MPI_File_write_at(fh, 10, small, SMALL / 4, MPI_INT, &st));
-    /* A strided file view (to MPI-IO): every other int of the next 2*SMALL bytes. */
+    /* A strided file view: every other int of the next 2*SMALL bytes, then
+     * the ints between them through the same view moved by one int (a hole
+     * no rank fills would hold whatever MPI-IO's data sieving leaves there). */
     MPI_Datatype every_other;
     MPI_Type_vector(1, 1, 2, MPI_INT, &every_other);
     MPI_Datatype tiled;
     MPI_Type_create_resized(every_other, 0, 8, &tiled);
     MPI_Type_commit(&tiled);
-    CHECK(MPI_File_set_view(fh, view_at + 40 + SMALL, MPI_INT, tiled, "native", MPI_INFO_NULL));
+    const MPI_Offset strided_at = view_at + 40 + SMALL;
+    CHECK(MPI_File_set_view(fh, strided_at, MPI_INT, tiled, "native", MPI_INFO_NULL));
     CHECK(MPI_File_write_at(fh, 0, small, SMALL / 8, MPI_INT, &st));
+    CHECK(MPI_File_set_view(fh, strided_at + 4, MPI_INT, tiled, "native", MPI_INFO_NULL));
+    CHECK(MPI_File_write_at(fh, 0, small + SMALL / 2, SMALL / 8, MPI_INT, &st));
     MPI_Type_free(&tiled);
     MPI_Type_free(&every_other);
+    /* A view in the external32 representation (to MPI-IO: the shim does not
+     * convert data). */
+    const MPI_Offset external_at = strided_at + SMALL;
+    if (external_at + SMALL > base + region) {
+        fprintf(stderr, "rank %d: the views overrun the rank's region\n", rank);
+        ++failures;
+    }
+    CHECK(MPI_File_set_view(fh, external_at, MPI_INT, MPI_INT, "external32", MPI_INFO_NULL));
+    CHECK(MPI_File_write_at(fh, 0, small, SMALL / 4, MPI_INT, &st));
     CHECK(MPI_File_set_view(fh, 0, MPI_BYTE, MPI_BYTE, "native", MPI_INFO_NULL));
 
     /* The shared file pointer (to MPI-IO), ordered by rank. */

@@ -29,7 +29,11 @@ mpiio)
   cmp "$work/outside-plain/other.bin" "$work/outside/other.bin" || fail "other.bin differs"
   # Forwarded: every rank attached and forwarded writes to data.bin ...
   [ "$(grep -c 'attached to iod' "$work/err")" -eq 4 ] || fail "not every rank attached"
-  [ "$(grep -c ' 1 files, 8 writes' "$work/err")" -eq 4 ] || fail "not 8 writes forwarded per rank"
+  # 11 writes per rank: 3 through file views (a dense one of ints, two
+  # strided), 1 from a strided memory datatype; the external32 view's write
+  # and the shared pointer's go to MPI-IO.
+  [ "$(grep -c ' 1 files, 11 writes ([0-9]* bytes) forwarded (3 through file views, 1 from non-contiguous memory)' "$work/err")" -eq 4 ] ||
+    fail "not 11 writes forwarded per rank"
   daemon_log | grep -q "forwarding writes to $work/shim/data.bin" || fail "daemon never saw data.bin"
   # ... and never touched the file outside the prefix.
   if daemon_log | grep -q "$work/outside"; then fail "the daemon touched a file outside the prefix"; fi
@@ -57,8 +61,8 @@ stack)
   run "$mpiexec" -n 2 "$app" "$work/plain" "$work/outside-plain"
   cmp "$work/plain/data.bin" "$work/shim/data.bin" || fail "data.bin differs with shim + tool"
   # Two opens per rank reach the tool; of the write_at calls only the one the
-  # shim hands to MPI-IO (the strided datatype) plus the strided view's.
-  [ "$(grep -c 'saw 2 MPI_File_open, 2 MPI_File_write_at' "$work/out")" -eq 2 ] ||
+  # shim hands to MPI-IO (the external32 view's).
+  [ "$(grep -c 'saw 2 MPI_File_open, 1 MPI_File_write_at' "$work/out")" -eq 2 ] ||
     fail "the tool did not see the calls the shim passed on"
   # Only the MPI symbols the shim wraps are exported, and the four calls that
   # keep MPICH's MPI_Finalize from hanging over UCX tcp (finalize_progress.cpp).

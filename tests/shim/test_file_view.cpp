@@ -1,60 +1,73 @@
-// Where the shim puts a write through a file view (mpi_shim/file_view.hpp).
-// The expected offsets are those MPI-IO gives the same views (MPI 4.0,
-// 13.3: the view tiles the file with the filetype from the displacement).
+// Where the shim puts a write through a file view (mpi_shim/file_view.hpp),
+// from the filetype's pieces. The expected runs are where MPI-IO puts the
+// same bytes (MPI 4.0, 14.3: the view tiles the file with the filetype from
+// the displacement); tests/shim/test_flatten.cpp checks the pieces of real
+// MPI types against MPI-IO itself.
 #include "file_view.hpp"
 
 #include <catch2/catch.hpp>
 
+using iofwd::proto::file_run;
 using iofwd::shim::file_view;
+
+namespace {
+
+std::vector<file_run> runs_of(const file_view& v, std::int64_t begin, std::int64_t bytes,
+                              std::int64_t expect_covered, std::size_t max_runs = 1000)
+{
+    std::vector<file_run> out;
+    CHECK(v.runs(begin, bytes, out, max_runs) == expect_covered);
+    return out;
+}
+
+}  // namespace
 
 TEST_CASE("the default view is one byte per byte", "[file-view]")
 {
     const file_view v;
-    std::int64_t at = -1;
-    REQUIRE(v.file_range(0, 10, at));
-    CHECK(at == 0);
-    REQUIRE(v.file_range(12345, 1 << 20, at));
-    CHECK(at == 12345);
+    CHECK(runs_of(v, 0, 10, 10) == std::vector<file_run>{{0, 10}});
+    CHECK(runs_of(v, 12345, 1 << 20, 1 << 20) == std::vector<file_run>{{12345, 1 << 20}});
+    CHECK(runs_of(v, 5, 0, 0).empty());
 }
 
-TEST_CASE("a displacement and a larger etype scale the offset", "[file-view]")
+TEST_CASE("a displacement and a larger etype: one straight run", "[file-view]")
 {
-    file_view v;
-    v.disp = 1000;
-    v.etype_size = 8;
-    v.tile_size = 8;
-    v.tile_extent = 8;
-    std::int64_t at = -1;
-    REQUIRE(v.file_range(3, 16, at));
-    CHECK(at == 1000 + 3 * 8);
-    // Not a whole number of etypes: MPI-IO would write part of one.
-    CHECK_FALSE(v.file_range(3, 12, at));
+    const file_view v(1000, 8, {{0, 8}}, 8);
+    CHECK(v.etype_size() == 8);
+    // Offset 3 in etypes is byte 24 of the view.
+    CHECK(runs_of(v, 3 * 8, 16, 16) == std::vector<file_run>{{1024, 16}});
 }
 
-TEST_CASE("a strided filetype: each tile holds one run with a gap around it", "[file-view]")
+TEST_CASE("a strided filetype: one run per tile, with the gaps left alone", "[file-view]")
 {
-    // A filetype of 8 bytes at byte 8 of each 32 (lb 0, extent 32).
-    file_view v;
-    v.disp = 100;
-    v.tile_size = 8;
-    v.tile_extent = 32;
-    v.tile_lb = 8;
-    std::int64_t at = -1;
-    REQUIRE(v.file_range(0, 8, at));
-    CHECK(at == 100 + 8);
-    REQUIRE(v.file_range(8, 8, at));  // the second tile
-    CHECK(at == 100 + 32 + 8);
-    REQUIRE(v.file_range(10, 4, at));  // inside the second tile
-    CHECK(at == 100 + 32 + 8 + 2);
-    // Across a tile's end: the bytes are not contiguous in the file.
-    CHECK_FALSE(v.file_range(4, 8, at));
+    // 8 bytes at byte 8 of each 32, from byte 100 on.
+    const file_view v(100, 1, {{8, 8}}, 32);
+    CHECK(runs_of(v, 0, 24, 24) == std::vector<file_run>{{108, 8}, {140, 8}, {172, 8}});
+    // Starting inside a tile and ending inside another.
+    CHECK(runs_of(v, 4, 8, 8) == std::vector<file_run>{{112, 4}, {140, 4}});
 }
 
-TEST_CASE("an unusable view maps nothing", "[file-view]")
+TEST_CASE("pieces that touch across tiles merge into one run", "[file-view]")
 {
-    file_view v;
-    v.usable = false;
-    std::int64_t at = -1;
-    CHECK_FALSE(v.file_range(0, 1, at));
-    CHECK(at == -1);
+    // 4 bytes at 0 and 4 at 12 of each 16: the second piece of a tile and the
+    // first of the next touch.
+    const file_view v(0, 1, {{0, 4}, {12, 4}}, 16);
+    CHECK(runs_of(v, 0, 16, 16) == std::vector<file_run>{{0, 4}, {12, 8}, {28, 4}});
+    CHECK(runs_of(v, 0, 24, 24) == std::vector<file_run>{{0, 4}, {12, 8}, {28, 8}, {44, 4}});
+}
+
+TEST_CASE("a filetype whose tiles overlap: the list stops before going back", "[file-view]")
+{
+    // 8 bytes in a tile of extent 4 (a resized type): tile 1 starts inside tile 0.
+    const file_view v(0, 1, {{0, 8}}, 4);
+    CHECK(runs_of(v, 0, 16, 8) == std::vector<file_run>{{0, 8}});
+    // The caller goes on from where the list stopped.
+    CHECK(runs_of(v, 8, 8, 8) == std::vector<file_run>{{4, 8}});
+}
+
+TEST_CASE("the list stops at its limit and says how far it got", "[file-view]")
+{
+    const file_view v(0, 1, {{0, 1}}, 2);  // every other byte
+    CHECK(runs_of(v, 0, 10, 3, 3) == std::vector<file_run>{{0, 1}, {2, 1}, {4, 1}});
+    CHECK(runs_of(v, 3, 2, 2, 3) == std::vector<file_run>{{6, 1}, {8, 1}});
 }
