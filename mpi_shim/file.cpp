@@ -64,16 +64,24 @@ open_file* forwarded(MPI_File fh)
 bool memory_bytes(const void* buf, MPI_Count count, MPI_Datatype type, MPI_Count& bytes,
                   const std::byte*& data, std::unique_ptr<std::byte[]>& packed, const char*& why)
 {
-    MPI_Count size = 0, lb = 0, extent = 0, true_lb = 0, true_extent = 0;
-    if (count < 0 || PMPI_Type_size_x(type, &size) != MPI_SUCCESS ||
-        PMPI_Type_get_extent_x(type, &lb, &extent) != MPI_SUCCESS ||
-        PMPI_Type_get_true_extent_x(type, &true_lb, &true_extent) != MPI_SUCCESS) {
+    MPI_Count size = 0;
+    if (count < 0 || PMPI_Type_size_x(type, &size) != MPI_SUCCESS) {
         why = "the memory datatype cannot be read";
         return false;
     }
     bytes = size * count;
-    if (bytes == 0 || (true_extent == size && (count == 1 || size == extent))) {
-        data = static_cast<const std::byte*>(buf) + true_lb;
+    if (bytes == 0) {
+        data = static_cast<const std::byte*>(buf);
+        return true;
+    }
+    // One run only when the type map is one piece in order (no holes is not
+    // enough: HDF5 hands over types whose pieces cover the buffer in another
+    // order), and `count` of them follow each other.
+    flat_type flat;
+    std::string ignored;
+    if (flatten(type, flat, ignored, 1) &&
+        (count == 1 || flat.pieces.front().length == flat.extent)) {
+        data = static_cast<const std::byte*>(buf) + flat.pieces.front().disp;
         return true;
     }
     MPI_Count need = 0;
@@ -184,6 +192,15 @@ int write_common(const char* call, where w, MPI_File fh, MPI_Offset offset, cons
             return PMPI_File_call_errhandler(fh, cls), cls;
         }
         f->dirty = true;
+        if (s.cfg.trace)
+            std::fprintf(stderr, "iofwd shim (rank %d): %s: %lld bytes to %s in %zu runs, "
+                                 "[%llu, +%llu) .. [%llu, +%llu)%s\n",
+                         s.world_rank, call, static_cast<long long>(n), f->path.c_str(),
+                         runs.size(), static_cast<unsigned long long>(runs.front().offset),
+                         static_cast<unsigned long long>(runs.front().length),
+                         static_cast<unsigned long long>(runs.back().offset),
+                         static_cast<unsigned long long>(runs.back().length),
+                         packed ? ", packed" : "");
         done += n;
     }
     if (w == where::individual_pointer)

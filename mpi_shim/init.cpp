@@ -39,6 +39,7 @@ config read_config()
     }
     const std::string v = env_or("IOFWD_SHIM_VERBOSE", "0");
     cfg.verbose = !v.empty() && v != "0";
+    cfg.trace = v == "2";
     return cfg;
 }
 

@@ -51,6 +51,7 @@ F resolve_next(F& cache, const char* name)
 struct config {
     std::vector<std::string> prefixes;  // IOFWD_SHIM_PREFIXES, absolute, no trailing '/'
     bool verbose = false;               // IOFWD_SHIM_VERBOSE
+    bool trace = false;                 // IOFWD_SHIM_VERBOSE=2: a line per forwarded write
 };
 
 struct counters {

@@ -5,7 +5,8 @@
  *
  * Writes DIR/data.bin through every write call the shim forwards (explicit
  * offsets, individual pointer, collective, nonblocking, large-count, a dense
- * etype view, a strided memory datatype, a strided file view) and through ones
+ * etype view, a strided memory datatype, one whose pieces are out of order, a
+ * strided file view) and through ones
  * it hands to MPI-IO (an external32 view, the shared pointer), rewrites a range, reads ranges
  * back before any sync with read_at, read, read_all and read_at_all (they
  * must hold what was written), checks the size, grows it with set_size,
@@ -169,6 +170,19 @@ int main(int argc, char** argv)
     CHECK(MPI_File_read_at_all(fh, small_at, got, SMALL, MPI_BYTE, &st));
     expect_same(got, small, SMALL, "MPI_File_read_at_all");
     free(got);
+
+    /* A memory datatype without holes whose pieces are out of order: the
+     * second half of `small` first, then the first half. */
+    {
+        int lens[2] = {SMALL / 2, SMALL / 2};
+        MPI_Aint disps[2] = {SMALL / 2, 0};
+        MPI_Datatype swapped;
+        MPI_Type_create_hindexed(2, lens, disps, MPI_BYTE, &swapped);
+        MPI_Type_commit(&swapped);
+        CHECK(MPI_File_write_at(fh, at, small, 1, swapped, &st));
+        MPI_Type_free(&swapped);
+        at += SMALL;
+    }
 
     /* A dense view of ints after the region so far: offsets count ints. */
     const MPI_Offset view_at = at + (4 - at % 4) % 4;

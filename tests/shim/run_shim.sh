@@ -2,8 +2,8 @@
 # The MPI shim under real mpiexec: unmodified programs run with and without it
 # and their files compared byte for byte.
 #   run_shim.sh SCENARIO MPIEXEC SHIM_LIB WRAPPER MPIIO_APP [HDF5_APP|TOOL_LIB]
-# SCENARIO: mpiio | hdf5 | stack | enospc | fortran | daemon-killed | ranks-killed |
-#           attach-split
+# SCENARIO: mpiio | hdf5 | hdf5-chunked | stack | enospc | fortran | daemon-killed |
+#           ranks-killed | attach-split
 set -euo pipefail
 scenario=$1 mpiexec=$2 shim=$3 wrapper=$4 app=$5 extra=${6:-}
 work=$(mktemp -d /tmp/iofwd-shim-XXXXXX)
@@ -29,11 +29,12 @@ mpiio)
   cmp "$work/outside-plain/other.bin" "$work/outside/other.bin" || fail "other.bin differs"
   # Forwarded: every rank attached and forwarded writes to data.bin ...
   [ "$(grep -c 'attached to iod' "$work/err")" -eq 4 ] || fail "not every rank attached"
-  # 11 writes per rank: 3 through file views (a dense one of ints, two
-  # strided), 1 from a strided memory datatype; the external32 view's write
-  # and the shared pointer's go to MPI-IO.
-  [ "$(grep -c ' 1 files, 11 writes ([0-9]* bytes) forwarded (3 through file views, 1 from non-contiguous memory)' "$work/err")" -eq 4 ] ||
-    fail "not 11 writes forwarded per rank"
+  # 12 writes per rank: 3 through file views (a dense one of ints, two
+  # strided), 2 from memory datatypes that are not one run in order (strided,
+  # out of order); the external32 view's write and the shared pointer's go
+  # to MPI-IO.
+  [ "$(grep -c ' 1 files, 12 writes ([0-9]* bytes) forwarded (3 through file views, 2 from non-contiguous memory)' "$work/err")" -eq 4 ] ||
+    fail "not 12 writes forwarded per rank"
   daemon_log | grep -q "forwarding writes to $work/shim/data.bin" || fail "daemon never saw data.bin"
   # ... and never touched the file outside the prefix.
   if daemon_log | grep -q "$work/outside"; then fail "the daemon touched a file outside the prefix"; fi
@@ -51,6 +52,29 @@ hdf5)
   h5diff "$work/plain/out.h5" "$work/shim/out.h5" || fail "h5diff finds differences"
   # Every rank forwarded something, and nothing went to MPI-IO unforwarded.
   [ "$(grep -Ec ' 1 files, [1-9][0-9]* writes' "$work/err")" -eq 4 ] || fail "HDF5 writes not forwarded"
+  if grep -q "go to MPI-IO" "$work/err"; then fail "some HDF5 writes were not forwarded"; fi
+  ;;
+hdf5-chunked)
+  # Chunked (collective, strided file selection), an independent hyperslab
+  # write from strided memory, and deflate: HDF5's derived datatypes and
+  # file views, all forwarded.
+  hdf5_app=$extra
+  run "$mpiexec" -n 4 "$hdf5_app" "$work/plain/out.h5" > "$work/out-plain"
+  IOFWD_SHIM_VERBOSE=1 run "$wrapper" --prefix "$work/shim" -n 4 "$hdf5_app" "$work/shim/out.h5" \
+    2> "$work/err" | tee "$work/out"
+  cat "$work/err" >&2
+  grep -q "0 values read back wrong" "$work/out" || fail "read back under the shim failed"
+  grep -q "compression: written" "$work/out" ||
+    fail "this HDF5 did not write the compressed dataset: $(grep compression "$work/out")"
+  cmp "$work/plain/out.h5" "$work/shim/out.h5" || fail "out.h5 differs with the shim"
+  h5diff "$work/plain/out.h5" "$work/shim/out.h5" || fail "h5diff finds differences"
+  # Every rank's writes forwarded, most of them through file views; none to MPI-IO.
+  sed -n 's/.* 1 files, \([0-9]*\) writes ([0-9]* bytes) forwarded (\([0-9]*\) through file views.*/\1 \2/p' \
+    "$work/err" > "$work/counts"
+  [ "$(wc -l < "$work/counts")" -eq 4 ] || fail "not every rank forwarded"
+  while read -r writes views; do
+    [ "$writes" -ge 4 ] && [ "$views" -ge 3 ] || fail "a rank forwarded $writes writes, $views through views"
+  done < "$work/counts"
   if grep -q "go to MPI-IO" "$work/err"; then fail "some HDF5 writes were not forwarded"; fi
   ;;
 stack)
