@@ -215,6 +215,39 @@ int write_common(const char* call, where w, MPI_File fh, MPI_Offset offset, cons
     return MPI_SUCCESS;
 }
 
+// Split collective writes (`*_all_begin` ... `*_all_end`): a begin the shim
+// forwarded, or did as an independent MPI-IO write, is ended here; MPI-IO
+// never saw it. One per file handle at a time (MPI's rule).
+struct split_write {
+    MPI_Datatype type;
+    MPI_Count count;
+};
+std::mutex split_mutex;
+std::unordered_map<MPI_File, split_write>& splits()
+{
+    static std::unordered_map<MPI_File, split_write> m;
+    return m;
+}
+
+void begin_split(MPI_File fh, MPI_Datatype type, MPI_Count count)
+{
+    std::lock_guard lock(split_mutex);
+    splits()[fh] = {type, count};
+}
+
+// True when `fh`'s split write was the shim's: `status` filled in.
+bool end_split(MPI_File fh, MPI_Status* status)
+{
+    std::lock_guard lock(split_mutex);
+    const auto it = splits().find(fh);
+    if (it == splits().end())
+        return false;
+    if (status != MPI_STATUS_IGNORE)
+        PMPI_Status_set_elements_x(status, it->second.type, it->second.count);
+    splits().erase(it);
+    return true;
+}
+
 // A request that is already complete, for a forwarded nonblocking write.
 struct done_request {
     MPI_Datatype type;
@@ -517,6 +550,53 @@ IOFWD_IWRITE(MPI_File_iwrite_all, MPI_File_iwrite, int)
 IOFWD_IWRITE(MPI_File_iwrite_c, MPI_File_iwrite_c, MPI_Count)
 IOFWD_IWRITE(MPI_File_iwrite_all_c, MPI_File_iwrite_c, MPI_Count)
 
+// Split collectives: the begin is forwarded (or, when it cannot be, done as
+// MPI-IO's independent write: other ranks may have forwarded theirs and
+// will not enter MPI-IO's collective); the end only fills in the status.
+int MPI_File_write_at_all_begin(MPI_File fh, MPI_Offset offset, const void* buf, int count,
+                                MPI_Datatype type)
+{
+    return write_common(
+        "MPI_File_write_at_all_begin", where::explicit_offset, fh, offset, buf, count, type,
+        [&] { return IOFWD_NEXT(MPI_File_write_at_all_begin)(fh, offset, buf, count, type); },
+        [&] {
+            const int rc =
+                IOFWD_NEXT(MPI_File_write_at)(fh, offset, buf, count, type, MPI_STATUS_IGNORE);
+            if (rc == MPI_SUCCESS)
+                begin_split(fh, type, count);
+            return rc;
+        },
+        [&] { begin_split(fh, type, count); });
+}
+
+int MPI_File_write_all_begin(MPI_File fh, const void* buf, int count, MPI_Datatype type)
+{
+    return write_common(
+        "MPI_File_write_all_begin", where::individual_pointer, fh, 0, buf, count, type,
+        [&] { return IOFWD_NEXT(MPI_File_write_all_begin)(fh, buf, count, type); },
+        [&] {
+            const int rc = IOFWD_NEXT(MPI_File_write)(fh, buf, count, type, MPI_STATUS_IGNORE);
+            if (rc == MPI_SUCCESS)
+                begin_split(fh, type, count);
+            return rc;
+        },
+        [&] { begin_split(fh, type, count); });
+}
+
+int MPI_File_write_at_all_end(MPI_File fh, const void* buf, MPI_Status* status)
+{
+    if (end_split(fh, status))
+        return MPI_SUCCESS;
+    return IOFWD_NEXT(MPI_File_write_at_all_end)(fh, buf, status);
+}
+
+int MPI_File_write_all_end(MPI_File fh, const void* buf, MPI_Status* status)
+{
+    if (end_split(fh, status))
+        return MPI_SUCCESS;
+    return IOFWD_NEXT(MPI_File_write_all_end)(fh, buf, status);
+}
+
 // Calls MPI-IO serves on a forwarded file once the rank's forwarded writes
 // are in it: reads see every byte written before them, sizes count them.
 #define IOFWD_SETTLED(name, params, args)                                                     \
@@ -594,13 +674,6 @@ IOFWD_PASSED_WRITE(MPI_File_iwrite_shared,
                    (MPI_File fh, const void* buf, int count, MPI_Datatype type,
                     MPI_Request* request),
                    (fh, buf, count, type, request))
-IOFWD_PASSED_WRITE(MPI_File_write_at_all_begin,
-                   (MPI_File fh, MPI_Offset offset, const void* buf, int count,
-                    MPI_Datatype type),
-                   (fh, offset, buf, count, type))
-IOFWD_PASSED_WRITE(MPI_File_write_all_begin,
-                   (MPI_File fh, const void* buf, int count, MPI_Datatype type),
-                   (fh, buf, count, type))
 IOFWD_PASSED_WRITE(MPI_File_write_ordered_begin,
                    (MPI_File fh, const void* buf, int count, MPI_Datatype type),
                    (fh, buf, count, type))

@@ -9,7 +9,9 @@
  * a tile of ints (the ranks' shares make up whole tiles, so the file has no
  * holes), with MPI_INT as the etype and a displacement, and writes three
  * tiles through it with every form of write:
- *   tile 0  MPI_File_write_at_all (explicit offset, collective);
+ *   tile 0  MPI_File_write_at_all (explicit offset, collective), or for
+ *           every other kind the split collective MPI_File_write_at_all_begin
+ *           and _end;
  *   tile 1  MPI_File_seek + MPI_File_write_all (individual pointer), then a
  *           rewrite of its first half with MPI_File_write_at, twice (the
  *           later bytes must win), the second time from a strided memory
@@ -134,7 +136,8 @@ static void expect_position(MPI_File fh, MPI_Offset want, const char* after, con
     }
 }
 
-static void write_kind(const char* dir, const char* kind, MPI_Datatype filetype, MPI_Offset disp)
+static void write_kind(const char* dir, const char* kind, int split, MPI_Datatype filetype,
+                       MPI_Offset disp)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s.bin", dir, kind);
@@ -155,7 +158,19 @@ static void write_kind(const char* dir, const char* kind, MPI_Datatype filetype,
                         &fh));
     CHECK(MPI_File_set_view(fh, disp, MPI_INT, filetype, "native", MPI_INFO_NULL));
 
-    CHECK(MPI_File_write_at_all(fh, 0, values, n, MPI_INT, &st));
+    int count = -1;
+    if (split) {
+        CHECK(MPI_File_write_at_all_begin(fh, 0, values, n, MPI_INT));
+        CHECK(MPI_File_write_at_all_end(fh, values, &st));
+    } else {
+        CHECK(MPI_File_write_at_all(fh, 0, values, n, MPI_INT, &st));
+    }
+    MPI_Get_count(&st, MPI_INT, &count);
+    if (count != n) {
+        fprintf(stderr, "rank %d: %s: the first write's status says %d ints, not %d\n", rank,
+                kind, count, n);
+        ++failures;
+    }
     CHECK(MPI_File_seek(fh, n, MPI_SEEK_SET));
     CHECK(MPI_File_write_all(fh, values + n, n, MPI_INT, &st));
     expect_position(fh, 2 * n, "write_all", kind);
@@ -170,7 +185,6 @@ static void write_kind(const char* dir, const char* kind, MPI_Datatype filetype,
     /* Tile 2: nonblocking first half, large-count second half. */
     CHECK(MPI_File_iwrite_at(fh, 2 * n, values + 2 * n, n / 2, MPI_INT, &req));
     CHECK(MPI_Wait(&req, &st));
-    int count = -1;
     MPI_Get_count(&st, MPI_INT, &count);
     if (count != n / 2) {
         fprintf(stderr, "rank %d: %s: iwrite_at completed %d ints, not %d\n", rank, kind, count,
@@ -222,7 +236,7 @@ int main(int argc, char** argv)
         const char* kind = filetype_of(kinds, &filetype, &disp);
         if (!kind)
             break;
-        write_kind(argv[1], kind, filetype, disp);
+        write_kind(argv[1], kind, kinds % 2, filetype, disp);
         MPI_Type_free(&filetype);
     }
     int all = 0;
