@@ -2,18 +2,24 @@
  * under the shim (bench/shim.sh) to see what the shim changes for an
  * unmodified program.
  *
- *   mpiio_bench DIR [--sizes 1M,16M,...] [--reps N] [--pattern contiguous|subarray]
+ *   mpiio_bench DIR [--sizes 1M,16M,...] [--reps N] [--pattern contiguous|subarray|pnetcdf]
  *
  * For each size and repetition every rank writes its block of a new shared
  * file with MPI_File_write_at_all, then calls MPI_File_sync and closes it.
  * The block is one run of the file (contiguous), or (subarray) the rank's
  * 4096 columns of a 2-D array of doubles with 4096 * ranks columns in C
  * order, written through a subarray file view: one 32 KiB run per row,
- * the ranks' runs interleaved.
+ * the ranks' runs interleaved; or (pnetcdf) the same array as a PnetCDF
+ * variable, written with ncmpi_put_vara_double_all and made durable with
+ * ncmpi_sync (built only where PnetCDF for MPICH was found; without it the
+ * program says so and exits with status 3).
  * Reported per size (medians over repetitions of the slowest rank): the time
  * blocked in the write call, and the time until the sync returned (durable).
  * One line per size: "size BYTES write_ms X durable_ms Y". */
 #include <mpi.h>
+#ifdef IOFWD_BENCH_PNETCDF
+#include <pnetcdf.h>
+#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,15 +57,25 @@ int main(int argc, char** argv)
     const char* dir = argc > 1 ? argv[1] : ".";
     char sizes[256] = "1M,16M,64M,256M";
     int reps = 5;
-    int subarray = 0;
+    int subarray = 0, pnetcdf = 0;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--sizes") == 0)
             snprintf(sizes, sizeof sizes, "%s", argv[i + 1]);
         else if (strcmp(argv[i], "--reps") == 0)
             reps = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--pattern") == 0)
+        else if (strcmp(argv[i], "--pattern") == 0) {
             subarray = strcmp(argv[i + 1], "subarray") == 0;
+            pnetcdf = strcmp(argv[i + 1], "pnetcdf") == 0;
+        }
     }
+#ifndef IOFWD_BENCH_PNETCDF
+    if (pnetcdf) {
+        if (rank == 0)
+            fprintf(stderr, "mpiio_bench: built without PnetCDF (scripts/pnetcdf.sh builds it)\n");
+        MPI_Finalize();
+        return 3;
+    }
+#endif
     const int cols = 4096; /* per rank, for --pattern subarray */
     if (reps < 1 || reps > 100)
         reps = 5;
@@ -72,33 +88,54 @@ int main(int argc, char** argv)
         for (int r = 0; r < reps; ++r) {
             char path[4096];
             snprintf(path, sizeof path, "%s/ckpt-%s-%d.bin", dir, tok, r);
-            MPI_File fh;
-            MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL,
-                          &fh);
-            MPI_Datatype view = MPI_DATATYPE_NULL;
-            if (subarray) {
-                const int rows = (int)(size / ((long long)cols * 8));
-                int gsizes[2] = {rows, cols * ranks}, subsizes[2] = {rows, cols};
-                int starts[2] = {0, cols * rank};
-                MPI_Type_create_subarray(2, gsizes, subsizes, starts, MPI_ORDER_C, MPI_DOUBLE,
-                                         &view);
-                MPI_Type_commit(&view);
-                MPI_File_set_view(fh, 0, MPI_DOUBLE, view, "native", MPI_INFO_NULL);
+            const int rows = (int)(size / ((long long)cols * 8));
+            double t0 = 0, t1 = 0, t2 = 0;
+            if (pnetcdf) {
+#ifdef IOFWD_BENCH_PNETCDF
+                int ncid, dims[2], var;
+                ncmpi_create(MPI_COMM_WORLD, path, NC_CLOBBER | NC_64BIT_DATA, MPI_INFO_NULL,
+                             &ncid);
+                ncmpi_def_dim(ncid, "rows", rows, &dims[0]);
+                ncmpi_def_dim(ncid, "cols", (MPI_Offset)cols * ranks, &dims[1]);
+                ncmpi_def_var(ncid, "field", NC_DOUBLE, 2, dims, &var);
+                ncmpi_enddef(ncid);
+                const MPI_Offset start[2] = {0, (MPI_Offset)cols * rank}, count[2] = {rows, cols};
+                MPI_Barrier(MPI_COMM_WORLD);
+                t0 = MPI_Wtime();
+                ncmpi_put_vara_double_all(ncid, var, start, count, (const double*)buf);
+                t1 = MPI_Wtime();
+                ncmpi_sync(ncid);
+                t2 = MPI_Wtime();
+                ncmpi_close(ncid);
+#endif
+            } else {
+                MPI_File fh;
+                MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_WRONLY,
+                              MPI_INFO_NULL, &fh);
+                MPI_Datatype view = MPI_DATATYPE_NULL;
+                if (subarray) {
+                    int gsizes[2] = {rows, cols * ranks}, subsizes[2] = {rows, cols};
+                    int starts[2] = {0, cols * rank};
+                    MPI_Type_create_subarray(2, gsizes, subsizes, starts, MPI_ORDER_C,
+                                             MPI_DOUBLE, &view);
+                    MPI_Type_commit(&view);
+                    MPI_File_set_view(fh, 0, MPI_DOUBLE, view, "native", MPI_INFO_NULL);
+                }
+                MPI_Barrier(MPI_COMM_WORLD);
+                t0 = MPI_Wtime();
+                if (subarray)
+                    MPI_File_write_at_all(fh, 0, buf, (int)(size / 8), MPI_DOUBLE,
+                                          MPI_STATUS_IGNORE);
+                else
+                    MPI_File_write_at_all(fh, rank * (MPI_Offset)size, buf, (int)size,
+                                          MPI_BYTE, MPI_STATUS_IGNORE);
+                t1 = MPI_Wtime();
+                MPI_File_sync(fh);
+                t2 = MPI_Wtime();
+                MPI_File_close(&fh);
+                if (view != MPI_DATATYPE_NULL)
+                    MPI_Type_free(&view);
             }
-            MPI_Barrier(MPI_COMM_WORLD);
-            const double t0 = MPI_Wtime();
-            if (subarray)
-                MPI_File_write_at_all(fh, 0, buf, (int)(size / 8), MPI_DOUBLE,
-                                      MPI_STATUS_IGNORE);
-            else
-                MPI_File_write_at_all(fh, rank * (MPI_Offset)size, buf, (int)size, MPI_BYTE,
-                                      MPI_STATUS_IGNORE);
-            const double t1 = MPI_Wtime();
-            MPI_File_sync(fh);
-            const double t2 = MPI_Wtime();
-            MPI_File_close(&fh);
-            if (view != MPI_DATATYPE_NULL)
-                MPI_Type_free(&view);
             double mine[2] = {t1 - t0, t2 - t0}, worst[2];
             MPI_Reduce(mine, worst, 2, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
             w[r] = worst[0];

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # An unmodified MPI-IO program with and without the shim, side by side.
 #   bench/shim.sh [RANKS] [--sizes 1M,16M,64M,256M] [--reps 5]
+# (scripts/pnetcdf.sh first for the PnetCDF pattern.)
 # Columns: the time a rank was blocked in MPI_File_write_at_all, and the time
 # until MPI_File_sync returned (the data durable), medians of the slowest rank;
 # for a contiguous block per rank and for a strided subarray view.
@@ -14,10 +15,17 @@ out=$PWD/bench-out/shim
 rm -rf "$out"
 mkdir -p "$out/plain" "$out/shim"
 export IOFWD_RUNTIME_DIR=${IOFWD_RUNTIME_DIR:-$PWD/bench-out/rt} IOFWD_STORE=$out/store
-# Two patterns: each rank's block one run of the file, and each rank's
-# columns of a 2-D array of doubles through a subarray view (one 32 KiB run
-# per row, the ranks' runs interleaved; mpiio_bench.c).
-for pattern in contiguous subarray; do
+# The patterns: each rank's block one run of the file; each rank's columns
+# of a 2-D array of doubles through a subarray view (one 32 KiB run per row,
+# the ranks' runs interleaved; mpiio_bench.c); and the same array as a
+# PnetCDF variable, when PnetCDF for MPICH is built (scripts/pnetcdf.sh).
+patterns=(contiguous subarray)
+if bash scripts/pnetcdf.sh --prefix > /dev/null 2>&1; then
+  patterns+=(pnetcdf)
+else
+  echo "shim.sh: no PnetCDF for MPICH (scripts/pnetcdf.sh builds it); its pattern is left out" >&2
+fi
+for pattern in "${patterns[@]}"; do
   timeout --kill-after=10 1800 mpiexec -n "$ranks" build/bench/mpiio_bench "$out/plain" "$@" \
     --pattern "$pattern" > "$out/plain-$pattern.txt"
   timeout --kill-after=10 1800 build/mpi_shim/iofwd-mpiexec --prefix "$out/shim" -n "$ranks" \
@@ -26,7 +34,7 @@ done
 echo "$ranks ranks, MPI_File_write_at_all + MPI_File_sync per rank and size (medians, slowest rank)"
 printf '%10s %10s | %12s %12s | %12s %12s | %s\n' pattern size "mpiio write" "shim write" \
   "mpiio durable" "shim durable" "blocked: mpiio/shim"
-for pattern in contiguous subarray; do
+for pattern in "${patterns[@]}"; do
   paste "$out/plain-$pattern.txt" "$out/shim-$pattern.txt" | awk -v p="$pattern" '{
     printf "%10s %10s | %10.2fms %10.2fms | %11.2fms %11.2fms | %8.1fx\n", p,
            ($2 >= 1048576 ? $2/1048576 " MiB" : $2/1024 " KiB"), $4, $10, $6, $12,

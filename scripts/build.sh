@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Configures (once) and builds iofwd into ./build with at most 2 jobs.
-# Optional parts (the Ceph RADOS backend) are found at configure time: when
+# Optional parts (the Ceph RADOS backend, PnetCDF for the shim's tests) are found at configure time: when
 # the libraries they need were installed or removed since (scripts/setup.sh
 # --ceph after a plain setup), the build is configured again, so that it
 # does not go on without them.
@@ -10,6 +10,11 @@ optional=""
 for h in /usr/include/rados/librados.h /usr/include/rados/librados.hpp; do
   [ -e "$h" ] && optional+="$h "
 done
+# PnetCDF for MPICH, when scripts/pnetcdf.sh built it (the shim's PnetCDF test).
+if pnetcdf_prefix=$(bash scripts/pnetcdf.sh --prefix 2>/dev/null); then
+  export PKG_CONFIG_PATH=$pnetcdf_prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+  optional+="$pnetcdf_prefix "
+fi
 stamp=build/.iofwd-optional
 setup=(meson setup build --buildtype=debugoptimized)
 if [ ! -f build/build.ninja ]; then

@@ -12,6 +12,7 @@
 #
 #   scripts/setup.sh            build + test dependencies
 #   scripts/setup.sh --ceph     also the Ceph packages for the rados backend
+#   scripts/setup.sh --pnetcdf  also PnetCDF built for MPICH (scripts/pnetcdf.sh)
 set -euo pipefail
 
 pkgs=(g++ meson ninja-build pkg-config
@@ -24,10 +25,12 @@ pkgs=(g++ meson ninja-build pkg-config
       clang-15 libfuzzer-15-dev
       slurm-wlm munge
       libcli11-dev nlohmann-json3-dev help2man)
+pnetcdf=0
 for arg in "$@"; do
   case "$arg" in
     --ceph) pkgs+=(ceph-mon ceph-mgr ceph-osd ceph-common librados-dev libradospp-dev) ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    --pnetcdf) pnetcdf=1 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -38,6 +41,7 @@ for p in "${pkgs[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup.sh: all ${#pkgs[@]} packages present"
+  [ "$pnetcdf" = 0 ] || bash "$(dirname "$0")/pnetcdf.sh" > /dev/null
   exit 0
 fi
 
@@ -48,3 +52,4 @@ export DEBIAN_FRONTEND=noninteractive
 apt_opts=(-o DPkg::Lock::Timeout=300 -y -q --no-install-recommends)
 $sudo apt-get -o DPkg::Lock::Timeout=300 update -q
 $sudo apt-get "${apt_opts[@]}" install "${missing[@]}"
+[ "$pnetcdf" = 0 ] || bash "$(dirname "$0")/pnetcdf.sh" > /dev/null

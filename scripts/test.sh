@@ -24,7 +24,7 @@ if [ "${1:-}" = "--quick" ]; then
   quick=1
   shift
 fi
-bash scripts/setup.sh --ceph || exit 1
+bash scripts/setup.sh --ceph --pnetcdf || exit 1
 bash scripts/build.sh || exit 1
 phase "tests"
 # A test's processes must not find a daemon of an earlier run or of the user.

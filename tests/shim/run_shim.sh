@@ -2,7 +2,7 @@
 # The MPI shim under real mpiexec: unmodified programs run with and without it
 # and their files compared byte for byte.
 #   run_shim.sh SCENARIO MPIEXEC SHIM_LIB WRAPPER MPIIO_APP [HDF5_APP|TOOL_LIB]
-# SCENARIO: mpiio | views | hdf5 | hdf5-chunked | stack | enospc | fortran | daemon-killed |
+# SCENARIO: mpiio | views | hdf5 | hdf5-chunked | pnetcdf | stack | enospc | fortran | daemon-killed |
 #           ranks-killed | attach-split
 set -euo pipefail
 scenario=$1 mpiexec=$2 shim=$3 wrapper=$4 app=$5 extra=${6:-}
@@ -95,6 +95,27 @@ hdf5-chunked)
     [ "$writes" -ge 4 ] && [ "$views" -ge 3 ] || fail "a rank forwarded $writes writes, $views through views"
   done < "$work/counts"
   if grep -q "go to MPI-IO" "$work/err"; then fail "some HDF5 writes were not forwarded"; fi
+  ;;
+pnetcdf)
+  # Real PnetCDF (built for MPICH): header and attributes by rank 0, a 3-D
+  # variable decomposed along its fastest dimension (a strided subarray
+  # view) and a 2-D one, collectively.
+  pnetcdf_app=${extra%%:*} ncmpidiff=${extra#*:}
+  run "$mpiexec" -n 4 "$pnetcdf_app" "$work/plain/out.nc" > "$work/out-plain"
+  grep -q "0 values read back wrong" "$work/out-plain" || fail "the program failed without the shim"
+  IOFWD_SHIM_VERBOSE=1 run "$wrapper" --prefix "$work/shim" -n 4 "$pnetcdf_app" \
+    "$work/shim/out.nc" 2> "$work/err" | tee "$work/out"
+  cat "$work/err" >&2
+  grep -q "0 values read back wrong" "$work/out" || fail "read back under the shim failed"
+  cmp "$work/plain/out.nc" "$work/shim/out.nc" || fail "out.nc differs with the shim"
+  "$ncmpidiff" "$work/plain/out.nc" "$work/shim/out.nc" || fail "ncmpidiff finds differences"
+  # Rank 0: the header and both variables; the others both variables; the
+  # 3-D one through its subarray view. Nothing to MPI-IO.
+  [ "$(grep -c ' 1 files, 3 writes (295356 bytes) forwarded (1 through file views, 0 from non-contiguous memory)' "$work/err")" -eq 1 ] ||
+    fail "rank 0 did not forward the header and both variables"
+  [ "$(grep -c ' 1 files, 2 writes (294912 bytes) forwarded (1 through file views, 0 from non-contiguous memory)' "$work/err")" -eq 3 ] ||
+    fail "not every rank forwarded both variables"
+  if grep -q "go to MPI-IO" "$work/err"; then fail "some PnetCDF writes were not forwarded"; fi
   ;;
 stack)
   tool=$extra
