@@ -195,7 +195,8 @@ std::error_code daemon::start(std::string& why)
             return make_ucx_error(st);
         }
     }
-    if (auto ec = staging_.init(context_, opts_.staging_bytes, opts_.chunk_bytes)) {
+    if (auto ec = staging_.init(context_, opts_.staging_bytes, opts_.chunk_bytes,
+                                opts_.staging_prefault)) {
         why = fmt::format("cannot set up {} of staging memory: {}",
                           human_bytes(opts_.staging_bytes), ec.message());
         return ec;

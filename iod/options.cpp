@@ -83,6 +83,10 @@ const std::vector<option_def>& table()
         setting("IOFWD_SESSION", into_text(&options::session)),
         setting("IOFWD_RUNTIME_DIR", into_text(&options::runtime_dir)),
         setting("IOFWD_STAGING_SIZE", into_bytes(&options::staging_bytes)),
+        setting("IOFWD_STAGING_PREFAULT", [](options& o, std::string_view v) {
+            o.staging_prefault = v == "1";
+            return true;
+        }),
         setting("IOFWD_CHUNK_SIZE", into_bytes(&options::chunk_bytes)),
         setting("IOFWD_MAILBOX_SIZE", [](options& o, std::string_view v) {
             return parse_bytes(v, o.mailbox_bytes) &&

@@ -15,6 +15,7 @@ struct options {
     std::string runtime_dir;   // default: see rendezvous.hpp
     std::uint64_t staging_bytes = 256ull << 20;
     std::uint64_t chunk_bytes = 16ull << 20;
+    bool staging_prefault = false;  // fault all staging in before start (else in the background)
     unsigned flush_threads = 2;
     unsigned pull_threads = 2;   // pullers (UCX workers on threads) for pushed chunks; 0: the loop
     std::uint64_t mailbox_bytes = 256ull << 10;  // per rank, for small writes; 0: none

@@ -10,12 +10,25 @@
 
 namespace iofwd::iod {
 
+namespace {
+
+#ifndef MADV_POPULATE_WRITE
+constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14
+#endif
+
+}  // namespace
+
 staging::~staging()
 {
+    if (prefault_.joinable()) {
+        prefault_.request_stop();
+        prefault_.join();
+    }
     mem_ = ucx::memory{};  // deregister before unmapping (map_ goes after)
 }
 
-std::error_code staging::init(const ucx::context& ctx, std::uint64_t total, std::uint64_t slot_size)
+std::error_code staging::init(const ucx::context& ctx, std::uint64_t total, std::uint64_t slot_size,
+                              bool prefault_all)
 {
     if (slot_size == 0 || total < slot_size)
         return make_error_code(errc::invalid_argument);
@@ -25,11 +38,24 @@ std::error_code staging::init(const ucx::context& ctx, std::uint64_t total, std:
     if (auto ec = mapping::map(mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, map_))
         return ec;
     base_ = static_cast<std::byte*>(map_.get());
-    // Huge pages where the kernel allows, then touch every page once: the first
-    // touch of a fresh 4 KiB page costs ~10 us here, which must not happen on
-    // the data path.
+    // Huge pages where the kernel allows, then every page faulted in once:
+    // the first touch of a fresh 4 KiB page costs ~10 us here, which must not
+    // happen on the data path. Slot 0 now (the first write's), the rest on a
+    // thread while the daemon already serves ranks.
     ::madvise(base_, mapped_, MADV_HUGEPAGE);
-    std::memset(base_, 0, mapped_);
+    if (!prefault_all && ::madvise(base_, slot_size_, MADV_POPULATE_WRITE) == 0) {
+        prefault_ = std::jthread([base = base_, slot = slot_size_, slots = slots_](
+                                     std::stop_token stop) {
+            // A slot at a time, in the order the free list hands them out.
+            for (std::uint32_t i = 1; i < slots && !stop.stop_requested(); ++i)
+                ::madvise(base + std::uint64_t{i} * slot, slot, MADV_POPULATE_WRITE);
+        });
+    } else {
+        if (!prefault_all)
+            log_info("staging: MADV_POPULATE_WRITE unavailable ({}); touching it all before start",
+                     std::strerror(errno));
+        std::memset(base_, 0, mapped_);
+    }
     if (auto ec = ucx::memory::map(ctx, base_, mapped_, mem_))
         return ec;
     free_.reserve(slots_);

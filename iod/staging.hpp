@@ -1,6 +1,11 @@
 #pragma once
-// The daemon's staging memory: one region, mapped, pre-faulted and registered
-// with UCX once at start, cut into equal slots. Pulls land in slots; a slot is
+// The daemon's staging memory: one region, mapped and registered with UCX
+// once at start, cut into equal slots. Its pages are faulted in by a thread
+// of its own after start (MADV_POPULATE_WRITE, which leaves the bytes alone,
+// so pulls may land in the region meanwhile), slot 0 first as slots are
+// handed out: the daemon answers its first rank at once instead of after
+// touching all of it. A kernel without MADV_POPULATE_WRITE gets the region
+// touched before start (as does IOFWD_STAGING_PREFAULT=1). Pulls land in slots; a slot is
 // held until its bytes are in the store. The region never grows: when every
 // slot is busy, requests wait in arrival order until a flush frees one.
 // A write of at most half a slot takes a piece of one instead (a power of
@@ -13,6 +18,7 @@
 #include <deque>
 #include <functional>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include "mapping.hpp"
@@ -34,7 +40,9 @@ public:
     ~staging();
 
     // total is rounded down to a multiple of slot_size (at least one slot).
-    std::error_code init(const ucx::context& ctx, std::uint64_t total, std::uint64_t slot_size);
+    // `prefault_all`: every page faulted in before it returns.
+    std::error_code init(const ucx::context& ctx, std::uint64_t total, std::uint64_t slot_size,
+                         bool prefault_all = false);
 
     using waiter = std::function<void(slot)>;
     // Calls `w` with a free slot, now or later (in the order of the calls);
@@ -67,6 +75,7 @@ private:
     void serve_class(unsigned cls);
 
     ucx::memory mem_;
+    std::jthread prefault_;  // faults the region in; stops early at shutdown
     std::vector<std::uint32_t> free_;
     std::deque<waiter> waiters_;
 

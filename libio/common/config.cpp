@@ -77,6 +77,10 @@ const std::vector<variable> table = {
     // The daemon.
     {"IOFWD_STAGING_SIZE", bytes, "256M", 65536, 1ull << 50, {}, reader::daemon,
      "staging memory, the daemon's bound on buffered data", "--staging-size", "BYTES"},
+    {"IOFWD_STAGING_PREFAULT", boolean, "0", 0, 0, {}, reader::daemon,
+     "1: fault in all staging memory before the daemon answers (a slower\n"
+     "start); 0: the first slot before, the rest on a thread meanwhile",
+     "--staging-prefault", "0|1"},
     {"IOFWD_CHUNK_SIZE", bytes, "16M", 4096, 1ull << 30, {}, reader::daemon,
      "unit of pulling and flushing; larger writes are pulled in chunks", "--chunk-size",
      "BYTES"},
