@@ -63,6 +63,8 @@ private:
                 return make_error_code(errc::invalid_argument);  // past the runs: a bug
             const auto& r = (*runs_)[i];
             const std::uint64_t within = offset - starts_[i];
+            if (within >= r.length)
+                return make_error_code(errc::invalid_argument);  // past the runs: a bug
             const std::uint64_t n = std::min<std::uint64_t>(data.size(), r.length - within);
             const auto piece = data.first(static_cast<std::size_t>(n));
             if (auto ec = staged ? direct(piece, r.offset + within) : buffered(piece, r.offset + within))

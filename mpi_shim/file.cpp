@@ -15,8 +15,10 @@
 // count), each a few lines over the shared forward().
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <unordered_map>
 
@@ -58,21 +60,41 @@ open_file* forwarded(MPI_File fh)
     return (it == files().end() || !it->second.forward) ? nullptr : &it->second;
 }
 
-// The bytes of `count` items of `type` in memory: where they start when they
-// lie in one run (`data`), else packed into `packed` in type map order.
-// False with `why` when neither works.
-bool memory_bytes(const void* buf, MPI_Count count, MPI_Datatype type, MPI_Count& bytes,
-                  const std::byte*& data, std::unique_ptr<std::byte[]>& packed, const char*& why)
-{
+// The memory side of a write: `count` items of `type`, `size` bytes each.
+// One run in type-map order (`data` then points at it), or not (then the
+// items are packed, a batch at a time, as they are sent).
+struct memory_side {
+    const std::byte* data = nullptr;  // when one run
     MPI_Count size = 0;
-    if (count < 0 || PMPI_Type_size_x(type, &size) != MPI_SUCCESS) {
+    MPI_Count count = 0;
+    MPI_Aint extent = 0;
+    bool one_run() const noexcept { return data != nullptr; }
+};
+
+// A non-contiguous write is packed at most this many bytes at a time (a
+// single item larger than that goes to MPI-IO rather than doubling the
+// rank's memory).
+constexpr MPI_Count pack_batch = MPI_Count{64} << 20;
+
+// False with `why` when the items cannot be forwarded.
+bool read_memory(const void* buf, MPI_Count count, MPI_Datatype type, memory_side& m,
+                 const char*& why)
+{
+    MPI_Count lb = 0, extent = 0;
+    if (count < 0 || PMPI_Type_size_x(type, &m.size) != MPI_SUCCESS ||
+        PMPI_Type_get_extent_x(type, &lb, &extent) != MPI_SUCCESS) {
         why = "the memory datatype cannot be read";
         return false;
     }
-    bytes = size * count;
-    if (bytes == 0) {
-        data = static_cast<const std::byte*>(buf);
+    m.count = count;
+    m.extent = static_cast<MPI_Aint>(extent);
+    if (m.size == 0 || count == 0) {
+        m.data = static_cast<const std::byte*>(buf);
         return true;
+    }
+    if (m.size > std::numeric_limits<std::int64_t>::max() / count) {
+        why = "the write's size overflows";
+        return false;
     }
     // One run only when the type map is one piece in order (no holes is not
     // enough: HDF5 hands over types whose pieces cover the buffer in another
@@ -81,24 +103,52 @@ bool memory_bytes(const void* buf, MPI_Count count, MPI_Datatype type, MPI_Count
     std::string ignored;
     if (flatten(type, flat, ignored, 1) &&
         (count == 1 || flat.pieces.front().length == flat.extent)) {
-        data = static_cast<const std::byte*>(buf) + flat.pieces.front().disp;
+        m.data = static_cast<const std::byte*>(buf) + flat.pieces.front().disp;
         return true;
     }
-    MPI_Count need = 0;
-    if (PMPI_Pack_size_c(count, type, MPI_COMM_SELF, &need) != MPI_SUCCESS || need < bytes) {
-        why = "the memory datatype cannot be packed";
+    if (m.size > pack_batch) {
+        why = "a single item of a non-contiguous memory datatype is larger than 64 MiB";
         return false;
     }
-    packed.reset(new (std::nothrow) std::byte[static_cast<std::size_t>(need)]);
+    return true;
+}
+
+// Packs items [first, first + n) of `buf` into `out` (n * m.size bytes).
+bool pack_items(const void* buf, MPI_Datatype type, const memory_side& m, MPI_Count first,
+                MPI_Count n, std::vector<std::byte>& out)
+{
+    out.resize(static_cast<std::size_t>(n * m.size));
     MPI_Count position = 0;
-    if (!packed ||
-        PMPI_Pack_c(buf, count, type, packed.get(), need, &position, MPI_COMM_SELF) !=
-            MPI_SUCCESS ||
-        position != bytes) {
-        why = "the non-contiguous memory could not be packed";
-        return false;
+    const auto* from = static_cast<const std::byte*>(buf) + first * m.extent;
+    return PMPI_Pack_c(from, n, type, out.data(), static_cast<MPI_Count>(out.size()), &position,
+                       MPI_COMM_SELF) == MPI_SUCCESS &&
+           position == static_cast<MPI_Count>(out.size());
+}
+
+// One request of a write: bytes [begin, begin + length) of its stream, and
+// the file runs they go to.
+struct request_plan {
+    std::int64_t begin = 0;
+    std::int64_t length = 0;
+    std::vector<iofwd::proto::file_run> runs;
+};
+
+// The requests for stream bytes [begin, end) of a write through `view` at
+// view byte `at`. False when a request's runs would average fewer bytes than
+// the protocol takes (MPI-IO's data sieving serves such views better).
+bool plan_requests(const file_view& view, std::int64_t at, std::int64_t begin, std::int64_t end,
+                   std::vector<request_plan>& out)
+{
+    while (begin < end) {
+        request_plan r;
+        r.begin = begin;
+        r.length = view.runs(at + begin, end - begin, r.runs, iofwd::proto::max_file_runs);
+        if (r.length <= 0 || !iofwd::proto::runs_dense_enough(r.runs.size(),
+                                                              static_cast<std::uint64_t>(r.length)))
+            return false;
+        begin += r.length;
+        out.push_back(std::move(r));
     }
-    data = packed.get();
     return true;
 }
 
@@ -157,17 +207,39 @@ int write_common(const char* call, where w, MPI_File fh, MPI_Offset offset, cons
         lock.unlock();
         return same();
     }
-    MPI_Count bytes = 0;
-    const std::byte* data = nullptr;
-    std::unique_ptr<std::byte[]> packed;
+    memory_side mem;
     const char* why_not = nullptr;
+    std::int64_t bytes = 0, at = 0;  // the write's size; its first byte in the view
+    const std::int64_t esize = f->view.etype_size();
     if (w == where::individual_pointer && PMPI_File_get_position(fh, &offset) != MPI_SUCCESS)
         why_not = "the file pointer cannot be read";
     else if (!f->view_problem.empty())
         why_not = f->view_problem.c_str();
-    else if (memory_bytes(buf, count, type, bytes, data, packed, why_not) &&
-             bytes % f->view.etype_size() != 0)
+    else if (offset < 0)
+        why_not = "a negative offset";  // MPI-IO says what is wrong with it
+    else if (offset > std::numeric_limits<std::int64_t>::max() / esize)
+        why_not = "an offset beyond the largest file";
+    else if (!read_memory(buf, count, type, mem, why_not))
+        ;
+    else if ((bytes = mem.size * mem.count) % esize != 0)
         why_not = "the write is not a whole number of etypes";
+    else if ((at = offset * esize) > std::numeric_limits<std::int64_t>::max() - bytes)
+        why_not = "a write beyond the largest file";
+    // The requests, planned whole before any is sent: in batches of packed
+    // items when the memory is not one run.
+    std::vector<request_plan> plan;
+    std::vector<std::int64_t> batch_ends;  // stream offset where each batch ends
+    if (!why_not && bytes > 0) {
+        const MPI_Count per_batch =
+            mem.one_run() ? mem.count : std::max<MPI_Count>(1, pack_batch / mem.size);
+        for (MPI_Count first = 0; first < mem.count && !why_not; first += per_batch) {
+            const MPI_Count n = std::min(per_batch, mem.count - first);
+            if (!plan_requests(f->view, at, first * mem.size, (first + n) * mem.size, plan))
+                why_not = "the write's runs in the file are on average smaller than 64 bytes "
+                          "(MPI-IO's data sieving serves such views better)";
+            batch_ends.push_back((first + n) * mem.size);
+        }
+    }
     if (why_not) {
         const std::string why = why_not;  // the view's text may change once unlocked
         lock.unlock();
@@ -176,51 +248,83 @@ int write_common(const char* call, where w, MPI_File fh, MPI_Offset offset, cons
         return next();
     }
     const auto start = std::chrono::steady_clock::now();
-    // The view's runs for the write, in as many requests as the list needs.
-    std::vector<iofwd::proto::file_run> runs;
-    for (std::int64_t done = 0; done < bytes;) {
-        runs.clear();
-        const std::int64_t n = f->view.runs(offset * f->view.etype_size() + done, bytes - done,
-                                            runs, iofwd::proto::max_file_runs);
-        if (auto ec = s.conn.file_write(f->id, runs.front().offset, data + done,
-                                        static_cast<std::uint64_t>(n), runs)) {
+    std::vector<std::byte> packed;
+    std::size_t batch = 0;
+    std::int64_t batch_begin = 0;
+    for (const auto& r : plan) {
+        // The bytes of this request: in the caller's memory, or in the batch
+        // of packed items that holds them (packed when first needed).
+        const std::byte* data = mem.data ? mem.data + r.begin : nullptr;
+        if (!data) {
+            if (packed.empty() || r.begin >= batch_ends[batch]) {
+                if (!packed.empty()) {
+                    batch_begin = batch_ends[batch];
+                    ++batch;
+                }
+                const MPI_Count first = batch_begin / mem.size;
+                if (!pack_items(buf, type, mem, first, batch_ends[batch] / mem.size - first,
+                                packed)) {
+                    std::fprintf(stderr, "iofwd shim (rank %d): %s on %s: MPI_Pack of the "
+                                         "non-contiguous memory failed\n",
+                                 s.world_rank, call, f->path.c_str());
+                    return PMPI_File_call_errhandler(fh, MPI_ERR_TYPE), MPI_ERR_TYPE;
+                }
+            }
+            data = packed.data() + (r.begin - batch_begin);
+        }
+        if (auto ec = s.conn.file_write(f->id, r.runs.front().offset, data,
+                                        static_cast<std::uint64_t>(r.length), r.runs)) {
             const int cls = mpi_error_class(ec);
-            std::fprintf(stderr, "iofwd shim (rank %d): %s of %lld bytes at %llu of %s: %s\n",
+            std::fprintf(stderr, "iofwd shim (rank %d): %s of %lld bytes at %llu of %s "
+                                 "(%lld bytes of it forwarded before): %s\n",
                          s.world_rank, call, static_cast<long long>(bytes),
-                         static_cast<unsigned long long>(runs.front().offset), f->path.c_str(),
-                         s.conn.why().c_str());
+                         static_cast<unsigned long long>(r.runs.front().offset), f->path.c_str(),
+                         static_cast<long long>(r.begin), s.conn.why().c_str());
             return PMPI_File_call_errhandler(fh, cls), cls;
         }
         f->dirty = true;
         if (s.cfg.trace)
             std::fprintf(stderr, "iofwd shim (rank %d): %s: %lld bytes to %s in %zu runs, "
                                  "[%llu, +%llu) .. [%llu, +%llu)%s\n",
-                         s.world_rank, call, static_cast<long long>(n), f->path.c_str(),
-                         runs.size(), static_cast<unsigned long long>(runs.front().offset),
-                         static_cast<unsigned long long>(runs.front().length),
-                         static_cast<unsigned long long>(runs.back().offset),
-                         static_cast<unsigned long long>(runs.back().length),
-                         packed ? ", packed" : "");
-        done += n;
+                         s.world_rank, call, static_cast<long long>(r.length), f->path.c_str(),
+                         r.runs.size(), static_cast<unsigned long long>(r.runs.front().offset),
+                         static_cast<unsigned long long>(r.runs.front().length),
+                         static_cast<unsigned long long>(r.runs.back().offset),
+                         static_cast<unsigned long long>(r.runs.back().length),
+                         mem.one_run() ? "" : ", packed");
     }
-    if (w == where::individual_pointer)
-        PMPI_File_seek(fh, offset + bytes / f->view.etype_size(), MPI_SEEK_SET);
+    if (w == where::individual_pointer) {
+        if (int rc = PMPI_File_seek(fh, offset + bytes / esize, MPI_SEEK_SET); rc != MPI_SUCCESS) {
+            std::fprintf(stderr, "iofwd shim (rank %d): %s on %s: the write was forwarded but "
+                                 "the file pointer could not be moved past it\n",
+                         s.world_rank, call, f->path.c_str());
+            return PMPI_File_call_errhandler(fh, rc), rc;
+        }
+    }
     s.stats.writes += 1;
     s.stats.bytes += static_cast<std::uint64_t>(bytes);
     s.stats.through_views += f->plain_view ? 0 : 1;
-    s.stats.packed += packed ? 1 : 0;
+    s.stats.packed += (bytes > 0 && !mem.one_run()) ? 1 : 0;
     s.stats.write_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     finish();
     return MPI_SUCCESS;
 }
 
+// The bytes `count` items of `type` hold: what a status keeps of a write,
+// so that it does not need the type, which the program may free meanwhile.
+MPI_Count bytes_of(MPI_Datatype type, MPI_Count count)
+{
+    MPI_Count size = 0;
+    PMPI_Type_size_x(type, &size);
+    return size * count;
+}
+
 // Split collective writes (`*_all_begin` ... `*_all_end`): a begin the shim
 // forwarded, or did as an independent MPI-IO write, is ended here; MPI-IO
 // never saw it. One per file handle at a time (MPI's rule).
 struct split_write {
-    MPI_Datatype type;
-    MPI_Count count;
+    MPI_Count bytes;
 };
 std::mutex split_mutex;
 std::unordered_map<MPI_File, split_write>& splits()
@@ -232,7 +336,7 @@ std::unordered_map<MPI_File, split_write>& splits()
 void begin_split(MPI_File fh, MPI_Datatype type, MPI_Count count)
 {
     std::lock_guard lock(split_mutex);
-    splits()[fh] = {type, count};
+    splits()[fh] = {bytes_of(type, count)};
 }
 
 // True when `fh`'s split write was the shim's: `status` filled in.
@@ -243,21 +347,20 @@ bool end_split(MPI_File fh, MPI_Status* status)
     if (it == splits().end())
         return false;
     if (status != MPI_STATUS_IGNORE)
-        PMPI_Status_set_elements_x(status, it->second.type, it->second.count);
+        PMPI_Status_set_elements_x(status, MPI_BYTE, it->second.bytes);
     splits().erase(it);
     return true;
 }
 
 // A request that is already complete, for a forwarded nonblocking write.
 struct done_request {
-    MPI_Datatype type;
-    MPI_Count count;
+    MPI_Count bytes;
 };
 
 int done_query(void* extra, MPI_Status* status)
 {
     auto* d = static_cast<done_request*>(extra);
-    PMPI_Status_set_elements_x(status, d->type, d->count);
+    PMPI_Status_set_elements_x(status, MPI_BYTE, d->bytes);
     PMPI_Status_set_cancelled(status, 0);
     status->MPI_SOURCE = MPI_UNDEFINED;
     status->MPI_TAG = MPI_UNDEFINED;
@@ -286,7 +389,7 @@ void set_status(MPI_Status* status, MPI_Datatype type, MPI_Count count)
 // daemon holds the bytes), so the request is born complete.
 void complete_request(MPI_Request* request, MPI_Datatype type, MPI_Count count)
 {
-    auto* d = new done_request{type, count};
+    auto* d = new done_request{bytes_of(type, count)};
     PMPI_Grequest_start(done_query, done_free, done_cancel, d, request);
     PMPI_Grequest_complete(*request);
 }

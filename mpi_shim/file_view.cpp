@@ -20,7 +20,7 @@ file_view::file_view(std::int64_t disp, std::int64_t etype_size, std::vector<blo
 std::int64_t file_view::runs(std::int64_t begin, std::int64_t bytes,
                              std::vector<proto::file_run>& out, std::size_t max_runs) const
 {
-    if (bytes <= 0 || tile_size_ <= 0)
+    if (bytes <= 0 || begin < 0 || tile_size_ <= 0)
         return 0;
     // Appends [at, at + n) to `out`, onto the last run when it touches it;
     // false when it would not come after it, or when `out` is full.

@@ -44,7 +44,9 @@ public:
             MPI_SUCCESS)
             return fail("MPI_Type_get_contents failed");
         const bool ok = constructed(combiner, ints, addrs, types, out);
-        // The derived types get_contents handed out are ours to free.
+        // The derived types get_contents handed out are ours to free (MPICH
+        // counts a reference for the F90 ones too, which MPI calls predefined;
+        // only named types are left alone).
         for (MPI_Datatype t : types) {
             int n1 = 0, n2 = 0, n3 = 0, c = 0;
             if (PMPI_Type_get_envelope(t, &n1, &n2, &n3, &c) == MPI_SUCCESS &&
@@ -81,7 +83,7 @@ private:
     bool elements(std::vector<block>& out, const std::vector<block>& sub, i64 extent, i64 at,
                   i64 n)
     {
-        if (n <= 0)
+        if (n <= 0 || sub.empty())  // nothing to place (an empty type)
             return true;
         if (dense(sub, extent))
             return add(out, at, n * extent);

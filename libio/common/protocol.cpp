@@ -541,6 +541,10 @@ void check_runs(reader& r, const file_write_msg& m)
     }
     if (sum != m.length)
         r.fail(fmt::format("the runs hold {} bytes for a write of {}", sum, m.length));
+    else if (!runs_dense_enough(m.runs.size(), m.length))
+        r.fail(fmt::format("{} runs for {} bytes: fewer than {} bytes per run on average "
+                           "(two runs not counted)",
+                           m.runs.size(), m.length, min_run_average));
 }
 
 void check(reader& r, const file_write_msg& m)

@@ -260,6 +260,16 @@ struct file_run {
 };
 // Runs one FILE_WRITE may list; the shim sends a longer list as several writes.
 inline constexpr std::size_t max_file_runs = 64 * 1024;
+// A FILE_WRITE of several runs carries at least this many bytes per run on
+// average, not counting two runs (a write may start and end inside a piece
+// of its view): the daemon's list of a write in flight then takes at most
+// about 3/8 of the write's own staging memory, so staging bounds it. (A view
+// of smaller pieces is served better by MPI-IO's data sieving anyway.)
+inline constexpr std::uint64_t min_run_average = 64;
+constexpr bool runs_dense_enough(std::size_t runs, std::uint64_t length) noexcept
+{
+    return runs <= 2 || runs - 2 <= length / min_run_average;
+}
 
 struct file_write_msg {
     std::uint64_t cookie = 0;
@@ -273,7 +283,8 @@ struct file_write_msg {
     // Empty: the bytes go to [offset, offset+length). Else the stream of
     // `length` bytes fills these runs one after the other; they are in
     // increasing order, do not overlap or touch, none is empty, their lengths
-    // add up to `length`, and `offset` is the first run's.
+    // add up to `length`, they average min_run_average bytes at least, and
+    // `offset` is the first run's.
     std::vector<file_run> runs;
     bool operator==(const file_write_msg&) const = default;
 };

@@ -84,7 +84,7 @@ void protocol_seeds(corpus& c)
         {"file_open", file_open_msg{8, 1, "/tmp/out.h5"}},
         {"file_write", file_write_msg{9, 1, 4096, 16, 0, {}, blob(16, 0x24), {}}},
         {"file_write_runs",
-         file_write_msg{9, 1, 4096, 12, 0, {}, blob(12, 0x25), {{4096, 4}, {8192, 8}}}},
+         file_write_msg{9, 1, 4096, 192, 0, {}, {}, {{4096, 64}, {8192, 128}}}},
         {"file_sync", file_sync_msg{10, 1, file_sync_durable | file_sync_close}},
         {"file_drain", file_drain_msg{11, "/tmp/out.h5"}},
         {"file_done", file_done_msg{11}},

@@ -99,8 +99,8 @@ TEST_CASE("every message survives encode and decode unchanged", "[protocol]")
     file_write_msg fe{12, 3, 4096, 2, 0, {}, {std::byte{9}, std::byte{8}}, {}};
     CHECK(std::get<file_write_msg>(round_trip(fe)) == fe);
     // A write through a file view: its bytes spread over runs.
-    file_write_msg fr{13, 3, 100, 30, 0x7f0000002000ull, std::vector<std::byte>(40, std::byte{1}),
-                      {}, {{100, 10}, {200, 10}, {1ull << 40, 10}}};
+    file_write_msg fr{13, 3, 100, 300, 0x7f0000002000ull, std::vector<std::byte>(40, std::byte{1}),
+                      {}, {{100, 100}, {300, 100}, {1ull << 40, 100}}};
     CHECK(std::get<file_write_msg>(round_trip(fr)) == fr);
     file_sync_msg fs{13, 3, file_sync_durable | file_sync_close};
     CHECK(std::get<file_sync_msg>(round_trip(fs)) == fs);
@@ -497,22 +497,32 @@ TEST_CASE("file messages with relative paths, bad flags or no bytes are rejected
             encode(file_write_msg{1, 2, offset, length, 0, {}, {}, std::move(runs)}), w);
         return ec == errc::protocol_error ? w : std::string("accepted");
     };
-    CHECK(runs_why(0, 8, {{0, 4}, {8, 4}}) == "accepted");
-    CHECK(runs_why(4, 8, {{0, 4}, {8, 4}}).find("not the first run's") != std::string::npos);
-    CHECK(runs_why(0, 4, {{0, 4}, {8, 0}}).find("run 1 is empty") != std::string::npos);
-    CHECK(runs_why(0, 8, {{0, 4}, {4, 4}}).find("does not come after") != std::string::npos);
-    CHECK(runs_why(8, 8, {{8, 4}, {0, 4}}).find("does not come after") != std::string::npos);
-    CHECK(runs_why(0, 8, {{0, 4}, {2, 4}}).find("does not come after") != std::string::npos);
-    CHECK(runs_why(0, 9, {{0, 4}, {8, 4}}).find("hold 8 bytes for a write of 9") !=
+    CHECK(runs_why(0, 128, {{0, 64}, {100, 64}}) == "accepted");
+    CHECK(runs_why(4, 128, {{0, 64}, {100, 64}}).find("not the first run's") != std::string::npos);
+    CHECK(runs_why(0, 64, {{0, 64}, {100, 0}}).find("run 1 is empty") != std::string::npos);
+    CHECK(runs_why(0, 128, {{0, 64}, {64, 64}}).find("does not come after") != std::string::npos);
+    CHECK(runs_why(100, 128, {{100, 64}, {0, 64}}).find("does not come after") !=
           std::string::npos);
-    CHECK(runs_why(0, 8, {{0, 4}, {~0ull - 1, 4}}).find("overflows") != std::string::npos);
+    CHECK(runs_why(0, 128, {{0, 64}, {32, 64}}).find("does not come after") != std::string::npos);
+    CHECK(runs_why(0, 129, {{0, 64}, {100, 64}}).find("hold 128 bytes for a write of 129") !=
+          std::string::npos);
+    CHECK(runs_why(0, 128, {{0, 64}, {~0ull - 1, 64}}).find("overflows") != std::string::npos);
+    // Small pieces: two runs of any size pass (a write may start and end
+    // inside a piece); beyond two, 64 bytes per run on average.
+    CHECK(runs_why(0, 8, {{0, 8}}) == "accepted");
+    CHECK(runs_why(0, 8, {{0, 4}, {100, 4}}) == "accepted");
+    CHECK(runs_why(0, 126, {{0, 42}, {100, 42}, {200, 42}}) == "accepted");  // 1 run counted
+    CHECK(runs_why(0, 60, {{0, 20}, {100, 20}, {200, 20}}).find("fewer than 64 bytes per run") !=
+          std::string::npos);
+    CHECK(runs_why(0, 100, {{0, 10}, {100, 30}, {200, 50}, {300, 10}}).find("fewer than 64") !=
+          std::string::npos);
     std::vector<file_run> too_many(max_file_runs + 1);
     for (std::size_t i = 0; i < too_many.size(); ++i)
-        too_many[i] = {2 * i, 1};
+        too_many[i] = {128 * i, 64};
     {
         // An encoder cuts a longer list at the limit: what arrives no longer adds up.
         std::string w;
-        auto frame = encode(file_write_msg{1, 2, 0, too_many.size(), 0, {}, {}, too_many});
+        auto frame = encode(file_write_msg{1, 2, 0, 64 * too_many.size(), 0, {}, {}, too_many});
         CHECK(decode_all(frame, w) == errc::protocol_error);
     }
     // A file-writing rank registers no buffer: CONNECT without a key is fine then.

@@ -3,8 +3,8 @@
 ! straight to PMPI_; the shim wraps those bindings. Each rank writes its
 ! block of rows of a 2-D array of doubles through a subarray view
 ! (collective), then every other element of an integer array (a
-! non-contiguous array section) interleaved with the other ranks' through a
-! strided view, and checks the file's size.
+! non-contiguous array section) interleaved with the other ranks' in blocks
+! of 16 through a strided view, and checks the file's size.
 !   fortran_f08 FILE
 program fortran_f08
   use mpi_f08
@@ -48,12 +48,12 @@ program fortran_f08
                          MPI_INFO_NULL)
   call MPI_File_write_all(fh, a, nx * ny, MPI_DOUBLE_PRECISION, MPI_STATUS_IGNORE)
 
-  ! After the doubles, the ranks' integers interleaved one by one.
+  ! After the doubles, the ranks' integers interleaved in blocks of 16.
   ints_at = 8_MPI_OFFSET_KIND * nx * nprocs * ny
-  at(1) = 4 * rank
+  at(1) = 64 * rank
   lb = 0
-  extent = 4 * nprocs
-  call MPI_Type_create_hindexed_block(1, 1, at, MPI_INTEGER, one_int)
+  extent = 64 * nprocs
+  call MPI_Type_create_hindexed_block(1, 16, at, MPI_INTEGER, one_int)
   call MPI_Type_create_resized(one_int, lb, extent, interleaved)
   call MPI_Type_commit(interleaved)
   call MPI_File_set_view(fh, ints_at, MPI_INTEGER, interleaved, 'native', MPI_INFO_NULL)

@@ -188,18 +188,19 @@ int main(int argc, char** argv)
     const MPI_Offset view_at = at + (4 - at % 4) % 4;
     CHECK(MPI_File_set_view(fh, view_at, MPI_INT, MPI_INT, "native", MPI_INFO_NULL));
     CHECK(MPI_File_write_at(fh, 10, small, SMALL / 4, MPI_INT, &st));
-    /* A strided file view: every other int of the next 2*SMALL bytes, then
-     * the ints between them through the same view moved by one int (a hole
-     * no rank fills would hold whatever MPI-IO's data sieving leaves there). */
+    /* A strided file view: every other block of 25 ints of the next 2*SMALL
+     * bytes, then the blocks between them through the same view moved by one
+     * block (a hole no rank fills would hold whatever MPI-IO's data sieving
+     * leaves there). */
     MPI_Datatype every_other;
-    MPI_Type_vector(1, 1, 2, MPI_INT, &every_other);
+    MPI_Type_contiguous(25, MPI_INT, &every_other);
     MPI_Datatype tiled;
-    MPI_Type_create_resized(every_other, 0, 8, &tiled);
+    MPI_Type_create_resized(every_other, 0, 200, &tiled);
     MPI_Type_commit(&tiled);
     const MPI_Offset strided_at = view_at + 40 + SMALL;
     CHECK(MPI_File_set_view(fh, strided_at, MPI_INT, tiled, "native", MPI_INFO_NULL));
     CHECK(MPI_File_write_at(fh, 0, small, SMALL / 8, MPI_INT, &st));
-    CHECK(MPI_File_set_view(fh, strided_at + 4, MPI_INT, tiled, "native", MPI_INFO_NULL));
+    CHECK(MPI_File_set_view(fh, strided_at + 100, MPI_INT, tiled, "native", MPI_INFO_NULL));
     CHECK(MPI_File_write_at(fh, 0, small + SMALL / 2, SMALL / 8, MPI_INT, &st));
     MPI_Type_free(&tiled);
     MPI_Type_free(&every_other);

@@ -5,7 +5,7 @@
  *   views_app DIR
  *
  * For each kind of filetype (vector, indexed, hindexed, struct, resized,
- * subarray, darray) every rank sets a view whose filetype holds its share of
+ * subarray, darray, and one of 4-byte pieces) every rank sets a view whose filetype holds its share of
  * a tile of ints (the ranks' shares make up whole tiles, so the file has no
  * holes), with MPI_INT as the etype and a displacement, and writes three
  * tiles through it with every form of write:
@@ -19,7 +19,8 @@
  *   tile 2  MPI_File_iwrite_at (nonblocking) for its first half,
  *           MPI_File_write_c (large-count form, individual pointer) for the
  *           second;
- * plus a write of zero ints. The individual file pointer must stand where
+ * plus a write of zero ints, and one at a negative offset, which must fail
+ * with MPI_ERR_ARG. The individual file pointer must stand where
  * MPI-IO puts it after each write. Then each rank reads its three tiles back
  * through the view and checks them. DIR/<kind>.bin holds each result.
  * Exit status 0 only when every call succeeded and every check held; rank 0
@@ -31,6 +32,8 @@
 #include <string.h>
 
 static int rank, ranks, failures;
+
+#define B 16 /* ints per block: runs of 64 bytes */
 
 #define CHECK(call)                                                                \
     do {                                                                           \
@@ -52,68 +55,79 @@ static const char* filetype_of(int kind, MPI_Datatype* type, MPI_Offset* disp)
     *disp = 0;
     switch (kind) {
     case 0: {
-        /* 3 blocks of 2 ints, every 2*ranks ints, from int 2*rank on. */
-        MPI_Type_vector(3, 2, 2 * ranks, MPI_INT, &t);
-        MPI_Type_create_resized(t, 0, (MPI_Aint)(6 * ranks * sizeof(int)), type);
+        /* 3 blocks of B ints, every B*ranks ints, from int B*rank on. */
+        MPI_Type_vector(3, B, B * ranks, MPI_INT, &t);
+        MPI_Type_create_resized(t, 0, (MPI_Aint)(3 * B * ranks * sizeof(int)), type);
         MPI_Type_free(&t);
-        *disp = 2 * rank * (MPI_Offset)sizeof(int);
+        *disp = B * rank * (MPI_Offset)sizeof(int);
         break;
     }
     case 1: {
-        /* Blocks of 1, 3 and 2 ints in three segments of the tile. */
-        int lens[3] = {1, 3, 2};
-        int at[3] = {rank, ranks + 3 * rank, 4 * ranks + 2 * rank};
+        /* Blocks of B, 3B and 2B ints in three segments of the tile. */
+        int lens[3] = {B, 3 * B, 2 * B};
+        int at[3] = {B * rank, B * ranks + 3 * B * rank, 4 * B * ranks + 2 * B * rank};
         MPI_Type_indexed(3, lens, at, MPI_INT, &t);
-        MPI_Type_create_resized(t, 0, (MPI_Aint)(6 * ranks * sizeof(int)), type);
+        MPI_Type_create_resized(t, 0, (MPI_Aint)(6 * B * ranks * sizeof(int)), type);
         MPI_Type_free(&t);
         *disp = 64;
         break;
     }
     case 2: {
-        /* Two blocks of 2 ints at byte displacements. */
-        int lens[2] = {2, 2};
-        MPI_Aint at[2] = {rank * 8, (ranks + rank) * 8};
+        /* Two blocks of B ints at byte displacements. */
+        int lens[2] = {B, B};
+        MPI_Aint at[2] = {(MPI_Aint)(rank * B * sizeof(int)),
+                          (MPI_Aint)((ranks + rank) * B * sizeof(int))};
         MPI_Type_create_hindexed(2, lens, at, MPI_INT, &t);
-        MPI_Type_create_resized(t, 0, (MPI_Aint)(4 * ranks * sizeof(int)), type);
+        MPI_Type_create_resized(t, 0, (MPI_Aint)(2 * B * ranks * sizeof(int)), type);
         MPI_Type_free(&t);
         break;
     }
     case 3: {
-        /* A struct: 2 ints, then a contiguous pair of ints further on. */
-        MPI_Datatype pair;
-        MPI_Type_contiguous(2, MPI_INT, &pair);
-        int lens[2] = {2, 1};
-        MPI_Aint at[2] = {rank * 8, (ranks + rank) * 8};
-        MPI_Datatype types[2] = {MPI_INT, pair};
+        /* A struct: B ints, then a contiguous block of B ints further on. */
+        MPI_Datatype block;
+        MPI_Type_contiguous(B, MPI_INT, &block);
+        int lens[2] = {B, 1};
+        MPI_Aint at[2] = {(MPI_Aint)(rank * B * sizeof(int)),
+                          (MPI_Aint)((ranks + rank) * B * sizeof(int))};
+        MPI_Datatype types[2] = {MPI_INT, block};
         MPI_Type_create_struct(2, lens, at, types, &t);
-        MPI_Type_create_resized(t, 0, (MPI_Aint)(4 * ranks * sizeof(int)), type);
+        MPI_Type_create_resized(t, 0, (MPI_Aint)(2 * B * ranks * sizeof(int)), type);
         MPI_Type_free(&t);
-        MPI_Type_free(&pair);
+        MPI_Type_free(&block);
         *disp = 4096;
         break;
     }
     case 4: {
-        /* Resized: 2 ints in each 2*ranks, the view displaced to the rank's. */
-        MPI_Type_contiguous(2, MPI_INT, &t);
-        MPI_Type_create_resized(t, 0, (MPI_Aint)(2 * ranks * sizeof(int)), type);
+        /* Resized: B ints in each B*ranks, the view displaced to the rank's. */
+        MPI_Type_contiguous(B, MPI_INT, &t);
+        MPI_Type_create_resized(t, 0, (MPI_Aint)(B * ranks * sizeof(int)), type);
         MPI_Type_free(&t);
-        *disp = 8 * rank;
+        *disp = B * rank * (MPI_Offset)sizeof(int);
         break;
     }
     case 5: {
-        /* The rank's 4 columns of an 8 x 4*ranks array (C order). */
-        int sizes[2] = {8, 4 * ranks}, subsizes[2] = {8, 4}, starts[2] = {0, 4 * rank};
+        /* The rank's B columns of an 8 x B*ranks array (C order). */
+        int sizes[2] = {8, B * ranks}, subsizes[2] = {8, B}, starts[2] = {0, B * rank};
         MPI_Type_create_subarray(2, sizes, subsizes, starts, MPI_ORDER_C, MPI_INT, type);
         break;
     }
     case 6: {
-        /* Columns dealt round-robin over the ranks (cyclic), rows whole. */
-        int gsizes[2] = {8, 3 * ranks}, psizes[2] = {1, ranks};
+        /* Blocks of B columns dealt round-robin over the ranks, rows whole. */
+        int gsizes[2] = {8, 3 * B * ranks}, psizes[2] = {1, ranks};
         int distribs[2] = {MPI_DISTRIBUTE_NONE, MPI_DISTRIBUTE_CYCLIC};
-        int dargs[2] = {MPI_DISTRIBUTE_DFLT_DARG, MPI_DISTRIBUTE_DFLT_DARG};
+        int dargs[2] = {MPI_DISTRIBUTE_DFLT_DARG, B};
         MPI_Type_create_darray(ranks, rank, 2, gsizes, distribs, dargs, psizes, MPI_ORDER_C,
                                MPI_INT, type);
         *disp = 12;
+        break;
+    }
+    case 7: {
+        /* Tiny pieces: every ranks-th int. Runs of 4 bytes are MPI-IO's to
+         * write (its data sieving serves them better); the shim says so. */
+        MPI_Type_vector(2 * B, 1, ranks, MPI_INT, &t);
+        MPI_Type_create_resized(t, 0, (MPI_Aint)(2 * B * ranks * sizeof(int)), type);
+        MPI_Type_free(&t);
+        *disp = rank * (MPI_Offset)sizeof(int);
         break;
     }
     default:
@@ -121,7 +135,7 @@ static const char* filetype_of(int kind, MPI_Datatype* type, MPI_Offset* disp)
     }
     MPI_Type_commit(type);
     static const char* names[] = {"vector", "indexed", "hindexed", "struct",
-                                  "resized", "subarray", "darray"};
+                                  "resized", "subarray", "darray", "tiny"};
     return names[kind];
 }
 
@@ -196,6 +210,13 @@ static void write_kind(const char* dir, const char* kind, int split, MPI_Datatyp
     expect_position(fh, 3 * n, "write_c", kind);
     CHECK(MPI_File_write_all(fh, values, 0, MPI_INT, &st));
     expect_position(fh, 3 * n, "a write of nothing", kind);
+    int rc = MPI_File_write_at(fh, -1, values, 1, MPI_INT, &st), cls = -1;
+    MPI_Error_class(rc, &cls);
+    if (cls != MPI_ERR_ARG) {
+        fprintf(stderr, "rank %d: %s: a write at offset -1 returned class %d, not MPI_ERR_ARG\n",
+                rank, kind, cls);
+        ++failures;
+    }
 
     /* Read back through the view once every rank's writes are in. */
     CHECK(MPI_File_sync(fh));
