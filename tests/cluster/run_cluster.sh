@@ -82,12 +82,15 @@ example)
   ;;
 node-killed)
   # The last node's daemon writes slowly (each pwrite three seconds late:
-  # one second was too short a window on a loaded machine), so that when
-  # version 2 is complete everywhere its part of version 3 is still on its
-  # way; then every process of that node is killed.
+  # one second was too short a window on a loaded machine) and one version
+  # at a time (one flush thread: with two, its parts of versions 2 and 3
+  # were written side by side and completed within milliseconds of each
+  # other), so that when version 2 is complete everywhere its part of
+  # version 3 is still on its way; then every process of that node is killed.
   k=3
   limit=120 cmpiexec -ppn 2 -n $((ranks - 2)) "$checkpoint" --size 1M --versions 5 --store "$store" \
-    : -n 2 -env IOFWD_FAULT pwrite:DELAY3 "$checkpoint" --size 1M --versions 5 --store "$store" \
+    : -n 2 -env IOFWD_FAULT pwrite:DELAY3 -env IOFWD_FLUSH_THREADS 1 \
+    "$checkpoint" --size 1M --versions 5 --store "$store" \
     > "$work/first" 2>&1 &
   job=$!
   for _ in $(seq 1 1800); do
