@@ -97,8 +97,9 @@ void mutate(std::vector<bytes>& msgs, std::mt19937_64& rng)
             break;
         case 1: m.resize(rng() % m.size()); break;                     // cut
         case 2: m.resize(m.size() + rng() % 64, std::byte{0xff}); break;  // grow
-        case 3:  // another type in the header
-            m[6] = static_cast<std::byte>(rng() % 24);
+        case 3:  // another type in the header (of a message not cut shorter than it)
+            if (m.size() > 6)
+                m[6] = static_cast<std::byte>(rng() % 24);
             break;
         case 4:  // a length field anywhere after the header
             if (m.size() > proto::header_size + 4) {
