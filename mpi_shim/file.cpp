@@ -38,7 +38,6 @@ struct open_file {
     bool forward = true;           // false once forwarding stopped (atomic mode)
     bool dirty = false;            // forwarded writes MPI-IO may not see yet
     file_view view;                // the default view until MPI_File_set_view
-    bool plain_view = true;        // the view is the default one (or as simple)
     std::string view_problem;      // why writes through the view are not forwarded
 };
 
@@ -133,6 +132,13 @@ struct request_plan {
     std::vector<iofwd::proto::file_run> runs;
 };
 
+// A batch of a write's items, [first, first + n), and its requests.
+struct batch_plan {
+    MPI_Count first = 0;
+    MPI_Count n = 0;
+    std::vector<request_plan> requests;
+};
+
 // The requests for stream bytes [begin, end) of a write through `view` at
 // view byte `at`. False when a request's runs would average fewer bytes than
 // the protocol takes (MPI-IO's data sieving serves such views better).
@@ -225,19 +231,20 @@ int write_common(const char* call, where w, MPI_File fh, MPI_Offset offset, cons
         why_not = "the write is not a whole number of etypes";
     else if ((at = offset * esize) > std::numeric_limits<std::int64_t>::max() - bytes)
         why_not = "a write beyond the largest file";
-    // The requests, planned whole before any is sent: in batches of packed
-    // items when the memory is not one run.
-    std::vector<request_plan> plan;
-    std::vector<std::int64_t> batch_ends;  // stream offset where each batch ends
+    // The requests, planned whole before any is sent: in batches of items
+    // (one batch when the memory is one run; packed a batch at a time else).
+    std::vector<batch_plan> plan;
     if (!why_not && bytes > 0) {
         const MPI_Count per_batch =
             mem.one_run() ? mem.count : std::max<MPI_Count>(1, pack_batch / mem.size);
         for (MPI_Count first = 0; first < mem.count && !why_not; first += per_batch) {
-            const MPI_Count n = std::min(per_batch, mem.count - first);
-            if (!plan_requests(f->view, at, first * mem.size, (first + n) * mem.size, plan))
+            batch_plan& b = plan.emplace_back();
+            b.first = first;
+            b.n = std::min(per_batch, mem.count - first);
+            if (!plan_requests(f->view, at, first * mem.size, (first + b.n) * mem.size,
+                               b.requests))
                 why_not = "the write's runs in the file are on average smaller than 64 bytes "
                           "(MPI-IO's data sieving serves such views better)";
-            batch_ends.push_back((first + n) * mem.size);
         }
     }
     if (why_not) {
@@ -249,49 +256,45 @@ int write_common(const char* call, where w, MPI_File fh, MPI_Offset offset, cons
     }
     const auto start = std::chrono::steady_clock::now();
     std::vector<std::byte> packed;
-    std::size_t batch = 0;
-    std::int64_t batch_begin = 0;
-    for (const auto& r : plan) {
-        // The bytes of this request: in the caller's memory, or in the batch
-        // of packed items that holds them (packed when first needed).
-        const std::byte* data = mem.data ? mem.data + r.begin : nullptr;
-        if (!data) {
-            if (packed.empty() || r.begin >= batch_ends[batch]) {
-                if (!packed.empty()) {
-                    batch_begin = batch_ends[batch];
-                    ++batch;
-                }
-                const MPI_Count first = batch_begin / mem.size;
-                if (!pack_items(buf, type, mem, first, batch_ends[batch] / mem.size - first,
-                                packed)) {
-                    std::fprintf(stderr, "iofwd shim (rank %d): %s on %s: MPI_Pack of the "
-                                         "non-contiguous memory failed\n",
-                                 s.world_rank, call, f->path.c_str());
-                    return PMPI_File_call_errhandler(fh, MPI_ERR_TYPE), MPI_ERR_TYPE;
-                }
+    for (const auto& b : plan) {
+        // Where stream byte `base_at` of this batch is: the caller's memory,
+        // or the batch packed.
+        const std::byte* base = mem.data;
+        std::int64_t base_at = 0;
+        if (!mem.one_run()) {
+            if (!pack_items(buf, type, mem, b.first, b.n, packed)) {
+                std::fprintf(stderr, "iofwd shim (rank %d): %s on %s: MPI_Pack of the "
+                                     "non-contiguous memory failed\n",
+                             s.world_rank, call, f->path.c_str());
+                return PMPI_File_call_errhandler(fh, MPI_ERR_TYPE), MPI_ERR_TYPE;
             }
-            data = packed.data() + (r.begin - batch_begin);
+            base = packed.data();
+            base_at = b.first * mem.size;
         }
-        if (auto ec = s.conn.file_write(f->id, r.runs.front().offset, data,
-                                        static_cast<std::uint64_t>(r.length), r.runs)) {
-            const int cls = mpi_error_class(ec);
-            std::fprintf(stderr, "iofwd shim (rank %d): %s of %lld bytes at %llu of %s "
-                                 "(%lld bytes of it forwarded before): %s\n",
-                         s.world_rank, call, static_cast<long long>(bytes),
-                         static_cast<unsigned long long>(r.runs.front().offset), f->path.c_str(),
-                         static_cast<long long>(r.begin), s.conn.why().c_str());
-            return PMPI_File_call_errhandler(fh, cls), cls;
+        for (const auto& r : b.requests) {
+            const std::byte* data = base + (r.begin - base_at);
+            if (auto ec = s.conn.file_write(f->id, r.runs.front().offset, data,
+                                            static_cast<std::uint64_t>(r.length), r.runs)) {
+                const int cls = mpi_error_class(ec);
+                std::fprintf(stderr, "iofwd shim (rank %d): %s of %lld bytes at %llu of %s "
+                                     "(%lld bytes of it forwarded before): %s\n",
+                             s.world_rank, call, static_cast<long long>(bytes),
+                             static_cast<unsigned long long>(r.runs.front().offset),
+                             f->path.c_str(), static_cast<long long>(r.begin),
+                             s.conn.why().c_str());
+                return PMPI_File_call_errhandler(fh, cls), cls;
+            }
+            f->dirty = true;
+            if (s.cfg.trace)
+                std::fprintf(stderr, "iofwd shim (rank %d): %s: %lld bytes to %s in %zu runs, "
+                                     "[%llu, +%llu) .. [%llu, +%llu)%s\n",
+                             s.world_rank, call, static_cast<long long>(r.length), f->path.c_str(),
+                             r.runs.size(), static_cast<unsigned long long>(r.runs.front().offset),
+                             static_cast<unsigned long long>(r.runs.front().length),
+                             static_cast<unsigned long long>(r.runs.back().offset),
+                             static_cast<unsigned long long>(r.runs.back().length),
+                             mem.one_run() ? "" : ", packed");
         }
-        f->dirty = true;
-        if (s.cfg.trace)
-            std::fprintf(stderr, "iofwd shim (rank %d): %s: %lld bytes to %s in %zu runs, "
-                                 "[%llu, +%llu) .. [%llu, +%llu)%s\n",
-                         s.world_rank, call, static_cast<long long>(r.length), f->path.c_str(),
-                         r.runs.size(), static_cast<unsigned long long>(r.runs.front().offset),
-                         static_cast<unsigned long long>(r.runs.front().length),
-                         static_cast<unsigned long long>(r.runs.back().offset),
-                         static_cast<unsigned long long>(r.runs.back().length),
-                         mem.one_run() ? "" : ", packed");
     }
     if (w == where::individual_pointer) {
         if (int rc = PMPI_File_seek(fh, offset + bytes / esize, MPI_SEEK_SET); rc != MPI_SUCCESS) {
@@ -303,7 +306,7 @@ int write_common(const char* call, where w, MPI_File fh, MPI_Offset offset, cons
     }
     s.stats.writes += 1;
     s.stats.bytes += static_cast<std::uint64_t>(bytes);
-    s.stats.through_views += f->plain_view ? 0 : 1;
+    s.stats.through_views += f->view.plain() ? 0 : 1;
     s.stats.packed += (bytes > 0 && !mem.one_run()) ? 1 : 0;
     s.stats.write_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -421,7 +424,6 @@ void set_view(open_file& f, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype fi
               const char* datarep)
 {
     f.view = file_view();
-    f.plain_view = true;
     f.view_problem.clear();
     MPI_Count esize = 0;
     flat_type flat;
@@ -441,8 +443,6 @@ void set_view(open_file& f, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype fi
         f.view_problem = std::move(why);
         return;
     }
-    f.plain_view = disp == 0 && flat.pieces.size() == 1 && flat.pieces[0].disp == 0 &&
-                   flat.pieces[0].length == flat.extent;
     f.view = file_view(disp, esize, std::move(flat.pieces), flat.extent);
 }
 

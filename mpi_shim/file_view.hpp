@@ -31,6 +31,8 @@ public:
               std::int64_t extent);
 
     std::int64_t etype_size() const noexcept { return etype_size_; }
+    // Byte for byte the default view: from byte 0, no gaps.
+    bool plain() const noexcept { return disp_ == 0 && dense_; }
 
     // Appends to `out` the file runs that view bytes [begin, begin + bytes)
     // go to (`begin` counted in bytes: an offset in etypes times the etype's
