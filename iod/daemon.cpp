@@ -31,6 +31,7 @@
 #include "start_report.hpp"
 #include "transfer.hpp"
 #include "store/catalog.hpp"
+#include "store/counting.hpp"
 
 namespace asio = boost::asio;
 
@@ -146,8 +147,11 @@ std::error_code daemon::start(std::string& why)
     if (auto ec = take_lock(why))
         return ec;
     store::set_ceph_options(opts_.ceph_conf, opts_.ceph_user, opts_.ceph_keyring);
-    if (auto ec = store::open(opts_.store, store_, why, {opts_.store_group}))
+    std::unique_ptr<store::backend> opened;
+    if (auto ec = store::open(opts_.store, opened, why, {opts_.store_group}))
         return ec;
+    // Counted, for the job summaries: what each commit costs at scale.
+    store_ = std::make_unique<store::counting_backend>(std::move(opened));
 
     // The daemon's peers are the ranks of its own node: shared memory and
     // cma, never a network transport, whatever UCX_TLS the job set for MPI.

@@ -111,6 +111,7 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
         first_version_ = first;
         files_only_ = files_only;
         summary_.start(name_, run_, opts_.node, ranks_, nodes_);
+        ops_before_ = store_ops();
         summary_written_ = false;
         lost_before_ = lost_versions_;
     } else if (m.job != name_) {
@@ -243,12 +244,20 @@ void job::close()
     abandon_partial_versions();
 }
 
+store::op_counts job::store_ops() const
+{
+    // The daemon's store counts; a store that does not (in a test) reports none.
+    const auto* counted = dynamic_cast<const store::counting_backend*>(&store_);
+    return counted ? counted->counts() : store::op_counts{};
+}
+
 void job::write_summary()
 {
     if (summary_written_ || name_.empty() || files_only_)
         return;
     summary_written_ = true;
-    const auto report = summary_.report(lost_versions_ - lost_before_);
+    auto report = summary_.report(lost_versions_ - lost_before_);
+    report.store_ops = store_ops() - ops_before_;
     const std::string name = store::report_object(name_, summary_.key(), opts_.node);
     const std::string text = store::format_report(report);
     if (auto ec = store_.put(name, std::as_bytes(std::span(text))))

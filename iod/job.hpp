@@ -30,6 +30,7 @@
 #include "options.hpp"
 #include "protocol.hpp"
 #include "store/backend.hpp"
+#include "store/counting.hpp"
 #include "store/layout.hpp"
 
 namespace iofwd::iod {
@@ -122,6 +123,7 @@ private:
     void prune(const std::string& job);
     void start_prune();
     void done_one();
+    store::op_counts store_ops() const;
 
     boost::asio::io_context& loop_;
     const options& opts_;
@@ -147,6 +149,7 @@ private:
     job_summary summary_;
     bool summary_written_ = true;     // nothing to write before the first job
     std::uint64_t lost_before_ = 0;   // lost_versions_ when the job began
+    store::op_counts ops_before_;     // the store's counts when the job began
     // Manifests and COMPLETE records, one version at a time, and retention on
     // a thread of its own: their small serial store round trips never hold a
     // thread the next version's data needs, and a version's commit never

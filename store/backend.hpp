@@ -111,6 +111,26 @@ public:
     // know that no daemon writes the job while it changes it.
     virtual std::error_code claimants(const std::string& job, std::vector<std::string>& out) = 0;
 
+    // Tallies: how the nodes of a job learn, at a constant cost each however
+    // many nodes there are, which of them arrived last somewhere (at a
+    // version's commit: catalog.hpp). A tally has a name of the layout's
+    // ("job/v00000012/ARRIVED"); list() never shows it, remove() never takes
+    // it: remove_arrivals() does. Members are names of the layout's (a
+    // node's), at most max_member bytes.
+    //
+    // arrive() adds `member` and gives in `count` how many arrivals the tally
+    // held just after: the caller whose arrival made it reach N knows it was
+    // the last of N. A member that arrives twice (a retry) may be counted
+    // twice, so a count of N or more says "perhaps all": arrivals() tells.
+    // Whoever arrived last sees every arrival before its own.
+    static constexpr std::size_t max_member = 200;
+    virtual std::error_code arrive(const std::string& tally, const std::string& member,
+                                   std::uint64_t& count) = 0;
+    // The members that arrived, each once, sorted (not_found: none yet).
+    virtual std::error_code arrivals(const std::string& tally, std::vector<std::string>& out) = 0;
+    // Removes a tally; one that is not there is no error.
+    virtual std::error_code remove_arrivals(const std::string& tally) = 0;
+
     // After errc::unsafe_path for `name`: which part of it is refused and
     // why ("/s/job belongs to uid 1001, not to you"), for a message.
     virtual std::string explain(const std::string& name) const

@@ -615,6 +615,98 @@ std::error_code directory_backend::remove(const std::string& name)
 }
 
 namespace {
+
+// A tally's directory: "job/v00000012/ARRIVED" -> "job/v00000012/.ARRIVED".
+std::string tally_dir(const std::string& tally)
+{
+    const std::string parent = parent_of(tally);
+    return (parent.empty() ? std::string() : parent + "/") + "." + base_of(tally);
+}
+
+constexpr const char* tally_count = ".count";
+
+bool valid_member(const std::string& m)
+{
+    return !m.empty() && m.size() <= backend::max_member && m[0] != '.' &&
+           m.find_first_of(std::string_view("/\n\0", 3)) == std::string::npos;
+}
+
+}  // namespace
+
+std::error_code directory_backend::arrive(const std::string& tally, const std::string& member,
+                                          std::uint64_t& count)
+{
+    if (!valid_member(member) || components(tally).empty())
+        return make_error_code(errc::invalid_argument);
+    unique_fd dir;
+    if (auto ec = open_dir(tally_dir(tally), true, dir))
+        return ec;
+    // Whoever comes first makes the counted file; nobody else can write to
+    // the directory (open_dir checked it), so the name stays that file.
+    unique_fd fd(::openat(dir.get(), tally_count,
+                          O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                          group_ ? 0640 : 0600));
+    if (!fd)
+        return errno == ELOOP ? make_error_code(errc::unsafe_path) : last_system_error();
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0)
+        return last_system_error();
+    if (!safe_file(st))
+        return make_error_code(errc::unsafe_path);
+    if (::linkat(dir.get(), tally_count, dir.get(), member.c_str(), 0) != 0) {
+        if (errno != EEXIST)
+            return last_system_error();
+        // Arrived before (a retry): the same file, or not ours to count.
+        struct stat mine {};
+        if (::fstatat(dir.get(), member.c_str(), &mine, AT_SYMLINK_NOFOLLOW) != 0)
+            return last_system_error();
+        if (mine.st_ino != st.st_ino || mine.st_dev != st.st_dev)
+            return make_error_code(errc::unsafe_path);
+    }
+    // After the link: its count includes every link made before it.
+    if (::fstat(fd.get(), &st) != 0)
+        return last_system_error();
+    count = st.st_nlink > 0 ? static_cast<std::uint64_t>(st.st_nlink) - 1 : 0;
+    return {};
+}
+
+std::error_code directory_backend::arrivals(const std::string& tally, std::vector<std::string>& out)
+{
+    if (components(tally).empty())
+        return make_error_code(errc::invalid_argument);
+    std::vector<std::string> names;
+    if (auto ec = entries(tally_dir(tally), names, nullptr))
+        return ec;
+    std::erase_if(names, [](const std::string& n) { return n[0] == '.'; });
+    out = std::move(names);
+    return {};
+}
+
+std::error_code directory_backend::remove_arrivals(const std::string& tally)
+{
+    if (components(tally).empty())
+        return make_error_code(errc::invalid_argument);
+    const std::string rel = tally_dir(tally);
+    unique_fd dir, listing;
+    if (auto ec = open_dir(rel, false, dir))
+        return ec == errc::not_found ? std::error_code() : ec;
+    listing.reset(::fcntl(dir.get(), F_DUPFD_CLOEXEC, 0));
+    std::vector<std::string> names;
+    if (!listing)
+        return last_system_error();
+    if (auto ec = read_names(std::move(listing), names, nullptr))
+        return ec;
+    // One fsync for the lot, in remove() of the directory: a tally half
+    // removed by a crash is removed again with its version.
+    for (const auto& n : names)
+        if (::unlinkat(dir.get(), n.c_str(), 0) != 0 && errno != ENOENT)
+            return last_system_error();
+    if (auto ec = remove(rel); ec && ec != errc::not_found)
+        return ec;
+    return {};
+}
+
+namespace {
 class flock_claim final : public claim {
 public:
     explicit flock_claim(unique_fd fd) : fd_(std::move(fd)) {}

@@ -711,7 +711,90 @@ public:
         return {};
     }
 
+    // A tally is one object outside the job's names, ".arrivals/<tally>",
+    // that every member appends a record of fixed size to: the OSD orders
+    // the appends to one object, so the size after one's own append counts
+    // every arrival before it. A retried append may add a record twice;
+    // arrivals() reads each member once.
+    std::error_code arrive(const std::string& tally, const std::string& member,
+                           std::uint64_t& count) override
+    {
+        if (member.empty() || member.size() > max_member || member[0] == '.' ||
+            member.find_first_of(std::string_view("/\n\0", 3)) != std::string::npos)
+            return make_error_code(errc::invalid_argument);
+        std::string record(tally_record, ' ');
+        record.replace(0, member.size(), member);
+        record.back() = '\n';
+        const std::string oid = tally_object(tally);
+        int rc = with_retries(
+            [&] { return rados_append(io_, oid.c_str(), record.data(), record.size()); });
+        if (rc < 0)
+            return rados_error(rc);
+        std::uint64_t size = 0;
+        std::time_t mtime = 0;
+        rc = with_retries([&] { return rados_stat(io_, oid.c_str(), &size, &mtime); });
+        if (rc < 0)
+            return rados_error(rc);
+        count = size / tally_record;
+        return {};
+    }
+
+    std::error_code arrivals(const std::string& tally, std::vector<std::string>& out) override
+    {
+        const std::string oid = tally_object(tally);
+        std::uint64_t size = 0;
+        std::time_t mtime = 0;
+        int rc = with_retries([&] { return rados_stat(io_, oid.c_str(), &size, &mtime); });
+        if (rc == -ENOENT)
+            return make_error_code(errc::not_found);
+        if (rc < 0)
+            return rados_error(rc);
+        if (size > max_tally_bytes)
+            return make_error_code(errc::corrupt);
+        std::string text(size, '\0');
+        for (std::uint64_t done = 0; done < size;) {
+            const auto n = std::min<std::uint64_t>(size - done, max_write);
+            rc = with_retries([&] {
+                return rados_read(io_, oid.c_str(), text.data() + done, n, done);
+            });
+            if (rc < 0)
+                return rados_error(rc);
+            if (rc == 0)
+                break;
+            done += static_cast<std::uint64_t>(rc);
+        }
+        std::vector<std::string> members;
+        for (std::size_t at = 0; at + tally_record <= text.size(); at += tally_record) {
+            std::string_view r(text.data() + at, tally_record);
+            if (r.back() != '\n')
+                return make_error_code(errc::corrupt);
+            r.remove_suffix(1);
+            while (!r.empty() && r.back() == ' ')
+                r.remove_suffix(1);
+            if (r.empty())
+                return make_error_code(errc::corrupt);
+            members.emplace_back(r);
+        }
+        std::sort(members.begin(), members.end());
+        members.erase(std::unique(members.begin(), members.end()), members.end());
+        out = std::move(members);
+        return {};
+    }
+
+    std::error_code remove_arrivals(const std::string& tally) override
+    {
+        const int rc = with_retries([&] { return rados_remove(io_, tally_object(tally).c_str()); });
+        if (rc < 0 && rc != -ENOENT)
+            return rados_error(rc);
+        return {};
+    }
+
 private:
+    static constexpr std::size_t tally_record = 256;  // > max_member + '\n'
+    static constexpr std::uint64_t max_tally_bytes = 64ull << 20;
+
+    static std::string tally_object(const std::string& tally) { return ".arrivals/" + tally; }
+
     // Every object of the pool whose name starts with `prefix`.
     std::error_code scan(const std::string& prefix, std::vector<std::string>& out)
     {

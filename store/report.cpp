@@ -111,6 +111,15 @@ private:
     std::string& why_;
 };
 
+// The counts by name, in the order a summary writes them.
+std::vector<std::pair<const char*, std::uint64_t*>> ops_fields(op_counts& c)
+{
+    return {{"created", &c.created}, {"writes", &c.writes},   {"commits", &c.commits},
+            {"reads", &c.reads},     {"stats", &c.stats},     {"lists", &c.lists},
+            {"listed", &c.listed},   {"removes", &c.removes}, {"arrives", &c.arrives},
+            {"arrival_reads", &c.arrival_reads},              {"claims", &c.claims}};
+}
+
 }  // namespace
 
 std::uint64_t median(std::vector<std::uint64_t> values)
@@ -142,6 +151,14 @@ nlohmann::ordered_json rank_json(const report_rank& k)
             {"durable_us", times_json(k.durable)}};
 }
 
+nlohmann::ordered_json ops_json(op_counts c)
+{
+    ordered out = ordered::object();
+    for (auto& [key, field] : ops_fields(c))
+        out[key] = *field;
+    return out;
+}
+
 std::string format_report(const node_report& r)
 {
     ordered per_rank = ordered::array();
@@ -164,7 +181,8 @@ std::string format_report(const node_report& r)
                        {{"pid", r.pid},
                         {"cpu_user_seconds", r.cpu_user},
                         {"cpu_system_seconds", r.cpu_system},
-                        {"peak_rss_bytes", r.peak_rss_bytes}}},
+                        {"peak_rss_bytes", r.peak_rss_bytes},
+                        {"store_ops", ops_json(r.store_ops)}}},
                       {"lost_versions", r.lost_versions},
                       {"per_rank", std::move(per_rank)},
                       {"detail_limit", r.detail_limit},
@@ -206,6 +224,10 @@ std::error_code parse_report(std::string_view text, node_report& out, std::strin
         rd.seconds(*d, "cpu_user_seconds", r.cpu_user, "daemon");
         rd.seconds(*d, "cpu_system_seconds", r.cpu_system, "daemon");
         rd.whole(*d, "peak_rss_bytes", r.peak_rss_bytes, UINT64_MAX, "daemon");
+        if (d->is_object() && d->contains("store_ops"))
+            if (const json* o = rd.member(*d, "store_ops", "daemon"))
+                for (auto& [key, field] : ops_fields(r.store_ops))
+                    rd.whole(*o, key, *field, UINT64_MAX, "store_ops");
     }
     rd.whole(j, "lost_versions", r.lost_versions, UINT64_MAX, "the summary");
     if (const json* ranks = rd.array(j, "per_rank", max_report_ranks, "the summary")) {

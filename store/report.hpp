@@ -18,7 +18,9 @@
 //   key, node, ranks (of the node), nodes (of the job),
 //   start, end (seconds since the epoch: the first rank's admission, the
 //   summary), daemon {pid, cpu_user_seconds, cpu_system_seconds (spent during
-//   the job), peak_rss_bytes (the daemon's peak since it started)},
+//   the job), peak_rss_bytes (the daemon's peak since it started),
+//   store_ops (what the daemon asked of the store during the job, by kind:
+//   counting.hpp's op_counts; absent from summaries of older daemons)},
 //   lost_versions,
 //   per_rank [{rank, versions, bytes, blocked_us {total, max, median},
 //              durable_us {total, max, median}}],
@@ -38,6 +40,8 @@
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
+
+#include "store/counting.hpp"
 
 namespace iofwd::store {
 
@@ -82,6 +86,7 @@ struct node_report {
     double cpu_user = 0;
     double cpu_system = 0;
     std::uint64_t peak_rss_bytes = 0;
+    op_counts store_ops;
     std::uint64_t lost_versions = 0;
     std::vector<report_rank> per_rank;  // one per rank, in rank order
     std::uint64_t detail_limit = report_detail_limit;
@@ -100,6 +105,8 @@ std::string format_report(const node_report& r);
 // --json prints the same).
 nlohmann::ordered_json rank_json(const report_rank& k);
 nlohmann::ordered_json times_json(const report_times& t);
+// The store operations of a summary, by kind, as the text has them.
+nlohmann::ordered_json ops_json(op_counts c);
 // Reads it back, checking every field's type and range (ranks in range,
 // one per_rank entry per rank, no more detail than its limit). A sentence in
 // `why` on failure; `out` untouched then.

@@ -292,6 +292,7 @@ int run(const report_args& a)
                              {"cpu_user_seconds", r.cpu_user},
                              {"cpu_system_seconds", r.cpu_system},
                              {"peak_rss_bytes", r.peak_rss_bytes},
+                             {"store_ops", store::ops_json(r.store_ops)},
                              {"lost_versions", r.lost_versions},
                              {"ranks", r.ranks},
                              {"versions", t.versions},
@@ -339,13 +340,14 @@ int run(const report_args& a)
         const auto t = totals_of(s->r);
         row(s->r.node, "all", t.versions, t.bytes, t.blocked, t.durable);
     }
-    fmt::print("{:<16} {:<20}  {:>10} {:>10} {:>10} {:>12} {:>5}\n", "NODE", "START", "SECONDS",
-               "CPU USER", "CPU SYS", "PEAK MEMORY", "LOST");
+    fmt::print("{:<16} {:<20}  {:>10} {:>10} {:>10} {:>12} {:>9} {:>5}\n", "NODE", "START",
+               "SECONDS", "CPU USER", "CPU SYS", "PEAK MEMORY", "STORE OPS", "LOST");
     for (const auto* s : chosen) {
         const auto& r = s->r;
-        fmt::print("{:<16} {:<20}  {:>10.2f} {:>10.2f} {:>10.2f} {:>12} {:>5}\n", r.node,
+        fmt::print("{:<16} {:<20}  {:>10.2f} {:>10.2f} {:>10.2f} {:>12} {:>9} {:>5}\n", r.node,
                    utc_time(static_cast<std::int64_t>(r.start)), r.end - r.start, r.cpu_user,
-                   r.cpu_system, human_bytes(r.peak_rss_bytes), r.lost_versions);
+                   r.cpu_system, human_bytes(r.peak_rss_bytes), r.store_ops.metadata(),
+                   r.lost_versions);
         if (r.detail_dropped)
             fmt::print("  (node {}: medians over its newest {} rank versions; {} older ones "
                        "count in the totals and maxima only)\n",
