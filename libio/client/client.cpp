@@ -426,6 +426,7 @@ std::error_code client::finalize()
         if (auto ec = reader_.confirm_commit(here(), last, settings_, barrier_, barrier_ctx_, why))
             result = ec;
     }
+    reader_.close_store();
     if (child_ > 0 && !wait_for_daemon_) {
         child_ = -1;  // it exits by itself (after its idle timeout at the latest)
     } else if (child_ > 0) {

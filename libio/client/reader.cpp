@@ -1,7 +1,9 @@
 #include "reader.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
@@ -20,6 +22,38 @@ std::error_code reader::fail(std::error_code ec, std::string why)
     return ec;
 }
 
+namespace {
+
+// The reader whose store is open, for exit(): librados registers OpenSSL's
+// exit handler when it connects, and its messenger threads run on until the
+// store is shut down; a store still open when OpenSSL's handler has run
+// crashed the process in those threads (seen with 8 ranks on a rados store).
+std::mutex open_mutex;
+reader* with_store = nullptr;
+int exit_handlers = 0;
+
+void close_at_exit()
+{
+    std::lock_guard lock(open_mutex);
+    if (with_store)
+        with_store->close_store();
+}
+
+}  // namespace
+
+reader::~reader()
+{
+    std::lock_guard lock(open_mutex);
+    if (with_store == this)
+        with_store = nullptr;
+}
+
+void reader::close_store() noexcept
+{
+    store_.reset();
+    store_uri_.clear();
+}
+
 std::error_code reader::open_store(const std::string& uri)
 {
     if (!store_ || uri != store_uri_) {
@@ -27,6 +61,13 @@ std::error_code reader::open_store(const std::string& uri)
         if (auto ec = store::open(uri, store_, why))
             return fail(ec, why);
         store_uri_ = uri;
+        // Registered after the store's libraries registered theirs, so it
+        // runs before them (exit handlers run last first). Once per store
+        // opened: a later one may be the first to load librados.
+        std::lock_guard lock(open_mutex);
+        with_store = this;
+        if (exit_handlers < 8 && std::atexit(close_at_exit) == 0)
+            ++exit_handlers;
     }
     return {};
 }

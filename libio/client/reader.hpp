@@ -19,6 +19,7 @@ namespace iofwd::client {
 class reader final {
 public:
     reader(connection& conn, std::string& why) : conn_(conn), why_(why) {}
+    ~reader();
     reader(const reader&) = delete;
     reader& operator=(const reader&) = delete;
 
@@ -47,6 +48,11 @@ public:
     // the finalize timeout. `why` says what is missing when it is not.
     std::error_code confirm_commit(const place& at, std::uint64_t version, const settings& s,
                                    barrier_fn barrier, void* barrier_ctx, std::string& why);
+
+    // Closes the store, if open (a later call opens it again). io_finalize
+    // closes it, and so does exit(), before the libraries a store loads
+    // (librados, OpenSSL) tear themselves down under its running threads.
+    void close_store() noexcept;
 
 private:
     std::error_code open_store(const std::string& uri);
