@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "crc32c.hpp"
 #include "errors.hpp"
 #include "format.hpp"
 #include "log.hpp"
@@ -180,13 +181,14 @@ void job::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_
     };
     auto result = std::make_shared<outcome>();
     const std::uint32_t nodes = nodes_;
+    const std::uint32_t crc = crc32c(std::as_bytes(std::span(*text)));
     catalog_.submit(
-        [st, name, text, job, version, nodes, result]() -> std::error_code {
+        [st, name, text, m, crc, nodes, result]() -> std::error_code {
             if (auto ec = st->put(name, std::as_bytes(std::span(*text)))) {
                 result->why = fmt::format("writing manifest {} failed: {}", name, ec.message());
                 return ec;
             }
-            return store::try_complete(*st, job, version, nodes, result->completed, result->why);
+            return store::try_complete(*st, m, crc, nodes, result->completed, result->why);
         },
         [this, name, version, result, job, nodes](std::error_code ec) {
             if (ec) {

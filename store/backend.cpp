@@ -1,5 +1,7 @@
 #include "store/backend.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <utility>
 
@@ -31,6 +33,34 @@ std::error_code backend::put_new(const std::string& name, std::span<const std::b
     if (auto ec = w->write_at(data, 0))
         return ec;
     return w->commit_exclusive();
+}
+
+bool valid_member(std::string_view member)
+{
+    if (member.empty() || member.size() > backend::max_member || member[0] == '.')
+        return false;
+    return std::all_of(member.begin(), member.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+    });
+}
+
+bool valid_note(std::string_view note)
+{
+    return note.size() <= backend::max_note && std::all_of(note.begin(), note.end(), [](char c) {
+               return std::isalnum(static_cast<unsigned char>(c)) || c == '+';
+           });
+}
+
+std::error_code fold_arrivals(std::vector<backend::arrival>& found)
+{
+    std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) {
+        return a.member < b.member || (a.member == b.member && a.note < b.note);
+    });
+    found.erase(std::unique(found.begin(), found.end()), found.end());
+    for (std::size_t i = 1; i < found.size(); ++i)
+        if (found[i].member == found[i - 1].member)
+            return make_error_code(errc::corrupt);
+    return {};
 }
 
 void set_ceph_options(const std::string& conf, const std::string& user,

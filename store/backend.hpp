@@ -14,6 +14,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -113,21 +114,32 @@ public:
 
     // Tallies: how the nodes of a job learn, at a constant cost each however
     // many nodes there are, which of them arrived last somewhere (at a
-    // version's commit: catalog.hpp). A tally has a name of the layout's
-    // ("job/v00000012/ARRIVED"); list() never shows it, remove() never takes
-    // it: remove_arrivals() does. Members are names of the layout's (a
-    // node's), at most max_member bytes.
+    // version's commit: catalog.hpp), and what each brought. A tally has a
+    // name of the layout's ("job/v00000012/ARRIVED"); list() never shows it,
+    // remove() never takes it: remove_arrivals() does. A member is a name of
+    // the layout's (a node's: letters, digits, '.', '_', '-', at most
+    // max_member bytes); its note is what it brings (at most max_note
+    // letters, digits and '+').
     //
-    // arrive() adds `member` and gives in `count` how many arrivals the tally
-    // held just after: the caller whose arrival made it reach N knows it was
-    // the last of N. A member that arrives twice (a retry) may be counted
-    // twice, so a count of N or more says "perhaps all": arrivals() tells.
-    // Whoever arrived last sees every arrival before its own.
+    // arrive() adds `member` with `note` and gives in `count` how many
+    // arrivals the tally held just after: the caller whose arrival made it
+    // reach N knows it was the last of N. A member that arrives twice (a
+    // retry) may be counted twice, so a count of N or more says "perhaps
+    // all": arrivals() tells. Whoever arrived last sees every arrival
+    // before its own.
     static constexpr std::size_t max_member = 200;
+    static constexpr std::size_t max_note = 40;
+    struct arrival {
+        std::string member;
+        std::string note;
+        bool operator==(const arrival&) const = default;
+    };
     virtual std::error_code arrive(const std::string& tally, const std::string& member,
-                                   std::uint64_t& count) = 0;
-    // The members that arrived, each once, sorted (not_found: none yet).
-    virtual std::error_code arrivals(const std::string& tally, std::vector<std::string>& out) = 0;
+                                   const std::string& note, std::uint64_t& count) = 0;
+    // The arrivals, each member once, sorted by member (not_found: none
+    // yet; errc::corrupt: a member that brought two notes, or a record
+    // that is not one).
+    virtual std::error_code arrivals(const std::string& tally, std::vector<arrival>& out) = 0;
     // Removes a tally; one that is not there is no error.
     virtual std::error_code remove_arrivals(const std::string& tally) = 0;
 
@@ -143,6 +155,13 @@ public:
 struct open_options {
     bool group_readable = false;  // the directory store: 0750/0640 instead of 0700/0600
 };
+
+// Whether a member and a note are what a tally takes (backend::arrive).
+bool valid_member(std::string_view member);
+bool valid_note(std::string_view note);
+// The arrivals in the order found, one member's repeats with the same note
+// folded: sorted by member, or errc::corrupt for a member with two notes.
+std::error_code fold_arrivals(std::vector<backend::arrival>& found);
 
 // Opens a store from its location: "dir:/path" or a plain path for the
 // directory backend. On failure `why` says what is wrong in words.

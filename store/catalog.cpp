@@ -1,6 +1,7 @@
 #include "store/catalog.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -44,8 +45,11 @@ std::error_code complete_versions(backend& st, const std::string& job,
     return {};
 }
 
-std::error_code load_version(backend& st, const std::string& job, std::uint64_t version,
-                             version_info& out, std::string& why, damage* what)
+namespace {
+
+// load_version, of every node or (`only` not empty) of one.
+std::error_code load(backend& st, const std::string& job, std::uint64_t version,
+                     const std::string& only, version_info& out, std::string& why, damage* what)
 {
     damage scratch;
     damage& d = what ? *what : scratch;
@@ -74,6 +78,8 @@ std::error_code load_version(backend& st, const std::string& job, std::uint64_t 
         return make_error_code(errc::corrupt);
     }
     for (const auto& n : info.record.nodes) {
+        if (!only.empty() && n.node != only)
+            continue;
         const auto mname = manifest_object(job, version, n.node);
         if (auto ec = read_all(st, mname, text)) {
             why = fmt::format("version {}: manifest {} listed as complete is unreadable: {}",
@@ -111,6 +117,22 @@ std::error_code load_version(backend& st, const std::string& job, std::uint64_t 
     }
     out = std::move(info);
     return {};
+}
+
+}  // namespace
+
+std::error_code load_version(backend& st, const std::string& job, std::uint64_t version,
+                             version_info& out, std::string& why, damage* what)
+{
+    return load(st, job, version, {}, out, why, what);
+}
+
+std::error_code load_node(backend& st, const std::string& job, std::uint64_t version,
+                          const std::string& node, version_info& out, std::string& why)
+{
+    if (node.empty())
+        return make_error_code(errc::invalid_argument);
+    return load(st, job, version, node, out, why, nullptr);
 }
 
 namespace {
@@ -252,48 +274,59 @@ std::error_code latest(backend& st, const std::string& job, bool verify, std::ui
     return make_error_code(errc::not_found);
 }
 
-std::error_code try_complete(backend& st, const std::string& job, std::uint64_t version,
+std::error_code try_complete(backend& st, const manifest& m, std::uint32_t manifest_crc,
                              std::uint32_t nodes, bool& completed, std::string& why)
 {
     completed = false;
-    std::vector<std::string> names;
-    if (auto ec = st.list(version_dir(job, version) + "/", names)) {
-        why = fmt::format("listing {}: {}", version_dir(job, version), ec.message());
+    const auto tally = arrivals_object(m.job, m.version);
+    // What the COMPLETE record says of the node, brought along: the last
+    // node to arrive writes the record without reading any manifest.
+    const std::string note = fmt::format("{}+{:08x}", m.ranks, manifest_crc);
+    std::uint64_t count = 0;
+    if (auto ec = st.arrive(tally, m.node, note, count)) {
+        why = fmt::format("counting node {} in at {}: {}", m.node, tally, failure(st, tally, ec));
         return ec;
     }
-    complete_record rec{job, version, {}};
-    const std::string suffix = manifest_suffix;
-    for (const auto& n : names) {
-        if (n.size() <= suffix.size() || !n.ends_with(suffix))
-            continue;
-        const std::string node = n.substr(0, n.size() - suffix.size());
-        std::string text;
-        if (auto ec = read_all(st, manifest_object(job, version, node), text)) {
-            why = fmt::format("reading manifest of node {}: {}", node,
-                              failure(st, manifest_object(job, version, node), ec));
-            return ec;
-        }
-        manifest m;
-        if (auto ec = parse_manifest(text, m, why))
-            return ec;
-        if (m.job != job || m.version != version || m.node != node) {
-            why = fmt::format("{} describes job {} version {} node {}: not this version's; "
-                              "leaving the version incomplete",
-                              manifest_object(job, version, node), m.job, m.version, m.node);
-            return make_error_code(errc::corrupt);
-        }
-        rec.nodes.push_back({node, m.ranks, crc32c(std::as_bytes(std::span(text)))});
+    if (count < nodes)
+        return {};  // a node still to come completes the version
+    // Perhaps the last (a count includes retried arrivals): who arrived.
+    std::vector<backend::arrival> arrived;
+    if (auto ec = st.arrivals(tally, arrived)) {
+        why = fmt::format("reading {}: {}", tally,
+                          ec == errc::corrupt ? "a record that is not a node's arrival, or a node "
+                                                "that arrived twice with different manifests"
+                                              : failure(st, tally, ec));
+        return ec;
     }
-    if (rec.nodes.size() < nodes)
+    if (arrived.size() < nodes)
         return {};
-    if (rec.nodes.size() > nodes) {
-        why = fmt::format("version {} of job {} has {} node manifests but the job has {} nodes",
-                          version, job, rec.nodes.size(), nodes);
+    if (arrived.size() > nodes) {
+        std::vector<std::string> names;
+        for (const auto& a : arrived)
+            names.push_back(a.member);
+        why = fmt::format("version {} of job {} has {} nodes' manifests ({}) but the job has {} "
+                          "nodes: two jobs under one name, or nodes that disagree on IOFWD_NODES",
+                          m.version, m.job, arrived.size(), fmt::join(names, ", "), nodes);
         return make_error_code(errc::rank_mismatch);
     }
+    complete_record rec{m.job, m.version, {}};
+    for (const auto& a : arrived) {
+        unsigned long ranks = 0;
+        unsigned crc = 0;
+        char end = 0;
+        if (std::sscanf(a.note.c_str(), "%lu+%8x%c", &ranks, &crc, &end) != 2 ||
+            a.note != fmt::format("{}+{:08x}", ranks, crc) || ranks > UINT32_MAX) {
+            why = fmt::format("{}: node {} arrived with '{}', not its ranks and manifest "
+                              "checksum; leaving the version incomplete",
+                              tally, a.member, a.note);
+            return make_error_code(errc::corrupt);
+        }
+        rec.nodes.push_back({a.member, static_cast<std::uint32_t>(ranks), crc});
+    }
     const auto text = format_complete(rec);
-    if (auto ec = st.put(complete_object(job, version), std::as_bytes(std::span(text)))) {
-        why = fmt::format("writing {}: {}", complete_object(job, version), ec.message());
+    const auto name = complete_object(m.job, m.version);
+    if (auto ec = st.put(name, std::as_bytes(std::span(text)))) {
+        why = fmt::format("writing {}: {}", name, ec.message());
         return ec;
     }
     completed = true;
@@ -343,6 +376,8 @@ std::error_code remove_version(backend& st, const std::string& job, std::uint64_
     // COMPLETE goes first: a version half deleted is never taken as complete.
     const auto dir = version_dir(job, version);
     if (auto ec = st.remove(complete_object(job, version)); ec && ec != errc::not_found)
+        return ec;
+    if (auto ec = st.remove_arrivals(arrivals_object(job, version)))
         return ec;
     std::vector<std::string> names;
     if (auto ec = st.list(dir + "/", names); ec && ec != errc::not_found)
@@ -424,29 +459,39 @@ std::error_code join_run(backend& st, const std::string& job, const std::string&
         return make_error_code(errc::rank_mismatch);
     }
     if (!created) {
-        // A run name used by an earlier run: this node's objects are there already.
-        std::vector<std::string> names;
-        if (!st.list(version_dir(job, rec.first_version) + "/", names))
-            for (const auto& n : names)
-                if (n.starts_with(node + ".")) {
-                    why = fmt::format("run {} of job {} was already written by node {} ({}/{}); "
-                                      "each run needs a name of its own (IOFWD_RUN)",
-                                      run, job, node, version_dir(job, rec.first_version), n);
-                    return make_error_code(errc::exists);
-                }
+        // A run name used by an earlier run: this node's objects are there
+        // already. Two looks, not a listing of the version (which holds
+        // every node's objects by the time late nodes start).
+        for (const auto& name : {manifest_object(job, rec.first_version, node),
+                                 data_object(job, rec.first_version, node, 0)}) {
+            std::uint64_t size = 0;
+            if (!st.size(name, size)) {
+                why = fmt::format("run {} of job {} was already written by node {} ({}); each "
+                                  "run needs a name of its own (IOFWD_RUN)",
+                                  run, job, node, name);
+                return make_error_code(errc::exists);
+            }
+        }
     }
     out = std::move(rec);
     return {};
 }
 
-std::error_code committed(backend& st, const std::string& job, std::uint64_t version, bool& yes,
-                          std::string& why)
+std::error_code committed(backend& st, const std::string& job, std::uint64_t version, bool& yes)
 {
     std::uint64_t size = 0;
-    if (!st.size(complete_object(job, version), size)) {
-        yes = true;
-        return {};
-    }
+    const auto ec = st.size(complete_object(job, version), size);
+    if (ec && ec != errc::not_found)
+        return ec;
+    yes = !ec;
+    return {};
+}
+
+std::error_code commit_state(backend& st, const std::string& job, std::uint64_t version,
+                             bool& yes, std::string& why)
+{
+    if (auto ec = committed(st, job, version, yes); ec || yes)
+        return ec;
     std::vector<std::uint64_t> complete;
     if (auto ec = complete_versions(st, job, complete); ec && ec != errc::not_found)
         return ec;

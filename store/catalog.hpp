@@ -50,6 +50,13 @@ struct version_info {
 std::error_code load_version(backend& st, const std::string& job, std::uint64_t version,
                              version_info& out, std::string& why, damage* what = nullptr);
 
+// The same with only `node`'s manifest read (and checked against the
+// record): what one rank's restart needs, one read per rank however many
+// nodes the version has. `out.manifests` is empty when the record does not
+// list the node.
+std::error_code load_node(backend& st, const std::string& job, std::uint64_t version,
+                          const std::string& node, version_info& out, std::string& why);
+
 // Reads an object into `out` (exactly its size) and checks size and crc32c.
 // A mismatch is errc::corrupt with the object and version named in `why`.
 std::error_code read_checked(backend& st, const std::string& name, std::uint64_t size,
@@ -74,9 +81,15 @@ std::error_code check_object(backend& st, const std::string& name, std::uint64_t
 std::error_code latest(backend& st, const std::string& job, bool verify, std::uint64_t& out,
                        std::string& skipped, std::string& why);
 
-// After a node's manifest is written: if every node's manifest of the version
-// is there, write COMPLETE (idempotent when two daemons race to it).
-std::error_code try_complete(backend& st, const std::string& job, std::uint64_t version,
+// After manifest `m` is committed (its text's crc32c `manifest_crc`):
+// counts its node in at the version's tally (backend::arrive), bringing the
+// node's line of the COMPLETE record (its ranks and that checksum); if it
+// arrived last of `nodes`, writes COMPLETE from the lines the nodes brought
+// (idempotent when two daemons race to it). A node's cost is one arrival,
+// the last one's two operations more (the arrivals, the record), whatever
+// the number of nodes: O(1) per node and O(nodes) for the job per version,
+// where a listing of the version by every node was O(nodes x ranks) each.
+std::error_code try_complete(backend& st, const manifest& m, std::uint32_t manifest_crc,
                              std::uint32_t nodes, bool& completed, std::string& why);
 
 // Deletes one version: its COMPLETE record first (a version half deleted is
@@ -107,10 +120,14 @@ std::error_code join_run(backend& st, const std::string& job, const std::string&
                          std::uint32_t nodes, const std::string& node, std::uint64_t next,
                          run_record& out, std::string& why);
 
-// Whether `version` of `job` is complete job-wide, or was (a newer version is
-// complete: retention may have removed it since). When it is not, `why` says
-// which nodes' manifests the version has.
+// Whether `version` of `job` is complete job-wide: one look at its COMPLETE
+// record, cheap enough for every rank to poll.
 std::error_code committed(backend& st, const std::string& job, std::uint64_t version,
-                          bool& yes, std::string& why);
+                          bool& yes);
+// The same, or was (a newer version is complete: retention may have removed
+// it since). When it is not, `why` says which nodes' manifests the version
+// has. Lists the job and the version: for the message when waiting ends.
+std::error_code commit_state(backend& st, const std::string& job, std::uint64_t version,
+                             bool& yes, std::string& why);
 
 }  // namespace iofwd::store

@@ -140,13 +140,13 @@ std::error_code counting_backend::claimants(const std::string& job, std::vector<
 }
 
 std::error_code counting_backend::arrive(const std::string& tally, const std::string& member,
-                                         std::uint64_t& count)
+                                         const std::string& note, std::uint64_t& count)
 {
     bump(n_->arrives);
-    return inner_->arrive(tally, member, count);
+    return inner_->arrive(tally, member, note, count);
 }
 
-std::error_code counting_backend::arrivals(const std::string& tally, std::vector<std::string>& out)
+std::error_code counting_backend::arrivals(const std::string& tally, std::vector<arrival>& out)
 {
     bump(n_->arrival_reads);
     return inner_->arrivals(tally, out);

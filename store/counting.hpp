@@ -61,8 +61,8 @@ public:
                               std::unique_ptr<claim>& out) override;
     std::error_code claimants(const std::string& job, std::vector<std::string>& out) override;
     std::error_code arrive(const std::string& tally, const std::string& member,
-                           std::uint64_t& count) override;
-    std::error_code arrivals(const std::string& tally, std::vector<std::string>& out) override;
+                           const std::string& note, std::uint64_t& count) override;
+    std::error_code arrivals(const std::string& tally, std::vector<arrival>& out) override;
     std::error_code remove_arrivals(const std::string& tally) override;
     std::string explain(const std::string& name) const override { return inner_->explain(name); }
 

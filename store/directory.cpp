@@ -625,19 +625,15 @@ std::string tally_dir(const std::string& tally)
 
 constexpr const char* tally_count = ".count";
 
-bool valid_member(const std::string& m)
-{
-    return !m.empty() && m.size() <= backend::max_member && m[0] != '.' &&
-           m.find_first_of(std::string_view("/\n\0", 3)) == std::string::npos;
-}
-
 }  // namespace
 
 std::error_code directory_backend::arrive(const std::string& tally, const std::string& member,
-                                          std::uint64_t& count)
+                                          const std::string& note, std::uint64_t& count)
 {
-    if (!valid_member(member) || components(tally).empty())
+    if (!valid_member(member) || !valid_note(note) || components(tally).empty())
         return make_error_code(errc::invalid_argument);
+    // The link's name carries the note: '=' is in no member's name.
+    const std::string link = member + "=" + note;
     unique_fd dir;
     if (auto ec = open_dir(tally_dir(tally), true, dir))
         return ec;
@@ -653,12 +649,12 @@ std::error_code directory_backend::arrive(const std::string& tally, const std::s
         return last_system_error();
     if (!safe_file(st))
         return make_error_code(errc::unsafe_path);
-    if (::linkat(dir.get(), tally_count, dir.get(), member.c_str(), 0) != 0) {
+    if (::linkat(dir.get(), tally_count, dir.get(), link.c_str(), 0) != 0) {
         if (errno != EEXIST)
             return last_system_error();
         // Arrived before (a retry): the same file, or not ours to count.
         struct stat mine {};
-        if (::fstatat(dir.get(), member.c_str(), &mine, AT_SYMLINK_NOFOLLOW) != 0)
+        if (::fstatat(dir.get(), link.c_str(), &mine, AT_SYMLINK_NOFOLLOW) != 0)
             return last_system_error();
         if (mine.st_ino != st.st_ino || mine.st_dev != st.st_dev)
             return make_error_code(errc::unsafe_path);
@@ -670,15 +666,27 @@ std::error_code directory_backend::arrive(const std::string& tally, const std::s
     return {};
 }
 
-std::error_code directory_backend::arrivals(const std::string& tally, std::vector<std::string>& out)
+std::error_code directory_backend::arrivals(const std::string& tally,
+                                            std::vector<arrival>& out)
 {
     if (components(tally).empty())
         return make_error_code(errc::invalid_argument);
     std::vector<std::string> names;
     if (auto ec = entries(tally_dir(tally), names, nullptr))
         return ec;
-    std::erase_if(names, [](const std::string& n) { return n[0] == '.'; });
-    out = std::move(names);
+    std::vector<arrival> found;
+    for (const auto& n : names) {
+        if (n[0] == '.')
+            continue;
+        const auto eq = n.find('=');
+        if (eq == std::string::npos || !valid_member(n.substr(0, eq)) ||
+            !valid_note(n.substr(eq + 1)))
+            return make_error_code(errc::corrupt);
+        found.push_back({n.substr(0, eq), n.substr(eq + 1)});
+    }
+    if (auto ec = fold_arrivals(found))
+        return ec;
+    out = std::move(found);
     return {};
 }
 

@@ -53,12 +53,13 @@ public:
     std::error_code claimants(const std::string& job, std::vector<std::string>& out) override;
     // A tally is a hidden directory beside the names it counts
     // (".ARRIVED"), holding a file ".count" and one hard link to it per
-    // member: link() takes a name atomically and st_nlink counts the links,
-    // on local file systems and on NFS and parallel file systems alike (the
-    // way open(2) recommends for an exclusive lock file over NFS).
+    // member, named "<member>=<note>": link() takes a name atomically and
+    // st_nlink counts the links, on local file systems and on NFS and
+    // parallel file systems alike (the way open(2) recommends for an
+    // exclusive lock file over NFS). Reading the arrivals is one listing.
     std::error_code arrive(const std::string& tally, const std::string& member,
-                           std::uint64_t& count) override;
-    std::error_code arrivals(const std::string& tally, std::vector<std::string>& out) override;
+                           const std::string& note, std::uint64_t& count) override;
+    std::error_code arrivals(const std::string& tally, std::vector<arrival>& out) override;
     std::error_code remove_arrivals(const std::string& tally) override;
     std::string explain(const std::string& name) const override;
 

@@ -30,6 +30,11 @@ std::string complete_object(const std::string& job, std::uint64_t version)
     return fmt::format("{}/{}", version_dir(job, version), complete_name);
 }
 
+std::string arrivals_object(const std::string& job, std::uint64_t version)
+{
+    return fmt::format("{}/{}", version_dir(job, version), arrivals_name);
+}
+
 std::string run_object(const std::string& job, const std::string& run)
 {
     return fmt::format("{}/{}/{}", job, runs_dir, run);

@@ -10,9 +10,10 @@
 //
 // A node's manifest is written (atomically, after every object it lists is
 // committed) once all of the node's ranks have that version durable. After
-// writing its manifest a daemon lists the version; the one that finds every
-// node's manifest writes COMPLETE, atomically and last. Only versions with a
-// COMPLETE record exist for a restart.
+// writing its manifest a daemon counts itself in at the version's tally of
+// arrivals (backend::arrive); the one whose arrival completes the count
+// reads the nodes' manifests and writes COMPLETE, atomically and last. Only
+// versions with a COMPLETE record exist for a restart.
 //
 // All nodes of a run must number its versions alike. When the run has a name
 // (the same on every node), the first daemon to look creates the run's
@@ -33,10 +34,14 @@ std::string data_object(const std::string& job, std::uint64_t version, const std
 std::string manifest_object(const std::string& job, std::uint64_t version,
                             const std::string& node);
 std::string complete_object(const std::string& job, std::uint64_t version);
+// The tally of the nodes whose manifest of the version is committed
+// (backend::arrive): not an object list() shows.
+std::string arrivals_object(const std::string& job, std::uint64_t version);
 std::string run_object(const std::string& job, const std::string& run);
 // `key`: the run's name, or a name of the run made by the daemon (report.hpp).
 std::string report_object(const std::string& job, const std::string& key, const std::string& node);
 inline constexpr const char* complete_name = "COMPLETE";
+inline constexpr const char* arrivals_name = "ARRIVED";
 inline constexpr const char* runs_dir = "runs";
 inline constexpr const char* reports_dir = "reports";
 inline constexpr const char* report_suffix = ".json";

@@ -712,18 +712,17 @@ public:
     }
 
     // A tally is one object outside the job's names, ".arrivals/<tally>",
-    // that every member appends a record of fixed size to: the OSD orders
-    // the appends to one object, so the size after one's own append counts
-    // every arrival before it. A retried append may add a record twice;
-    // arrivals() reads each member once.
+    // that every member appends a record of fixed size to, "<member>=<note>"
+    // padded: the OSD orders the appends to one object, so the size after
+    // one's own append counts every arrival before it. A retried append may
+    // add a record twice; arrivals() folds the repeats.
     std::error_code arrive(const std::string& tally, const std::string& member,
-                           std::uint64_t& count) override
+                           const std::string& note, std::uint64_t& count) override
     {
-        if (member.empty() || member.size() > max_member || member[0] == '.' ||
-            member.find_first_of(std::string_view("/\n\0", 3)) != std::string::npos)
+        if (!valid_member(member) || !valid_note(note))
             return make_error_code(errc::invalid_argument);
         std::string record(tally_record, ' ');
-        record.replace(0, member.size(), member);
+        record.replace(0, member.size() + 1 + note.size(), member + "=" + note);
         record.back() = '\n';
         const std::string oid = tally_object(tally);
         int rc = with_retries(
@@ -739,7 +738,7 @@ public:
         return {};
     }
 
-    std::error_code arrivals(const std::string& tally, std::vector<std::string>& out) override
+    std::error_code arrivals(const std::string& tally, std::vector<arrival>& out) override
     {
         const std::string oid = tally_object(tally);
         std::uint64_t size = 0;
@@ -749,35 +748,36 @@ public:
             return make_error_code(errc::not_found);
         if (rc < 0)
             return rados_error(rc);
-        if (size > max_tally_bytes)
+        if (size > max_tally_bytes || size % tally_record != 0)
             return make_error_code(errc::corrupt);
         std::string text(size, '\0');
         for (std::uint64_t done = 0; done < size;) {
             const auto n = std::min<std::uint64_t>(size - done, max_write);
-            rc = with_retries([&] {
-                return rados_read(io_, oid.c_str(), text.data() + done, n, done);
-            });
+            rc = with_retries(
+                [&] { return rados_read(io_, oid.c_str(), text.data() + done, n, done); });
             if (rc < 0)
                 return rados_error(rc);
             if (rc == 0)
-                break;
+                return make_error_code(errc::corrupt);  // shorter than its size
             done += static_cast<std::uint64_t>(rc);
         }
-        std::vector<std::string> members;
-        for (std::size_t at = 0; at + tally_record <= text.size(); at += tally_record) {
+        std::vector<arrival> found;
+        for (std::size_t at = 0; at < text.size(); at += tally_record) {
             std::string_view r(text.data() + at, tally_record);
             if (r.back() != '\n')
                 return make_error_code(errc::corrupt);
             r.remove_suffix(1);
             while (!r.empty() && r.back() == ' ')
                 r.remove_suffix(1);
-            if (r.empty())
+            const auto eq = r.find('=');
+            if (eq == std::string_view::npos || !valid_member(r.substr(0, eq)) ||
+                !valid_note(r.substr(eq + 1)))
                 return make_error_code(errc::corrupt);
-            members.emplace_back(r);
+            found.push_back({std::string(r.substr(0, eq)), std::string(r.substr(eq + 1))});
         }
-        std::sort(members.begin(), members.end());
-        members.erase(std::unique(members.begin(), members.end()), members.end());
-        out = std::move(members);
+        if (auto ec = fold_arrivals(found))
+            return ec;
+        out = std::move(found);
         return {};
     }
 
@@ -790,7 +790,8 @@ public:
     }
 
 private:
-    static constexpr std::size_t tally_record = 256;  // > max_member + '\n'
+    static constexpr std::size_t tally_record = 256;
+    static_assert(tally_record >= max_member + max_note + 2);  // '=' and '\n'
     static constexpr std::uint64_t max_tally_bytes = 64ull << 20;
 
     static std::string tally_object(const std::string& tally) { return ".arrivals/" + tally; }

@@ -102,7 +102,7 @@ std::error_code reader::read(const place& at, std::uint64_t version, std::span<s
         // Not written in this run: the version must be complete job-wide.
         store::version_info info;
         std::string why;
-        if (auto ec = store::load_version(*store_, job, version, info, why))
+        if (auto ec = store::load_node(*store_, job, version, at.node, info, why))
             return fail(ec == errc::not_found ? make_error_code(errc::not_found) : ec, why);
         const store::manifest_entry* entry = nullptr;
         for (const auto& m : info.manifests)
@@ -202,14 +202,18 @@ std::error_code reader::confirm_commit(const place& at, std::uint64_t version, c
     for (;;) {
         bool yes = false;
         std::string state;
-        if (auto ec = store::committed(*store_, job, version, yes, state)) {
+        // One stat per look; the whole state (a listing) only once, at the end.
+        const bool last = clock::now() >= deadline;
+        const auto ec = last ? store::commit_state(*store_, job, version, yes, state)
+                             : store::committed(*store_, job, version, yes);
+        if (ec) {
             why = fmt::format("cannot tell whether version {} of job {} is complete: {}",
                               version, job, ec.message());
             return ec;
         }
         if (yes)
             return {};
-        if (clock::now() >= deadline) {
+        if (last) {
             why = fmt::format(
                 "version {} of job {} is durable on this node but not complete job-wide: {}, "
                 "the job has {} nodes; {}",

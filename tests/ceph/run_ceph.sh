@@ -5,9 +5,10 @@
 # rados command-line tool, and the errors io_init gives for a missing pool
 # and a wrong key.
 # The iofwd command lists, verifies, restores and removes through the same store.
-#   run_ceph.sh MPIEXEC CHECKPOINT VERIFY RANK_CLIENT SOURCE_ROOT IOFWD
+# Eight simulated nodes commit versions at once through the pool's tallies.
+#   run_ceph.sh MPIEXEC CHECKPOINT VERIFY RANK_CLIENT SOURCE_ROOT IOFWD COMMIT_SIM
 set -euo pipefail
-mpiexec=$1 checkpoint=$2 verify=$3 rank_client=$4 src=$5 iofwd=$6
+mpiexec=$1 checkpoint=$2 verify=$3 rank_client=$4 src=$5 iofwd=$6 commit_sim=$7
 work=$(mktemp -d /tmp/iofwd-ceph-XXXXXX)
 # No daemon of this test outlives it, whatever the test did to its ranks.
 cleanup() {
@@ -119,6 +120,37 @@ kill -9 "$holder" 2>/dev/null || true
 echo "$out"
 echo "$out" | grep -q "^init 98$" || fail "second job: expected EADDRINUSE at io_init"
 echo "$out" | grep -q "is being written by another daemon" || fail "second job: refusal not explained"
+
+# 4b. Eight nodes of one job (simulated: a process and a daemon each, one
+#     rank per node) commit 2 versions at once: each version's tally holds
+#     one 256-byte record per node, COMPLETE lists the 8 nodes, every byte
+#     verifies, and removing a version takes its tally along.
+pids=()
+for i in 1 2 3 4 5 6 7 8; do
+  IOFWD_STORE=rados:iofwd IOFWD_JOB=simjob IOFWD_RUN=sim-1 IOFWD_NODES=8 IOFWD_NODE=sim$i \
+    IOFWD_STAGING_SIZE=1M IOFWD_CHUNK_SIZE=256K IOFWD_PULL_THREADS=0 IOFWD_FINALIZE_TIMEOUT=120 \
+    timeout 200 "$commit_sim" 2 4096 2> "$work/sim$i.err" &
+  pids+=($!)
+done
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}" || { cat "$work/sim$((i + 1)).err" >&2; fail "simulated node $((i + 1)) failed"; }
+done
+for v in 1 2; do
+  size=$(rados -c "$conf" -p iofwd stat ".arrivals/simjob/v0000000$v/ARRIVED" | sed 's/.*size //')
+  [ "$size" = 2048 ] || fail "version $v's tally holds $size bytes, not 8 records of 256"
+  rados -c "$conf" -p iofwd get "simjob/v0000000$v/COMPLETE" "$work/simhead"
+  piece=$(rados -c "$conf" -p iofwd ls | grep "^simjob/v0000000$v/COMPLETE@")
+  rados -c "$conf" -p iofwd get "$piece" "$work/simcomplete"
+  grep -q "^nodes 8$" "$work/simcomplete" || fail "version $v's COMPLETE does not list 8 nodes"
+  [ "$(grep -c '^node sim[1-8] ranks 1 manifest-crc32c ' "$work/simcomplete")" = 8 ] ||
+    fail "version $v's COMPLETE does not give each node's manifest"
+done
+timeout 120 "$iofwd" verify --store rados:iofwd simjob | tee "$work/simverify"
+grep -q "2 of 2 complete versions intact" "$work/simverify" || fail "the 8 nodes' versions do not verify"
+timeout 120 "$iofwd" rm --store rados:iofwd simjob 1
+! rados -c "$conf" -p iofwd stat .arrivals/simjob/v00000001/ARRIVED 2>/dev/null ||
+  fail "version 1's tally outlived its version"
+echo "8 simulated nodes committed 2 versions through the tallies"
 
 # 5. The OSD dies while the daemon holds a version: bounded retries, then the
 #    error reaches io_finalize; nothing is reported durable. (3 s op timeout.)

@@ -1,19 +1,27 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
+#include <latch>
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "crc32c.hpp"
 #include "errors.hpp"
 #include "process.hpp"
 #include "store/backend.hpp"
 #include "store/catalog.hpp"
+#include "store/counting.hpp"
 #include "store/directory.hpp"
 #include "sys.hpp"
 
@@ -287,7 +295,8 @@ TEST_CASE("retention paused after a version goes on where it stopped", "[store]"
         REQUIRE_FALSE(st->put(store::manifest_object("job", v, "n"), std::as_bytes(std::span(text))));
         bool completed = false;
         std::string why;
-        REQUIRE_FALSE(store::try_complete(*st, "job", v, 1, completed, why));
+        REQUIRE_FALSE(store::try_complete(*st, m, crc32c(std::as_bytes(std::span(text))), 1,
+                                          completed, why));
         REQUIRE(completed);
     }
     // Keep 1: versions 1-3 go. Asked to pause, it stops after the first.
@@ -362,7 +371,7 @@ TEST_CASE("every node of a run gets the first version of its record", "[store]")
     CHECK(why.find("not of job job run run-2") != std::string::npos);
 }
 
-TEST_CASE("committed: a version complete, superseded, or naming its manifests", "[store]")
+TEST_CASE("commit_state: a version complete, superseded, or naming its manifests", "[store]")
 {
     test::temp_dir tmp;
     auto st = open_store(tmp);
@@ -372,25 +381,25 @@ TEST_CASE("committed: a version complete, superseded, or naming its manifests", 
     bool yes = true;
     std::string why;
     put_text(store::manifest_object("job", 1, "nodeA"), "m");
-    REQUIRE_FALSE(store::committed(*st, "job", 1, yes, why));
+    REQUIRE_FALSE(store::commit_state(*st, "job", 1, yes, why));
     CHECK_FALSE(yes);
     CHECK(why == "version 1 has the manifests of 1 node (nodeA)");
     put_text(store::manifest_object("job", 1, "nodeB"), "m");
-    REQUIRE_FALSE(store::committed(*st, "job", 1, yes, why));
+    REQUIRE_FALSE(store::commit_state(*st, "job", 1, yes, why));
     CHECK_FALSE(yes);
     CHECK(why == "version 1 has the manifests of 2 nodes (nodeA, nodeB)");
     put_text(store::complete_object("job", 1), "c");
-    REQUIRE_FALSE(store::committed(*st, "job", 1, yes, why));
+    REQUIRE_FALSE(store::commit_state(*st, "job", 1, yes, why));
     CHECK(yes);
     // Version 2 incomplete, version 3 complete: 2 counts as superseded
     // (retention removes versions older than the oldest complete one kept).
     put_text(store::manifest_object("job", 2, "nodeA"), "m");
-    REQUIRE_FALSE(store::committed(*st, "job", 2, yes, why));
+    REQUIRE_FALSE(store::commit_state(*st, "job", 2, yes, why));
     CHECK_FALSE(yes);
     put_text(store::complete_object("job", 3), "c");
-    REQUIRE_FALSE(store::committed(*st, "job", 2, yes, why));
+    REQUIRE_FALSE(store::commit_state(*st, "job", 2, yes, why));
     CHECK(yes);
-    REQUIRE_FALSE(store::committed(*st, "job", 4, yes, why));
+    REQUIRE_FALSE(store::commit_state(*st, "job", 4, yes, why));
     CHECK_FALSE(yes);
     CHECK(why == "version 4 has no node's manifest");
 }
@@ -444,4 +453,163 @@ TEST_CASE("claimants are the nodes that ever claimed a job; a held claim refuses
     CHECK_FALSE(st->claim_job("job", "nodeA", again));
     REQUIRE_FALSE(st->claimants("job", nodes));
     CHECK(nodes.size() == 2);  // a released claim's node still claimed once
+}
+
+TEST_CASE("a tally counts each member once, and the last of N to arrive sees N", "[store]")
+{
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    const std::string tally = store::arrivals_object("job", 3);
+    constexpr int members = 16;
+    std::vector<std::uint64_t> counts(members);
+    std::vector<std::error_code> errors(members);
+    {
+        std::latch go(members);
+        std::vector<std::jthread> threads;
+        for (int i = 0; i < members; ++i)
+            threads.emplace_back([&, i] {
+                go.arrive_and_wait();
+                errors[i] = st->arrive(tally, fmt::format("node{:02}", i),
+                                       fmt::format("{}+note", i), counts[i]);
+            });
+    }
+    for (int i = 0; i < members; ++i) {
+        CHECK_FALSE(errors[i]);
+        CHECK(counts[i] >= 1);
+        CHECK(counts[i] <= members);
+    }
+    // Every arrival sees its own and those before it: someone saw all.
+    CHECK(*std::max_element(counts.begin(), counts.end()) == members);
+    std::vector<store::backend::arrival> arrived;
+    REQUIRE_FALSE(st->arrivals(tally, arrived));
+    REQUIRE(arrived.size() == members);
+    CHECK(arrived.front() == store::backend::arrival{"node00", "0+note"});
+    CHECK(arrived.back() == store::backend::arrival{"node15", "15+note"});
+    // A retry counts nobody twice.
+    std::uint64_t again = 0;
+    REQUIRE_FALSE(st->arrive(tally, "node07", "7+note", again));
+    CHECK(again == members);
+    // The tally is not a name of the version, and goes with it.
+    REQUIRE_FALSE(st->put(store::complete_object("job", 3), std::as_bytes(std::span("c", 1))));
+    std::vector<std::string> names;
+    REQUIRE_FALSE(st->list(store::version_dir("job", 3) + "/", names));
+    CHECK(names == std::vector<std::string>{"COMPLETE"});
+    REQUIRE_FALSE(store::remove_version(*st, "job", 3));
+    CHECK(st->list(store::version_dir("job", 3) + "/", names) == errc::not_found);
+    CHECK(st->arrivals(tally, arrived) == errc::not_found);
+    CHECK_FALSE(st->remove_arrivals(tally));  // gone already: no error
+}
+
+TEST_CASE("a tally refuses bad names and notes, a stranger's entry and two notes of one member",
+          "[store]")
+{
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    const std::string tally = store::arrivals_object("job", 1);
+    std::uint64_t count = 0;
+    const std::vector<std::string> bad_names{"", ".hidden", "a/b", "a\nb", "a=b",
+                                             std::string(201, 'n')};
+    for (const auto& bad : bad_names)
+        CHECK(st->arrive(tally, bad, "", count) == errc::invalid_argument);
+    CHECK(st->arrive(tally, "nodeA", "a b", count) == errc::invalid_argument);
+    CHECK(st->arrive(tally, "nodeA", "a=b", count) == errc::invalid_argument);
+    CHECK(st->arrive(tally, "nodeA", std::string(41, '1'), count) == errc::invalid_argument);
+    REQUIRE_FALSE(st->arrive(tally, "nodeA", "1+2", count));
+    CHECK(count == 1);
+    // A file of the name that is not a link to the counted one (a stale
+    // tally copied in by hand) is not counted as that member.
+    const auto dir = std::filesystem::path(tmp / "store") / "job" / "v00000001" / ".ARRIVED";
+    REQUIRE(std::filesystem::is_directory(dir));
+    { std::ofstream(dir / "nodeB=") << "x"; }
+    CHECK(st->arrive(tally, "nodeB", "", count) == errc::unsafe_path);
+    std::filesystem::remove(dir / "nodeB=");
+    // One member with two notes: counted, and refused when read.
+    REQUIRE_FALSE(st->arrive(tally, "nodeA", "9+9", count));
+    CHECK(count == 2);
+    std::vector<store::backend::arrival> arrived;
+    CHECK(st->arrivals(tally, arrived) == errc::corrupt);
+}
+
+TEST_CASE("the job-wide commit: the last node of N writes COMPLETE from what the nodes brought",
+          "[store]")
+{
+    test::temp_dir tmp;
+    store::counting_backend st(open_store(tmp));
+    const std::vector<std::string> nodes{"nodeC", "nodeA", "nodeB"};
+    auto manifest_of = [](const std::string& node) {
+        return store::manifest{"job", node, 5, 1, {{0, 4096, 0x1234}}};
+    };
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+        const auto m = manifest_of(nodes[i]);
+        const auto text = store::format_manifest(m);
+        REQUIRE_FALSE(st.put(store::manifest_object("job", 5, nodes[i]),
+                             std::as_bytes(std::span(text))));
+        const auto before = st.counts();
+        bool completed = true;
+        std::string why;
+        REQUIRE_FALSE(store::try_complete(st, m, crc32c(std::as_bytes(std::span(text))), 3,
+                                          completed, why));
+        const auto cost = st.counts() - before;
+        // Every node: one arrival; the last the arrivals and COMPLETE too.
+        // No node lists or reads anything of the version.
+        CHECK(cost.arrives == 1);
+        CHECK(cost.lists == 0);
+        CHECK(cost.reads == 0);
+        if (i + 1 < nodes.size()) {
+            CHECK_FALSE(completed);
+            CHECK(cost.metadata() == 1);
+        } else {
+            CHECK(completed);
+            CHECK(cost.arrival_reads == 1);
+            CHECK(cost.commits == 1);
+            CHECK(cost.metadata() == 4);  // arrive, arrivals, create + commit
+        }
+    }
+    // The record checks out against the manifests the nodes wrote.
+    store::version_info info;
+    std::string why;
+    REQUIRE_FALSE(store::load_version(st, "job", 5, info, why));
+    REQUIRE(info.record.nodes.size() == 3);
+    CHECK(info.record.nodes[0].node == "nodeA");
+    CHECK(info.record.nodes[2].node == "nodeC");
+    CHECK(info.manifests[1] == manifest_of("nodeB"));
+    // One node's part only: its manifest read, no other.
+    const auto before = st.counts();
+    REQUIRE_FALSE(store::load_node(st, "job", 5, "nodeB", info, why));
+    CHECK((st.counts() - before).reads == 2);  // the record, the manifest
+    REQUIRE(info.manifests.size() == 1);
+    CHECK(info.manifests[0] == manifest_of("nodeB"));
+    // A node the job does not have: refused, in words.
+    const auto d = manifest_of("nodeD");
+    bool completed = false;
+    CHECK(store::try_complete(st, d, 7, 3, completed, why) == errc::rank_mismatch);
+    CHECK(why.find("has 4 nodes' manifests (nodeA, nodeB, nodeC, nodeD) but the job has 3 nodes") !=
+          std::string::npos);
+    CHECK_FALSE(completed);
+}
+
+TEST_CASE("a counting store counts each call by kind and passes it on", "[store]")
+{
+    test::temp_dir tmp;
+    store::counting_backend st(open_store(tmp));
+    const auto bytes = data_of(100, 2);
+    REQUIRE_FALSE(st.put("job/v00000001/a", bytes));
+    REQUIRE_FALSE(st.put("job/v00000001/b", bytes));
+    std::vector<std::string> names;
+    REQUIRE_FALSE(st.list("job/v00000001/", names));
+    std::uint64_t size = 0;
+    REQUIRE_FALSE(st.size("job/v00000001/a", size));
+    CHECK(read_back(st, "job/v00000001/b", 100) == bytes);
+    CHECK(st.remove("job/v00000001/a") == std::error_code());
+    CHECK(st.size("job/v00000001/a", size) == errc::not_found);
+    const auto n = st.counts();
+    CHECK(n.created == 2);
+    CHECK(n.writes == 2);
+    CHECK(n.commits == 2);
+    CHECK(n.lists == 1);
+    CHECK(n.listed == 2);
+    CHECK(n.stats == 2);
+    CHECK(n.reads == 1);
+    CHECK(n.removes == 1);
+    CHECK(n.metadata() == 9);
 }

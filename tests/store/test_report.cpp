@@ -26,6 +26,7 @@ node_report sample()
     r.cpu_user = 0.25;
     r.cpu_system = 0.5;
     r.peak_rss_bytes = 300ull << 20;
+    r.store_ops = {40, 41, 42, 3, 4, 5, 60, 7, 8, 9, 1};
     r.lost_versions = 1;
     r.per_rank = {{0, 2, 5ull << 30, {300, 200, 150}, {9000, 5000, 4500}},
                   {1, 1, 100, {0, 0, 0}, {700, 700, 700}}};
@@ -59,7 +60,25 @@ TEST_CASE("a summary round-trips through its JSON", "[report]")
                      0) == 0);
     CHECK(text.find("\"detail\":[[0,8,2684354560,100,4000],[1,8,100,0,700],"
                     "[0,9,2684354560,200,5000]]") != std::string::npos);
+    CHECK(text.find("\"store_ops\":{\"created\":40,\"writes\":41,\"commits\":42,\"reads\":3,"
+                    "\"stats\":4,\"lists\":5,\"listed\":60,\"removes\":7,\"arrives\":8,"
+                    "\"arrival_reads\":9,\"claims\":1}") != std::string::npos);
     CHECK(text.back() == '\n');
+    // A summary of a daemon from before the counts: read, with none.
+    {
+        auto older = sample();
+        older.store_ops = {};
+        const auto without = edit(format_report(older),
+                                  ",\"store_ops\":{\"created\":0,\"writes\":0,\"commits\":0,"
+                                  "\"reads\":0,\"stats\":0,\"lists\":0,\"listed\":0,"
+                                  "\"removes\":0,\"arrives\":0,\"arrival_reads\":0,"
+                                  "\"claims\":0}",
+                                  "");
+        node_report back;
+        std::string why;
+        REQUIRE_FALSE(parse_report(without, back, why));
+        CHECK(back == older);
+    }
     node_report back;
     std::string why;
     REQUIRE_FALSE(parse_report(text, back, why));
@@ -86,6 +105,7 @@ TEST_CASE("a summary that does not check out is refused, saying why", "[report]"
          "'detail' of the summary is not a list of at most 2 entries"},
         {edit(text, "\"start\":", "\"start\":\"x\",\"was\":"),
          "'start' of the summary is not a number"},
+        {edit(text, "\"arrives\":8", "\"arrives\":-8"), "'arrives' of store_ops"},
     };
     for (const auto& [t, words] : bad) {
         node_report out = sample();

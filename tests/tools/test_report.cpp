@@ -72,6 +72,14 @@ TEST_CASE("report: versions, bytes and times per rank and node after a real job"
                            "n['start_utc'][-1]))(d['nodes'][0])") ==
           "(True, True, True, True, True, 'Z')\n");
 
+    // What the daemon asked of the store: per version two ranks' objects, the
+    // manifest and COMPLETE (each created and committed), one arrival and,
+    // the only node, the look at the arrivals. Nothing listed or read.
+    CHECK(py(c, j.out, "[d['nodes'][0]['store_ops'][k] for k in ('created', 'writes', "
+                       "'commits', 'reads', 'stats', 'lists', 'listed', 'removes', 'arrives', "
+                       "'arrival_reads', 'claims')]") ==
+          "[12, 12, 12, 0, 0, 0, 0, 0, 3, 3, 0]\n");
+
     // The stored summary: a line per rank version, times as the daemon saw them.
     const std::string key = py(c, j.out, "d['run']").substr(0, py(c, j.out, "d['run']").size() - 1);
     const std::string stored = read_file(c.store() + "/itest/reports/" + key + "/nodeA.json");
@@ -99,9 +107,9 @@ TEST_CASE("report: versions, bytes and times per rank and node after a real job"
                    "nodeA                1        3   293.0 KiB" + time + time + time + time + "\n"
                    "nodeA              all        6   585.9 KiB" + time + time + time + time + "\n"
                    "NODE             START                    SECONDS   CPU USER    CPU SYS  "
-                   "PEAK MEMORY  LOST\n"
+                   "PEAK MEMORY STORE OPS  LOST\n"
                    R"(nodeA            \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ +[0-9.]+ +[0-9.]+ +[0-9.]+ )"
-                   R"( +[0-9.]+ MiB +0\n)")));
+                   R"( +[0-9.]+ MiB +30 +0\n)")));
 
     // The plot: gnuplot draws a PNG (the command fails when gnuplot does).
     const std::string png = c.tmp / "versions.png";
