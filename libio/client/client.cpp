@@ -155,7 +155,11 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
     std::uint64_t features = UCP_FEATURE_RMA | UCP_FEATURE_AM;
     if (blocking_)
         features |= UCP_FEATURE_WAKEUP;
-    if (auto ec = ucx::context::create(features, "iofwd-rank", context_))
+    // The daemon's transports, not the job's UCX_TLS: each transport
+    // offered costs every rank's worker start-up time (tcp on every network
+    // device, both shared-memory kinds), and only node-local ones reach it.
+    if (auto ec = ucx::context::create(features, "iofwd-rank", context_, false,
+                                       settings_.transports))
         return undo(ec, fmt::format("UCX initialisation failed: {}", ec.message()));
     if (auto ec = ucx::worker::create(context_, worker_))
         return undo(ec, fmt::format("UCX worker creation failed: {}", ec.message()));

@@ -76,6 +76,8 @@ std::error_code load_settings(std::uint32_t nodes, const std::string& run, setti
         return ec;
     if (auto ec = config::get_boolean("IOFWD_HUGEPAGES", s.huge_pages, why))
         return ec;
+    if (auto ec = config::get_text("IOFWD_TRANSPORTS", s.transports, why))
+        return ec;
     std::string pull;
     if (auto ec = config::get_text("IOFWD_PULL", pull, why))
         return ec;

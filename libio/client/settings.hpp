@@ -15,6 +15,7 @@ struct settings {
     std::string run;          // the run's name; empty: unnamed
     std::uint64_t eager_limit = 64 * 1024;
     bool huge_pages = true;
+    std::string transports;  // IOFWD_TRANSPORTS: UCX's to the daemon (UCX_TLS syntax)
     pull_mode pull = pull_mode::automatic;
     std::chrono::milliseconds launch_timeout{30'000};
     std::chrono::milliseconds daemon_timeout{60'000};    // silence before the daemon counts as dead

@@ -112,9 +112,11 @@ const std::vector<variable> table = {
     {"IOFWD_PROGRESS_INTERVAL", seconds, "5", 0, 86400, {}, reader::daemon,
      "seconds between progress lines in the log while a flush runs (0: none)",
      "--progress-interval", "SECONDS"},
-    {"IOFWD_TRANSPORTS", text, "self,sm,cma", 0, 0, {}, reader::daemon,
-     "UCX transports between the daemon and its ranks (UCX_TLS syntax): node-local\n"
-     "ones, whatever UCX_TLS says",
+    {"IOFWD_TRANSPORTS", text, "self,posix,cma", 0, 0, {}, reader::both,
+     "UCX transports between the daemon and its ranks (UCX_TLS syntax), the same\n"
+     "on both sides: node-local ones, whatever UCX_TLS the job sets for MPI\n"
+     "(self,sysv,cma where /dev/shm is too small; self,sm,cma offers both, and\n"
+     "each rank and daemon worker then takes ~9 ms longer to start)",
      "--transports", "LIST"},
     {"IOFWD_NET_DEVICES", text, {}, 0, 0, {}, reader::daemon,
      "network devices UCX may use (UCX_NET_DEVICES syntax)", "--net-devices", "LIST"},

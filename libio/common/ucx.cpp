@@ -11,12 +11,17 @@
 namespace iofwd::ucx {
 
 std::error_code context::create(std::uint64_t features, const char* name, context& out,
-                                bool shared_workers)
+                                bool shared_workers, const std::string& transports)
 {
     ucp_config_t* config = nullptr;
     ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
     if (st != UCS_OK)
         return make_ucx_error(st);
+    if (!transports.empty() &&
+        (st = ucp_config_modify(config, "TLS", transports.c_str())) != UCS_OK) {
+        ucp_config_release(config);
+        return make_ucx_error(st);
+    }
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
     params.features = features;

@@ -31,8 +31,10 @@ public:
     // features: UCP_FEATURE_* bits. `name` shows up in UCX's own logs.
     // `shared_workers`: workers of this context run on different threads
     // (UCX then locks what they share, e.g. the registration cache).
+    // `transports` (UCX_TLS syntax), when not empty, replaces UCX_TLS for
+    // this context only: a rank's MPI keeps its own.
     static std::error_code create(std::uint64_t features, const char* name, context& out,
-                                  bool shared_workers = false);
+                                  bool shared_workers = false, const std::string& transports = {});
     ucp_context_h get() const noexcept { return h_.get(); }
 
 private:
