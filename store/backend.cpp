@@ -12,6 +12,7 @@
 #include "store/rados.hpp"
 #endif
 #include "errors.hpp"
+#include "rendezvous.hpp"
 
 namespace iofwd::store {
 
@@ -35,20 +36,37 @@ std::error_code backend::put_new(const std::string& name, std::span<const std::b
     return w->commit_exclusive();
 }
 
-bool valid_member(std::string_view member)
-{
-    if (member.empty() || member.size() > backend::max_member || member[0] == '.')
-        return false;
-    return std::all_of(member.begin(), member.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
-    });
-}
+namespace {
 
 bool valid_note(std::string_view note)
 {
     return note.size() <= backend::max_note && std::all_of(note.begin(), note.end(), [](char c) {
                return std::isalnum(static_cast<unsigned char>(c)) || c == '+';
            });
+}
+
+}  // namespace
+
+bool format_arrival(const std::string& member, const std::string& note, std::string& out)
+{
+    // Members are node names: valid_name's rule (at most max_member bytes).
+    static_assert(backend::max_member == 200);
+    if (!valid_name(member) || !valid_note(note))
+        return false;
+    out = member + "=" + note;
+    return true;
+}
+
+bool parse_arrival(std::string_view text, backend::arrival& out)
+{
+    const auto eq = text.find('=');
+    if (eq == std::string_view::npos)
+        return false;
+    backend::arrival a{std::string(text.substr(0, eq)), std::string(text.substr(eq + 1))};
+    if (!valid_name(a.member) || !valid_note(a.note))
+        return false;
+    out = std::move(a);
+    return true;
 }
 
 std::error_code fold_arrivals(std::vector<backend::arrival>& found)

@@ -156,9 +156,12 @@ struct open_options {
     bool group_readable = false;  // the directory store: 0750/0640 instead of 0700/0600
 };
 
-// Whether a member and a note are what a tally takes (backend::arrive).
-bool valid_member(std::string_view member);
-bool valid_note(std::string_view note);
+// An arrival as the backends keep it, "<member>=<note>" ('=' is in no
+// member's name): false when the member or the note is not what a tally
+// takes (backend::arrive). parse_arrival is the reverse, false for text that
+// is not one.
+bool format_arrival(const std::string& member, const std::string& note, std::string& out);
+bool parse_arrival(std::string_view text, backend::arrival& out);
 // The arrivals in the order found, one member's repeats with the same note
 // folded: sorted by member, or errc::corrupt for a member with two notes.
 std::error_code fold_arrivals(std::vector<backend::arrival>& found);

@@ -53,10 +53,10 @@ private:
 
 op_counts op_counts::operator-(const op_counts& o) const noexcept
 {
-    return {created - o.created, writes - o.writes,   commits - o.commits,
-            reads - o.reads,     stats - o.stats,     lists - o.lists,
-            listed - o.listed,   removes - o.removes, arrives - o.arrives,
-            arrival_reads - o.arrival_reads,          claims - o.claims};
+    op_counts d;
+    for (const auto& f : op_fields)
+        d.*f.count = this->*f.count - o.*f.count;
+    return d;
 }
 
 op_counts counting_backend::counts() const noexcept

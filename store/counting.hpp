@@ -38,6 +38,20 @@ struct op_counts {
     bool operator==(const op_counts&) const = default;
 };
 
+// Every count by name, in the order a job's summary writes them.
+struct op_field {
+    const char* name;
+    std::uint64_t op_counts::*count;
+};
+inline constexpr op_field op_fields[] = {
+    {"created", &op_counts::created}, {"writes", &op_counts::writes},
+    {"commits", &op_counts::commits}, {"reads", &op_counts::reads},
+    {"stats", &op_counts::stats},     {"lists", &op_counts::lists},
+    {"listed", &op_counts::listed},   {"removes", &op_counts::removes},
+    {"arrives", &op_counts::arrives}, {"arrival_reads", &op_counts::arrival_reads},
+    {"claims", &op_counts::claims},
+};
+
 class counting_backend final : public backend {
 public:
     explicit counting_backend(std::unique_ptr<backend> inner) : inner_(std::move(inner)) {}

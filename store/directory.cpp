@@ -630,10 +630,10 @@ constexpr const char* tally_count = ".count";
 std::error_code directory_backend::arrive(const std::string& tally, const std::string& member,
                                           const std::string& note, std::uint64_t& count)
 {
-    if (!valid_member(member) || !valid_note(note) || components(tally).empty())
+    // The link's name is the arrival, note and all.
+    std::string link;
+    if (!format_arrival(member, note, link) || components(tally).empty())
         return make_error_code(errc::invalid_argument);
-    // The link's name carries the note: '=' is in no member's name.
-    const std::string link = member + "=" + note;
     unique_fd dir;
     if (auto ec = open_dir(tally_dir(tally), true, dir))
         return ec;
@@ -678,11 +678,10 @@ std::error_code directory_backend::arrivals(const std::string& tally,
     for (const auto& n : names) {
         if (n[0] == '.')
             continue;
-        const auto eq = n.find('=');
-        if (eq == std::string::npos || !valid_member(n.substr(0, eq)) ||
-            !valid_note(n.substr(eq + 1)))
+        backend::arrival a;
+        if (!parse_arrival(n, a))
             return make_error_code(errc::corrupt);
-        found.push_back({n.substr(0, eq), n.substr(eq + 1)});
+        found.push_back(std::move(a));
     }
     if (auto ec = fold_arrivals(found))
         return ec;

@@ -719,10 +719,11 @@ public:
     std::error_code arrive(const std::string& tally, const std::string& member,
                            const std::string& note, std::uint64_t& count) override
     {
-        if (!valid_member(member) || !valid_note(note))
+        std::string text;
+        if (!format_arrival(member, note, text))
             return make_error_code(errc::invalid_argument);
         std::string record(tally_record, ' ');
-        record.replace(0, member.size() + 1 + note.size(), member + "=" + note);
+        record.replace(0, text.size(), text);
         record.back() = '\n';
         const std::string oid = tally_object(tally);
         int rc = with_retries(
@@ -769,11 +770,10 @@ public:
             r.remove_suffix(1);
             while (!r.empty() && r.back() == ' ')
                 r.remove_suffix(1);
-            const auto eq = r.find('=');
-            if (eq == std::string_view::npos || !valid_member(r.substr(0, eq)) ||
-                !valid_note(r.substr(eq + 1)))
+            arrival a;
+            if (!parse_arrival(r, a))
                 return make_error_code(errc::corrupt);
-            found.push_back({std::string(r.substr(0, eq)), std::string(r.substr(eq + 1))});
+            found.push_back(std::move(a));
         }
         if (auto ec = fold_arrivals(found))
             return ec;

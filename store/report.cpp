@@ -111,15 +111,6 @@ private:
     std::string& why_;
 };
 
-// The counts by name, in the order a summary writes them.
-std::vector<std::pair<const char*, std::uint64_t*>> ops_fields(op_counts& c)
-{
-    return {{"created", &c.created}, {"writes", &c.writes},   {"commits", &c.commits},
-            {"reads", &c.reads},     {"stats", &c.stats},     {"lists", &c.lists},
-            {"listed", &c.listed},   {"removes", &c.removes}, {"arrives", &c.arrives},
-            {"arrival_reads", &c.arrival_reads},              {"claims", &c.claims}};
-}
-
 }  // namespace
 
 std::uint64_t median(std::vector<std::uint64_t> values)
@@ -151,11 +142,11 @@ nlohmann::ordered_json rank_json(const report_rank& k)
             {"durable_us", times_json(k.durable)}};
 }
 
-nlohmann::ordered_json ops_json(op_counts c)
+nlohmann::ordered_json ops_json(const op_counts& c)
 {
     ordered out = ordered::object();
-    for (auto& [key, field] : ops_fields(c))
-        out[key] = *field;
+    for (const auto& f : op_fields)
+        out[f.name] = c.*f.count;
     return out;
 }
 
@@ -226,8 +217,8 @@ std::error_code parse_report(std::string_view text, node_report& out, std::strin
         rd.whole(*d, "peak_rss_bytes", r.peak_rss_bytes, UINT64_MAX, "daemon");
         if (d->is_object() && d->contains("store_ops"))
             if (const json* o = rd.member(*d, "store_ops", "daemon"))
-                for (auto& [key, field] : ops_fields(r.store_ops))
-                    rd.whole(*o, key, *field, UINT64_MAX, "store_ops");
+                for (const auto& f : op_fields)
+                    rd.whole(*o, f.name, r.store_ops.*f.count, UINT64_MAX, "store_ops");
     }
     rd.whole(j, "lost_versions", r.lost_versions, UINT64_MAX, "the summary");
     if (const json* ranks = rd.array(j, "per_rank", max_report_ranks, "the summary")) {

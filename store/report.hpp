@@ -106,7 +106,7 @@ std::string format_report(const node_report& r);
 nlohmann::ordered_json rank_json(const report_rank& k);
 nlohmann::ordered_json times_json(const report_times& t);
 // The store operations of a summary, by kind, as the text has them.
-nlohmann::ordered_json ops_json(op_counts c);
+nlohmann::ordered_json ops_json(const op_counts& c);
 // Reads it back, checking every field's type and range (ranks in range,
 // one per_rank entry per rank, no more detail than its limit). A sentence in
 // `why` on failure; `out` untouched then.
