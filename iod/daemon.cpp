@@ -217,8 +217,13 @@ std::error_code daemon::start(std::string& why)
     flushes_ = std::make_unique<flush_policy>(
         loop_, opts_.flush_threads, staging_, [this] { arm_progress(); },
         [this] { job_->data_idle(); });
-    job_ = std::make_unique<iod::job>(loop_, opts_, *store_, paths_.session, *flushes_,
-                                      [this] { changed(); });
+    job_ = std::make_unique<iod::job>(
+        loop_, opts_, *store_, paths_.session, *flushes_, [this] { changed(); }, [this] {
+            std::vector<std::uint64_t> bytes;
+            for (const auto& p : pullers_)
+                bytes.push_back(p->bytes_read());
+            return bytes;
+        });
     if (auto ec = listen(why))
         return ec;
 
@@ -338,12 +343,7 @@ ucs_status_t daemon::pushed(puller* via, const proto::push_header& h, std::size_
     const auto it = sessions_.find(h.session);
     if (it == sessions_.end())
         return UCS_ERR_CANCELED;
-    return it->second->pushed(via, h.cookie, h.offset, length, desc);
-}
-
-puller* daemon::puller_for(std::uint32_t rank) noexcept
-{
-    return pullers_.empty() ? nullptr : pullers_[rank % pullers_.size()].get();
+    return it->second->pushed(pushed_chunk{via, desc}, h.cookie, h.offset, length);
 }
 
 std::error_code daemon::admit(const session& s, const proto::connect_msg& m,

@@ -73,9 +73,9 @@ public:
     }
     // Progresses UCX soon: after posting an operation.
     void kick() { driver_.kick(); }
-    // The puller that copies the pushed chunks of node-local rank `rank`, or
-    // nullptr when the loop's worker does (--pull-threads 0).
-    puller* puller_for(std::uint32_t rank) noexcept;
+    // The threads that copy pushed chunks; none when the loop's worker does
+    // (--pull-threads 0).
+    const std::vector<std::unique_ptr<puller>>& pullers() const noexcept { return pullers_; }
     bool shutting_down() const noexcept { return shutting_down_; }
     // A rank's CONNECT on session `s` (job::admit, unless shutting down).
     std::error_code admit(const session& s, const proto::connect_msg& m,

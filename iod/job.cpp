@@ -15,9 +15,11 @@
 namespace iofwd::iod {
 
 job::job(boost::asio::io_context& loop, const options& opts, store::backend& store,
-         const std::string& session, flush_policy& data, std::function<void()> on_change)
+         const std::string& session, flush_policy& data, std::function<void()> on_change,
+         byte_counts puller_bytes)
     : loop_(loop), opts_(opts), store_(store), session_(session), data_(data),
-      on_change_(std::move(on_change)), catalog_(loop, 1), retention_(loop, 1)
+      on_change_(std::move(on_change)), puller_bytes_(std::move(puller_bytes)),
+      catalog_(loop, 1), retention_(loop, 1)
 {
 }
 
@@ -113,6 +115,7 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
         files_only_ = files_only;
         summary_.start(name_, run_, opts_.node, ranks_, nodes_);
         ops_before_ = store_ops();
+        pulled_before_ = puller_bytes_();
         summary_written_ = false;
         lost_before_ = lost_versions_;
     } else if (m.job != name_) {
@@ -260,6 +263,9 @@ void job::write_summary()
     summary_written_ = true;
     auto report = summary_.report(lost_versions_ - lost_before_);
     report.store_ops = store_ops() - ops_before_;
+    report.puller_bytes = puller_bytes_();
+    for (std::size_t i = 0; i < report.puller_bytes.size() && i < pulled_before_.size(); ++i)
+        report.puller_bytes[i] -= pulled_before_[i];
     const std::string name = store::report_object(name_, summary_.key(), opts_.node);
     const std::string text = store::format_report(report);
     if (auto ec = store_.put(name, std::as_bytes(std::span(text))))

@@ -38,9 +38,13 @@ namespace iofwd::iod {
 class job final {
 public:
     // `on_change` runs on the loop whenever catalog or retention work ended
-    // (sessions waiting for it may finish, the daemon may exit).
+    // (sessions waiting for it may finish, the daemon may exit);
+    // `puller_bytes` gives the bytes each puller has read so far, for the
+    // summary.
+    using byte_counts = std::function<std::vector<std::uint64_t>()>;
     job(boost::asio::io_context& loop, const options& opts, store::backend& store,
-        const std::string& session, flush_policy& data, std::function<void()> on_change);
+        const std::string& session, flush_policy& data, std::function<void()> on_change,
+        byte_counts puller_bytes);
     job(const job&) = delete;
     job& operator=(const job&) = delete;
     ~job();
@@ -150,6 +154,8 @@ private:
     bool summary_written_ = true;     // nothing to write before the first job
     std::uint64_t lost_before_ = 0;   // lost_versions_ when the job began
     store::op_counts ops_before_;     // the store's counts when the job began
+    byte_counts puller_bytes_;
+    std::vector<std::uint64_t> pulled_before_;  // puller_bytes_() when the job began
     // Manifests and COMPLETE records, one version at a time, and retention on
     // a thread of its own: their small serial store round trips never hold a
     // thread the next version's data needs, and a version's commit never

@@ -30,6 +30,7 @@ bool decode_push(const void* header, std::size_t header_length, std::size_t leng
 
 struct puller::receive_op {
     puller* self;
+    std::size_t length;
     std::function<void(ucs_status_t)> done;
 };
 
@@ -121,7 +122,7 @@ void puller::disconnect(std::uint64_t sender)
 void puller::receive(std::uint64_t sender, void* desc, void* dest, std::size_t length,
                      ucp_mem_h memh, std::function<void(ucs_status_t)> done)
 {
-    auto* op = new receive_op{this, std::move(done)};
+    auto* op = new receive_op{this, length, std::move(done)};
     asio::post(io_, [this, op, sender, desc, dest, length, memh] {
         if (closed_.contains(sender)) {
             finish(op, UCS_ERR_CANCELED);
@@ -153,6 +154,8 @@ void puller::receive_done(void* request, ucs_status_t status, std::size_t, void*
 
 void puller::finish(receive_op* op, ucs_status_t st)
 {
+    if (st == UCS_OK)
+        bytes_read_.fetch_add(op->length, std::memory_order_relaxed);
     asio::post(loop_, [op, st] {
         op->done(st);
         delete op;
@@ -167,12 +170,12 @@ void puller::release(std::uint64_t sender, void* desc)
     });
 }
 
-void give_back(puller* via, ucx::worker& loop_worker, std::uint64_t sender, void* desc)
+void give_back(pushed_chunk c, ucx::worker& loop_worker, std::uint64_t sender)
 {
-    if (via)
-        via->release(sender, desc);
+    if (c.via)
+        c.via->release(sender, c.desc);
     else
-        ucp_am_data_release(loop_worker.get(), desc);
+        ucp_am_data_release(loop_worker.get(), c.desc);
 }
 
 }  // namespace iofwd::iod

@@ -1,13 +1,15 @@
 #pragma once
 // A puller: a UCX worker of its own, driven by a thread of its own, that
 // copies the chunks ranks push (active-message rendezvous, which UCX
-// completes with a cma read of the rank's memory inside the receive). Each
-// rank is given one puller, so two ranks' bytes are copied on two cores at
-// once, where the event loop alone would copy them one after the other.
+// completes with a cma read of the rank's memory inside the receive). Every
+// rank is given every puller and spreads its chunks over them, so one rank's
+// write is copied on several cores at once, and two ranks' writes share them,
+// where the event loop alone would copy chunk after chunk.
 //
 // Only UCX work runs here: which slot a chunk goes into, the flushes and the
 // answers to the rank stay on the daemon's event loop, which hands work over
 // with receive() / release() and hears back through the loop.
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -26,6 +28,7 @@
 #include <ucp/api/ucp.h>
 
 #include "protocol.hpp"
+#include "pushed_chunk.hpp"
 #include "ucx.hpp"
 #include "worker_driver.hpp"
 
@@ -37,11 +40,6 @@ namespace iofwd::iod {
 bool decode_push(const void* header, std::size_t header_length, std::size_t length,
                  const ucp_am_recv_param_t* param, proto::push_header& out);
 
-class puller;
-
-// Gives a pushed chunk of session `sender` back unread, on the worker it came
-// in on: its puller (`via`), or the loop's own worker when `via` is null.
-void give_back(puller* via, ucx::worker& loop_worker, std::uint64_t sender, void* desc);
 
 class puller final {
 public:
@@ -81,6 +79,8 @@ public:
                  ucp_mem_h memh, std::function<void(ucs_status_t)> done);
     // Gives a pushed chunk back unread: the rank's send of it fails.
     void release(std::uint64_t sender, void* desc);
+    // The bytes of the chunks received whole so far (any thread).
+    std::uint64_t bytes_read() const noexcept { return bytes_read_.load(std::memory_order_relaxed); }
 
 private:
     struct receive_op;
@@ -101,6 +101,7 @@ private:
     // The puller's thread only:
     std::unordered_map<std::uint64_t, ucx::endpoint> eps_;  // connected senders
     std::unordered_set<std::uint64_t> closed_;         // disconnected senders
+    std::atomic<std::uint64_t> bytes_read_{0};
     std::thread thread_;
 };
 

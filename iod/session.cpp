@@ -267,14 +267,19 @@ void session::on_connect(proto::connect_msg& m)
     a.transport = ucx::endpoint_transports(ep_.get());
     a.session = id_;
     if (hello.flags & proto::connect_flag_push) {
-        // The rank pushes to its puller, which copies on a thread of its own.
-        puller_ = d_.puller_for(hello.rank);
-        if (puller_) {
-            a.worker_address = puller_->address();
-            puller_->connect(id_, hello.worker_address);
-        } else if (auto ec = d_.worker().address(a.worker_address)) {
-            fail(ec, fmt::format("the daemon's UCX worker address: {}", ec.message()));
-            return;
+        // The rank spreads its chunks over the pullers, each copying on a
+        // thread of its own; without pullers, the loop's worker copies.
+        for (const auto& p : d_.pullers()) {
+            a.pullers.push_back({p->address()});
+            p->connect(id_, hello.worker_address);
+        }
+        pullers_connected_ = !d_.pullers().empty();
+        if (a.pullers.empty()) {
+            a.pullers.emplace_back();
+            if (auto ec = d_.worker().address(a.pullers.back().address)) {
+                fail(ec, fmt::format("the daemon's UCX worker address: {}", ec.message()));
+                return;
+            }
         }
     }
     unique_fd memfd;
@@ -321,7 +326,7 @@ void session::mail_drained()
 
 transfer::source session::source(bool push, ucp_rkey_h rkey, std::uint64_t address) const
 {
-    return transfer::source{ep_.get(), rkey, address, push, puller_, id_};
+    return transfer::source{ep_.get(), rkey, address, push, id_};
 }
 
 std::error_code session::unpack_key(std::span<const std::byte> packed, ucx::rkey& out) const
@@ -329,19 +334,21 @@ std::error_code session::unpack_key(std::span<const std::byte> packed, ucx::rkey
     return ucx::rkey::unpack(ep_.get(), packed, out);
 }
 
-void session::give_back(void* desc)
+void session::give_back(pushed_chunk p)
 {
-    iod::give_back(puller_, d_.worker(), id_, desc);
+    iod::give_back(p, d_.worker(), id_);
 }
 
-ucs_status_t session::pushed(puller* via, std::uint64_t cookie, std::uint64_t offset,
-                             std::uint64_t length, void* desc)
+ucs_status_t session::pushed(pushed_chunk p, std::uint64_t cookie, std::uint64_t offset,
+                             std::uint64_t length)
 {
-    // Only from this rank's own puller: a chunk is received (or given back)
-    // on the worker it came in on.
-    if (!admitted() || ended() || !(hello_->flags & proto::connect_flag_push) || via != puller_)
+    // Only from a worker the rank was given: a puller while they are
+    // connected to it (each holds an endpoint to the rank, so the chunk is
+    // received or given back there), the loop's worker when there are none.
+    const bool given = p.via ? pullers_connected_ : d_.pullers().empty();
+    if (!admitted() || ended() || !(hello_->flags & proto::connect_flag_push) || !given)
         return UCS_ERR_CANCELED;
-    return writes_.pushed(cookie, offset, length, desc);
+    return writes_.pushed(cookie, offset, length, p);
 }
 
 void session::remember_failure(std::error_code ec, const std::string& why)
@@ -386,9 +393,10 @@ void session::maybe_finish()
 
 void session::close_endpoint(bool force)
 {
-    if (puller_ && !puller_closed_) {
-        puller_closed_ = true;
-        puller_->disconnect(id_);
+    if (pullers_connected_) {
+        pullers_connected_ = false;
+        for (const auto& p : d_.pullers())
+            p->disconnect(id_);
     }
     if (!ep_) {
         finish_closing();

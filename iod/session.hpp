@@ -75,11 +75,11 @@ public:
     // This rank's line of a STATUS_REPLY; false for a connection that is no
     // admitted rank's.
     bool describe(proto::status_rank& out) const;
-    // A chunk the rank pushed (proto::push_header) through `via` (its
-    // puller; nullptr: the loop's worker); the status goes back to UCX
-    // (UCS_INPROGRESS: kept).
-    ucs_status_t pushed(puller* via, std::uint64_t cookie, std::uint64_t offset,
-                        std::uint64_t length, void* desc);
+    // A chunk the rank pushed (proto::push_header) through one of the
+    // daemon's pullers (p.via; nullptr: the loop's worker); the status goes
+    // back to UCX (UCS_INPROGRESS: kept).
+    ucs_status_t pushed(pushed_chunk p, std::uint64_t cookie, std::uint64_t offset,
+                        std::uint64_t length);
 
     // connection::owner
     void received(proto::message m) override;
@@ -106,12 +106,12 @@ public:
     file_writes& files() noexcept { return files_; }
     transfer_resources resources() noexcept;
     // Where a write's bytes come from: the rank's endpoint, `rkey` and
-    // `address` for a get, or its pushes through its puller.
+    // `address` for a get, or its pushes through the pullers.
     transfer::source source(bool push, ucp_rkey_h rkey, std::uint64_t address) const;
     ucp_rkey_h rank_key() const noexcept { return rkey_.get(); }
     std::error_code unpack_key(std::span<const std::byte> packed, ucx::rkey& out) const;
     // Gives a pushed chunk of this rank back unread.
-    void give_back(void* desc);
+    void give_back(pushed_chunk p);
     // Work in flight that done() waits for.
     void work_begun() noexcept { ++active_; }
     void work_done() noexcept { --active_; }
@@ -150,8 +150,9 @@ private:
     std::optional<proto::connect_msg> hello_;
     ucx::endpoint ep_;
     bool ep_failed_ = false;  // UCX reported an error on it: its close is forced
-    puller* puller_ = nullptr;  // copies this rank's pushed chunks (nullptr: the loop)
-    bool puller_closed_ = false;
+    // The rank pushes to the daemon's pullers (each connected to it until
+    // close_endpoint) or, without pullers, to the loop's worker.
+    bool pullers_connected_ = false;
     ucx::rkey rkey_;
 
     mailbox_intake intake_{*this};

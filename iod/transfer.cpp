@@ -64,7 +64,7 @@ transfer::transfer(transfer_resources r, source src, std::uint32_t rank, std::ui
         announced_.resize(chunks);
 }
 
-ucs_status_t transfer::arrived(std::uint64_t offset, std::uint64_t length, void* desc)
+ucs_status_t transfer::arrived(std::uint64_t offset, std::uint64_t length, pushed_chunk p)
 {
     const std::uint64_t slot = r_.slots.slot_size();
     const bool fits = src_.push && inline_.empty() && offset % slot == 0 && offset < length_ &&
@@ -78,7 +78,7 @@ ucs_status_t transfer::arrived(std::uint64_t offset, std::uint64_t length, void*
     if (error_)
         return UCS_ERR_CANCELED;
     announced_[offset / slot] = true;
-    pending_.push_back({chunk{static_cast<std::uint32_t>(offset / slot), offset, length}, desc});
+    pending_.push_back({chunk{static_cast<std::uint32_t>(offset / slot), offset, length}, p});
     request_slot();
     return UCS_INPROGRESS;
 }
@@ -86,7 +86,7 @@ ucs_status_t transfer::arrived(std::uint64_t offset, std::uint64_t length, void*
 void transfer::drop_pending()
 {
     for (auto& p : pending_)
-        give_back(src_.via, r_.worker, src_.sender, p.desc);
+        give_back(p.held, r_.worker, src_.sender);
     pending_.clear();
 }
 
@@ -138,14 +138,14 @@ void transfer::on_slot(slot s)
         // The next pushed chunk, read from the rank by UCX (cma) into the slot.
         const pushed p = pending_.front();
         pending_.pop_front();
-        if (src_.via) {
-            receive_via_puller(s, p.c, p.desc);
+        if (p.held.via) {
+            receive_via_puller(s, p.c, p.held);
             request_slot();
             return;
         }
         pull_into(s, p.c, [&](ucp_request_param_t& param) {
             param.cb.recv_am = &transfer::recv_done;
-            return ucp_am_recv_data_nbx(r_.worker.get(), p.desc, s.data, p.c.size, &param);
+            return ucp_am_recv_data_nbx(r_.worker.get(), p.held.desc, s.data, p.c.size, &param);
         });
         request_slot();
         return;
@@ -202,14 +202,14 @@ void transfer::pull_ended(bool loop_worker)
     r_.flushes.pull_finished();
 }
 
-void transfer::receive_via_puller(slot s, chunk c, void* desc)
+void transfer::receive_via_puller(slot s, chunk c, pushed_chunk p)
 {
     auto* req = new pull_request{shared_from_this(), s, c};
     req->loop_worker = false;
     ++pulls_in_flight_;
     pull_begun(false);
     in_flight_.push_back(req);
-    src_.via->receive(src_.sender, desc, s.data, c.size, r_.slots.memh(),
+    p.via->receive(src_.sender, p.desc, s.data, c.size, r_.slots.memh(),
                       [req](ucs_status_t st) { pull_done(req, st); });
 }
 

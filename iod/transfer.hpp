@@ -24,6 +24,7 @@
 #include <ucp/api/ucp.h>
 
 #include "store/layout.hpp"
+#include "pushed_chunk.hpp"
 #include "staging.hpp"
 #include "store/backend.hpp"
 
@@ -53,12 +54,10 @@ public:
         ucp_rkey_h rkey = nullptr;
         std::uint64_t address = 0;  // the rank's buffer
         // The rank pushes the chunks (active-message rendezvous) instead of
-        // the daemon getting them; they come in through arrived().
+        // the daemon getting them; they come in through arrived(), each on
+        // the worker it names.
         bool push = false;
-        // Where pushed chunks came in and are received: a puller, or
-        // nullptr for the loop's own worker.
-        puller* via = nullptr;
-        std::uint64_t sender = 0;  // the rank's session, as the puller knows it
+        std::uint64_t sender = 0;  // the rank's session, as the pullers know it
     };
     // When the first chunk's flush job began (creating the object, writing)
     // and when the commit was back on the loop, on proto::monotonic_ns()'s
@@ -90,11 +89,11 @@ public:
              std::vector<std::byte> inline_data = {});
 
     void start();
-    // A pushed chunk [offset, offset + length) announced by UCX (`desc`, an
-    // active-message rendezvous descriptor). UCS_INPROGRESS: taken, received
+    // A pushed chunk [offset, offset + length) announced by UCX (`p`, an
+    // active-message rendezvous descriptor and its worker). UCS_INPROGRESS: taken, received
     // into staging when a slot is free; an error: refused (the rank's send
     // fails with it), e.g. a chunk that is not one of this write's.
-    ucs_status_t arrived(std::uint64_t offset, std::uint64_t length, void* desc);
+    ucs_status_t arrived(std::uint64_t offset, std::uint64_t length, pushed_chunk p);
     // The rank went away: pulls not yet done fail; what was fully pulled is
     // still flushed and committed.
     void source_gone();
@@ -138,7 +137,7 @@ private:
     // The commit's outcome (the whole object's crc32c) goes to h_.finished.
     void report_commit(std::error_code ec, std::uint32_t crc);
     // Receives pushed chunk `c` into slot `s` on its puller's thread.
-    void receive_via_puller(slot s, chunk c, void* desc);
+    void receive_via_puller(slot s, chunk c, pushed_chunk p);
     static void get_done(void* request, ucs_status_t status, void* user_data);
     static void recv_done(void* request, ucs_status_t status, std::size_t length, void* user_data);
     // A pull ended (back on the loop), whichever worker did it.
@@ -180,7 +179,7 @@ private:
     std::vector<pull_request*> in_flight_;  // owned by UCX until their callback
     struct pushed {
         chunk c;
-        void* desc = nullptr;
+        pushed_chunk held;
     };
     std::deque<pushed> pending_;   // pushed chunks waiting for a slot
     std::vector<bool> announced_;  // per chunk: already arrived

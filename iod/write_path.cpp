@@ -88,17 +88,17 @@ void write_path::settled(std::uint64_t n, std::uint64_t mail_end)
 }
 
 ucs_status_t write_path::pushed(std::uint64_t cookie, std::uint64_t offset, std::uint64_t length,
-                                void* desc)
+                                pushed_chunk p)
 {
     if (current_ && cookie == cookie_)
-        return current_->arrived(offset, length, desc);
+        return current_->arrived(offset, length, p);
     if (cookie > last_cookie_ || (reserved_ && cookie == cookie_)) {
         // Its announcement is still on the socket. Bounded: a rank has one
         // write in flight, of at most this many chunks.
         static constexpr std::size_t max_early = 1u << 16;
         if (early_.size() >= max_early)
             return UCS_ERR_EXCEEDS_LIMIT;
-        early_.push_back({cookie, offset, length, desc});
+        early_.push_back({cookie, offset, length, p});
         return UCS_INPROGRESS;
     }
     return UCS_ERR_CANCELED;  // a write that already ended
@@ -114,9 +114,9 @@ void write_path::adopt_early(std::uint64_t cookie)
             continue;
         }
         const ucs_status_t st =
-            current_ ? current_->arrived(c.offset, c.length, c.desc) : UCS_ERR_CANCELED;
+            current_ ? current_->arrived(c.offset, c.length, c.held) : UCS_ERR_CANCELED;
         if (st != UCS_INPROGRESS)
-            s_.give_back(c.desc);
+            s_.give_back(c.held);
     }
 }
 
@@ -125,7 +125,7 @@ void write_path::release_early(std::uint64_t cookie)
     std::erase_if(early_, [&](const early_chunk& c) {
         if (c.cookie != cookie && cookie != 0)
             return false;
-        s_.give_back(c.desc);
+        s_.give_back(c.held);
         return true;
     });
 }

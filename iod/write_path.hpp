@@ -78,7 +78,7 @@ public:
     // A chunk the rank pushed: to the write being pulled, kept for one still
     // being announced, or refused.
     ucs_status_t pushed(std::uint64_t cookie, std::uint64_t offset, std::uint64_t length,
-                        void* desc);
+                        pushed_chunk p);
     // Gives back the early chunks of `cookie` (0: all of them).
     void release_early(std::uint64_t cookie);
     // The rank went away: the write being pulled is discarded, unless its
@@ -108,7 +108,7 @@ private:
     std::uint64_t last_cookie_ = 0;
     struct early_chunk {
         std::uint64_t cookie, offset, length;
-        void* desc;
+        pushed_chunk held;
     };
     std::vector<early_chunk> early_;
 };

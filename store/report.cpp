@@ -15,6 +15,7 @@ using json = nlohmann::json;
 constexpr const char* format_name = "iofwd-job-summary";
 constexpr std::uint64_t format_version = 1;
 constexpr std::uint32_t max_report_ranks = 1u << 16;  // as the protocol's ranks of a node
+constexpr std::uint32_t max_report_pullers = 64;        // as the protocol's pullers of a daemon
 constexpr std::uint64_t max_detail_limit = 1'000'000;
 const std::vector<std::string> columns = {"rank", "version", "bytes", "blocked_us", "durable_us"};
 
@@ -173,7 +174,8 @@ std::string format_report(const node_report& r)
                         {"cpu_user_seconds", r.cpu_user},
                         {"cpu_system_seconds", r.cpu_system},
                         {"peak_rss_bytes", r.peak_rss_bytes},
-                        {"store_ops", ops_json(r.store_ops)}}},
+                        {"store_ops", ops_json(r.store_ops)},
+                        {"puller_bytes", r.puller_bytes}}},
                       {"lost_versions", r.lost_versions},
                       {"per_rank", std::move(per_rank)},
                       {"detail_limit", r.detail_limit},
@@ -219,6 +221,15 @@ std::error_code parse_report(std::string_view text, node_report& out, std::strin
             if (const json* o = rd.member(*d, "store_ops", "daemon"))
                 for (const auto& f : op_fields)
                     rd.whole(*o, f.name, r.store_ops.*f.count, UINT64_MAX, "store_ops");
+        if (d->is_object() && d->contains("puller_bytes"))
+            if (const json* p = rd.array(*d, "puller_bytes", max_report_pullers, "daemon"))
+                for (const auto& e : *p) {
+                    if (!e.is_number_unsigned()) {
+                        rd.fail("an entry of 'puller_bytes' of daemon is not a whole number");
+                        break;
+                    }
+                    r.puller_bytes.push_back(e.get<std::uint64_t>());
+                }
     }
     rd.whole(j, "lost_versions", r.lost_versions, UINT64_MAX, "the summary");
     if (const json* ranks = rd.array(j, "per_rank", max_report_ranks, "the summary")) {

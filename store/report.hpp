@@ -20,7 +20,9 @@
 //   summary), daemon {pid, cpu_user_seconds, cpu_system_seconds (spent during
 //   the job), peak_rss_bytes (the daemon's peak since it started),
 //   store_ops (what the daemon asked of the store during the job, by kind:
-//   counting.hpp's op_counts; absent from summaries of older daemons)},
+//   counting.hpp's op_counts; absent from summaries of older daemons),
+//   puller_bytes (the bytes each puller read out of the ranks during the
+//   job; absent from older summaries)},
 //   lost_versions,
 //   per_rank [{rank, versions, bytes, blocked_us {total, max, median},
 //              durable_us {total, max, median}}],
@@ -87,6 +89,10 @@ struct node_report {
     double cpu_system = 0;
     std::uint64_t peak_rss_bytes = 0;
     op_counts store_ops;
+    // Bytes each of the daemon's pullers read out of the ranks, in puller
+    // order (how evenly the pushed writes were spread); empty when the
+    // loop's worker read them, or in a summary older than the field.
+    std::vector<std::uint64_t> puller_bytes;
     std::uint64_t lost_versions = 0;
     std::vector<report_rank> per_rank;  // one per rank, in rank order
     std::uint64_t detail_limit = report_detail_limit;

@@ -45,12 +45,17 @@ std::error_code writer::open(setup s)
             return fail(ec, w);
         doorbell_ = std::move(s.fds[1]);
     }
-    if (s.push && !accept_->worker_address.empty()) {
-        if (ucs_status_t st = ucx::endpoint::connect(worker_->get(), accept_->worker_address,
-                                                     nullptr, nullptr, daemon_ep_);
-            st != UCS_OK) {
-            return fail(make_ucx_error(st), fmt::format("cannot reach the daemon over UCX: {}",
-                                                        ucs_status_string(st)));
+    if (s.push) {
+        for (const auto& p : accept_->pullers) {
+            ucx::endpoint ep;
+            if (ucs_status_t st = ucx::endpoint::connect(worker_->get(), p.address, nullptr,
+                                                         nullptr, ep);
+                st != UCS_OK) {
+                close_daemon_eps();
+                return fail(make_ucx_error(st), fmt::format("cannot reach the daemon over UCX: {}",
+                                                            ucs_status_string(st)));
+            }
+            daemon_eps_.push_back(std::move(ep));
         }
     }
     open_ = true;
@@ -59,7 +64,7 @@ std::error_code writer::open(setup s)
 
 void writer::close()
 {
-    close_daemon_ep();
+    close_daemon_eps();
     mailbox_ = mailbox::writer{};
     doorbell_.reset();
     version_known_ = false;
@@ -85,7 +90,7 @@ std::error_code writer::write(const void* buffer, std::uint64_t len, ucp_mem_h m
         req.data.assign(p, p + len);
     }
     const push_source src{buffer, len, memh};
-    const bool pushed = req.data.empty() && daemon_ep_;
+    const bool pushed = req.data.empty() && !daemon_eps_.empty();
     proto::message m;
     if (auto ec = exchange(std::move(req), cookie, pushed ? &src : nullptr, m)) {
         version_known_ = false;
@@ -147,7 +152,8 @@ std::error_code writer::push(std::uint64_t cookie, const void* data, std::uint64
             param.memh = memh;
         }
         const auto* p = static_cast<const std::byte*>(data) + off;
-        ucs_status_ptr_t r = ucp_am_send_nbx(daemon_ep_.get(), proto::am_push, out.headers[i].data(),
+        ucx::endpoint& ep = daemon_eps_[next_ep_++ % daemon_eps_.size()];
+        ucs_status_ptr_t r = ucp_am_send_nbx(ep.get(), proto::am_push, out.headers[i].data(),
                                              proto::push_header_size, p,
                                              std::min(chunk, len - off), &param);
         if (UCS_PTR_IS_ERR(r)) {
@@ -216,7 +222,7 @@ std::error_code writer::wait_pushed(push_state& p)
             // the worker's destruction.
             cancelled = true;
             conn_.set_broken(stalled ? errc::daemon_timeout : errc::daemon_gone);
-            close_daemon_ep();
+            close_daemon_eps();
             gave_up = clock::now() + std::chrono::seconds(1);
         }
         if (cancelled && clock::now() > gave_up) {
@@ -249,12 +255,17 @@ std::error_code writer::wait_pushed(push_state& p)
     return {};
 }
 
-void writer::close_daemon_ep()
+void writer::close_daemon_eps()
 {
-    // Forced: the sends still on it are cancelled; wait (a second at most)
-    // for the close, progressing the worker, so that they complete.
-    if (void* p = daemon_ep_.close(ucx::endpoint::mode::force)) {
-        const auto deadline = clock::now() + std::chrono::seconds(1);
+    // Forced: the sends still on them are cancelled; wait (a second at most)
+    // for the closes, progressing the worker, so that they complete.
+    std::vector<void*> closing;
+    for (auto& ep : daemon_eps_)
+        if (void* p = ep.close(ucx::endpoint::mode::force))
+            closing.push_back(p);
+    daemon_eps_.clear();
+    const auto deadline = clock::now() + std::chrono::seconds(1);
+    for (void* p : closing) {
         while (ucp_request_check_status(p) == UCS_INPROGRESS && clock::now() < deadline)
             worker_->progress();
         if (ucp_request_check_status(p) != UCS_INPROGRESS)
@@ -301,7 +312,7 @@ std::error_code writer::file_write(std::uint64_t file, std::uint64_t offset, con
     proto::file_write_msg req{cookie, file, offset, len, 0, {}, {}, std::move(runs)};
     ucx::memory region;  // registered only while the daemon pulls
     const push_source src{data, len, nullptr};  // UCX registers what it pushes
-    const bool pushed = len > eager_limit_ && daemon_ep_;
+    const bool pushed = len > eager_limit_ && !daemon_eps_.empty();
     if (len <= eager_limit_) {
         const auto* p = static_cast<const std::byte*>(data);
         req.data.assign(p, p + len);

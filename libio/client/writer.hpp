@@ -41,7 +41,7 @@ public:
         std::uint64_t eager_limit = 0;
         std::chrono::milliseconds silence{60'000};  // IOFWD_DAEMON_TIMEOUT
     };
-    // After ACCEPT: the mailbox, and the endpoint to the daemon's puller.
+    // After ACCEPT: the mailbox, and an endpoint to each of the daemon's pullers.
     std::error_code open(setup s);
     // Lets go of the endpoint and the mailbox.
     void close();
@@ -72,7 +72,8 @@ private:
         std::vector<void*> requests;
     };
     // Posts [data, data + len) of write `cookie` as rendezvous active
-    // messages, one per daemon chunk; memh may be null (UCX registers).
+    // messages, one per daemon chunk, dealt over the pullers in turn so that
+    // they copy at once; memh may be null (UCX registers).
     std::error_code push(std::uint64_t cookie, const void* data, std::uint64_t len, ucp_mem_h memh,
                          push_state& out);
     // Waits until every send of `p` completed (the daemon read the bytes or
@@ -93,7 +94,7 @@ private:
     std::error_code file_request(proto::message m, std::uint64_t cookie, const std::string& what,
                                  const push_source* src = nullptr);
     std::error_code fail(std::error_code ec, std::string why);
-    void close_daemon_ep();
+    void close_daemon_eps();
 
     connection& conn_;
     std::string& why_;
@@ -105,7 +106,8 @@ private:
     bool blocking_ = true;
     std::uint64_t eager_limit_ = 0;
     std::chrono::milliseconds silence_{60'000};
-    ucx::endpoint daemon_ep_;  // to push writes to the daemon's puller
+    std::vector<ucx::endpoint> daemon_eps_;  // to push writes to, a puller each
+    std::size_t next_ep_ = 0;                // where the next write's first chunk goes
     // Small writes go through the daemon's mailbox while the rank's next
     // version number is known (an io_write that failed on the socket leaves
     // it to the daemon's next WRITE_DONE).

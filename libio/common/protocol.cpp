@@ -99,7 +99,7 @@ constexpr auto fields_of()
                           str("store", &M::store, max_text),
                           str("store_uri", &M::store_uri, max_text),
                           str("transport", &M::transport, max_text), num("session", &M::session),
-                          bytes("worker_address", &M::worker_address, max_blob),
+                          list("pullers", &M::pullers, max_pullers),
                           num("mailbox_bytes", &M::mailbox_bytes)};
     else if constexpr (std::is_same_v<M, write_req_msg>)
         return std::tuple{num("cookie", &M::cookie), num("length", &M::length),
@@ -134,6 +134,8 @@ constexpr auto fields_of()
                           num("address", &M::address), bytes("rkey", &M::rkey, max_blob),
                           bytes("data", &M::data, max_eager),
                           list("runs", &M::runs, max_file_runs)};
+    else if constexpr (std::is_same_v<M, puller_address>)
+        return std::tuple{bytes("address", &M::address, max_blob)};
     else if constexpr (std::is_same_v<M, file_run>)
         return std::tuple{num("offset", &M::offset), num("length", &M::length)};
     else if constexpr (std::is_same_v<M, file_sync_msg>)
@@ -409,7 +411,14 @@ private:
 // (ranks 0, a rank above the ranks, an unknown state...). The first failure
 // is the decoding error.
 
-void check(reader&, const accept_msg&) {}
+void check(reader& r, const accept_msg& m)
+{
+    for (const auto& p : m.pullers)
+        if (p.address.empty()) {
+            r.fail("an empty puller address");
+            return;
+        }
+}
 void check(reader&, const write_done_msg&) {}
 void check(reader&, const bye_msg&) {}
 void check(reader&, const finished_msg&) {}

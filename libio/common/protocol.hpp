@@ -61,7 +61,7 @@
 namespace iofwd::proto {
 
 inline constexpr std::uint32_t magic = 0x57464f49;  // "IOFW" in memory order
-inline constexpr std::uint16_t version = 8;
+inline constexpr std::uint16_t version = 9;
 inline constexpr std::size_t header_size = 16;
 
 enum class msg_type : std::uint16_t {
@@ -131,6 +131,14 @@ inline constexpr std::uint32_t connect_flag_push = 1u << 2;
 // (mailbox.hpp): ACCEPT then carries its memfd and an eventfd (SCM_RIGHTS).
 inline constexpr std::uint32_t connect_flag_mailbox = 1u << 3;
 
+// A UCX worker of the daemon that reads pushed chunks (a puller), by its
+// address.
+struct puller_address {
+    std::vector<std::byte> address;
+    bool operator==(const puller_address&) const = default;
+};
+inline constexpr std::size_t max_pullers = 64;
+
 struct accept_msg {
     std::uint32_t daemon_pid = 0;
     std::uint64_t staging_bytes = 0;
@@ -141,7 +149,9 @@ struct accept_msg {
     std::string store_uri;  // the same, for store::open (e.g. "dir:/scratch/ckpt")
     std::string transport;  // UCX transports of the daemon's endpoint to the rank
     std::uint64_t session = 0;            // names this connection in pushed chunks
-    std::vector<std::byte> worker_address;  // the daemon's, for pushing
+    // Where the rank pushes its chunks: each of the daemon's pullers, which
+    // read one write's chunks at once on several cores. Empty: no pushing.
+    std::vector<puller_address> pullers;
     std::uint64_t mailbox_bytes = 0;  // its records' capacity; 0: no mailbox
     bool operator==(const accept_msg&) const = default;
 };

@@ -70,7 +70,7 @@ void protocol_seeds(corpus& c)
     const std::vector<std::pair<std::string, message>> valid = {
         {"connect", conn},
         {"accept", accept_msg{99, 256u << 20, 16u << 20, 12, "node-7", "directory /s/job",
-                              "dir:/s", "cma", 77, blob(12, 3), 4096}},
+                              "dir:/s", "cma", 77, {{blob(12, 3)}, {blob(12, 4)}}, 4096}},
         {"write_req", write_req_msg{5, 1u << 20, {}}},
         {"write_done", write_done_msg{5, 12}},
         {"bye", bye_msg{}},

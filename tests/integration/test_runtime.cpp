@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <thread>
 
 #include "fixture.hpp"
@@ -23,6 +24,22 @@ void require_success(process& p, const char* what)
     INFO(what << " output:\n" << p.output());
     REQUIRE(st.has_value());
     CHECK(exit_code(*st) == 0);
+}
+
+// The job summary the daemon wrote into the store (its only node's), once
+// it is there; empty after `bound`.
+std::string job_summary(const cluster& c, std::chrono::milliseconds bound)
+{
+    const auto deadline = std::chrono::steady_clock::now() + bound;
+    const std::filesystem::path reports = c.store() + "/itest/reports";
+    do {
+        std::error_code ec;
+        for (const auto& run : std::filesystem::directory_iterator(reports, ec))
+            for (const auto& node : std::filesystem::directory_iterator(run.path(), ec))
+                return read_file(node.path());
+        std::this_thread::sleep_for(20ms);
+    } while (std::chrono::steady_clock::now() < deadline);
+    return {};
 }
 
 // True when nobody holds the session lock (the daemon has exited).
@@ -103,11 +120,23 @@ TEST_CASE("a buffer far larger than the staging memory streams through it in chu
 TEST_CASE("both ways to the daemon, pushed and got, store the same bytes",
           "[integration][pull-modes]")
 {
-    // Pushed chunks are read by a puller per rank (2, the default), by one
-    // puller for both ranks, or by the event loop's own worker (0).
-    const std::pair<const char*, const char*> modes[] = {
-        {"push", "2"}, {"push", "1"}, {"push", "0"}, {"get", "2"}};
-    for (const auto& [mode, pullers] : modes) {
+    // Pushed chunks are spread over the pullers (2, the default), read by
+    // one puller, or by the event loop's own worker (0). The summary says
+    // what each puller read: a rank deals its chunks over the pullers in
+    // turn, from where its last write stopped. Rank 0's versions are 10
+    // chunks each (9 MiB and 5 bytes): 5 MiB to the first puller, 4 MiB and 5
+    // bytes to the second; rank 1's are a chunk of 70000 bytes, its first
+    // to the first puller, its second to the second.
+    struct mode_case {
+        const char* mode;
+        const char* pullers;
+        const char* read;
+    };
+    const mode_case modes[] = {{"push", "2", "[10555760,8458618]"},
+                               {"push", "1", "[19014378]"},
+                               {"push", "0", "[]"},
+                               {"get", "2", "[0,0]"}};
+    for (const auto& [mode, pullers, read] : modes) {
         INFO("IOFWD_PULL=" << mode << " IOFWD_PULL_THREADS=" << pullers);
         cluster c;
         // Chunks of 1 MiB through 3 slots: pushed chunks wait for slots too.
@@ -124,6 +153,9 @@ TEST_CASE("both ways to the daemon, pushed and got, store the same bytes",
         INFO(out);
         CHECK(out.find("2 complete versions, 0 incomplete, 4 objects") != std::string::npos);
         CHECK(c.log().find(std::string("pull threads ") + pullers) != std::string::npos);
+        const std::string summary = job_summary(c, scaled(30s));
+        INFO(summary);
+        CHECK(summary.find(std::string("\"puller_bytes\":") + read + "}") != std::string::npos);
     }
     // Anything else is refused at io_init, in words.
     cluster c;

@@ -2,6 +2,8 @@
 
 #include <functional>
 
+#include <fmt/format.h>
+
 #include "errors.hpp"
 #include "protocol.hpp"
 #include "status_sample.hpp"
@@ -57,7 +59,8 @@ TEST_CASE("every message survives encode and decode unchanged", "[protocol]")
     CHECK(std::get<connect_msg>(round_trip(c)) == c);
 
     accept_msg a{99, 256ull << 20, 16ull << 20, 12, "node-7", "directory /scratch/x/job",
-                 "dir:/scratch/x", "cma, posix", 77, std::vector<std::byte>(90, std::byte{3}),
+                 "dir:/scratch/x", "cma, posix", 77,
+                 {{std::vector<std::byte>(90, std::byte{3})}, {std::vector<std::byte>(91, std::byte{4})}},
                  256 * 1024};
     CHECK(std::get<accept_msg>(round_trip(a)) == a);
 
@@ -191,10 +194,10 @@ TEST_CASE("a wrong magic is rejected", "[protocol]")
 TEST_CASE("another protocol version is rejected as a version mismatch", "[protocol]")
 {
     auto bytes = encode(bye_msg{});
-    bytes[4] = std::byte{9};
+    bytes[4] = std::byte{static_cast<unsigned char>(version + 1)};
     std::string why;
     CHECK(decode_all(bytes, why) == errc::version_mismatch);
-    CHECK(why.find("version 9") != std::string::npos);
+    CHECK(why.find(fmt::format("version {}", version + 1)) != std::string::npos);
 }
 
 TEST_CASE("an unknown message type is rejected", "[protocol]")
@@ -316,6 +319,20 @@ TEST_CASE("CONNECT with impossible ranks or empty keys is rejected", "[protocol]
     c = sample_connect();
     c.worker_address.clear();
     CHECK(decode_all(encode(c), why) == errc::protocol_error);
+}
+
+TEST_CASE("ACCEPT with an empty puller address or too many pullers is rejected", "[protocol]")
+{
+    std::string why;
+    const std::vector<std::byte> addr(40, std::byte{7});
+    accept_msg a{1, 2, 3, 4, "n", "s", "u", "t", 5, {{addr}, {}}, 0};
+    CHECK(decode_all(encode(a), why) == errc::protocol_error);
+    CHECK(why.find("an empty puller address") != std::string::npos);
+    a.pullers.pop_back();
+    CHECK_FALSE(decode_all(encode(a), why));
+    // The encoder cuts the list at its limit, as every list's.
+    a.pullers.assign(max_pullers + 1, puller_address{addr});
+    CHECK(std::get<accept_msg>(round_trip(a)).pullers.size() == max_pullers);
 }
 
 TEST_CASE("QUERY with a bad wait flag and an unknown state are rejected", "[protocol]")
@@ -575,6 +592,9 @@ TEST_CASE("the size limit of each message is its fields' limits added up", "[pro
     CHECK(max_payload(msg_type::bye) == 0);
     CHECK(max_payload(msg_type::ping) == 0);
     CHECK(max_payload(msg_type::file_done) == 8);
+    // ACCEPT: a u32 and 4 u64, a name, three texts, and the pullers' addresses.
+    CHECK(max_payload(msg_type::accept) == 4 + 3 * 8 + (4 + max_name) + 3 * (4 + max_text) + 8 +
+                                               (4 + max_pullers * (4 + max_blob)) + 8);
     CHECK(max_payload(msg_type::status) == 0);
     // STATUS_REPLY: its own fields, then each list's count and records at
     // their limits (a rank 4 u32 + 2 u64, a transfer a name + u32 + 5 u64,

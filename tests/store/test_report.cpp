@@ -27,6 +27,7 @@ node_report sample()
     r.cpu_system = 0.5;
     r.peak_rss_bytes = 300ull << 20;
     r.store_ops = {40, 41, 42, 3, 4, 5, 60, 7, 8, 9, 1};
+    r.puller_bytes = {3ull << 30, (2ull << 30) + 100};
     r.lost_versions = 1;
     r.per_rank = {{0, 2, 5ull << 30, {300, 200, 150}, {9000, 5000, 4500}},
                   {1, 1, 100, {0, 0, 0}, {700, 700, 700}}};
@@ -62,17 +63,19 @@ TEST_CASE("a summary round-trips through its JSON", "[report]")
                     "[0,9,2684354560,200,5000]]") != std::string::npos);
     CHECK(text.find("\"store_ops\":{\"created\":40,\"writes\":41,\"commits\":42,\"reads\":3,"
                     "\"stats\":4,\"lists\":5,\"listed\":60,\"removes\":7,\"arrives\":8,"
-                    "\"arrival_reads\":9,\"claims\":1}") != std::string::npos);
+                    "\"arrival_reads\":9,\"claims\":1},\"puller_bytes\":[3221225472,2147483748]}") !=
+          std::string::npos);
     CHECK(text.back() == '\n');
     // A summary of a daemon from before the counts: read, with none.
     {
         auto older = sample();
         older.store_ops = {};
+        older.puller_bytes = {};
         const auto without = edit(format_report(older),
                                   ",\"store_ops\":{\"created\":0,\"writes\":0,\"commits\":0,"
                                   "\"reads\":0,\"stats\":0,\"lists\":0,\"listed\":0,"
                                   "\"removes\":0,\"arrives\":0,\"arrival_reads\":0,"
-                                  "\"claims\":0}",
+                                  "\"claims\":0},\"puller_bytes\":[]",
                                   "");
         node_report back;
         std::string why;
@@ -88,6 +91,9 @@ TEST_CASE("a summary round-trips through its JSON", "[report]")
 TEST_CASE("a summary that does not check out is refused, saying why", "[report]")
 {
     const auto text = format_report(sample());
+    std::string sixty_five_ones;  // more pullers than a daemon may have
+    for (int i = 0; i < 65; ++i)
+        sixty_five_ones += "1,";
     const std::vector<std::pair<std::string, std::string>> bad = {
         {text.substr(0, text.size() / 2), "not JSON"},
         {edit(text, "\"format_version\":1", "\"format_version\":2"),
@@ -106,6 +112,9 @@ TEST_CASE("a summary that does not check out is refused, saying why", "[report]"
         {edit(text, "\"start\":", "\"start\":\"x\",\"was\":"),
          "'start' of the summary is not a number"},
         {edit(text, "\"arrives\":8", "\"arrives\":-8"), "'arrives' of store_ops"},
+        {edit(text, "[3221225472,", "[-1,"), "an entry of 'puller_bytes' of daemon is not a whole number"},
+        {edit(text, "\"puller_bytes\":[", "\"puller_bytes\":[" + sixty_five_ones),
+         "'puller_bytes' of daemon is not a list of at most 64 entries"},
     };
     for (const auto& [t, words] : bad) {
         node_report out = sample();

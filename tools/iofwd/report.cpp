@@ -293,6 +293,7 @@ int run(const report_args& a)
                              {"cpu_system_seconds", r.cpu_system},
                              {"peak_rss_bytes", r.peak_rss_bytes},
                              {"store_ops", store::ops_json(r.store_ops)},
+                             {"puller_bytes", r.puller_bytes},
                              {"lost_versions", r.lost_versions},
                              {"ranks", r.ranks},
                              {"versions", t.versions},
