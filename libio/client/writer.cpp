@@ -57,6 +57,9 @@ std::error_code writer::open(setup s)
             }
             daemon_eps_.push_back(std::move(ep));
         }
+        // Each write starts at the rank's own puller: a write of one chunk
+        // always goes there, and the node's ranks spread over the pullers.
+        home_ep_ = daemon_eps_.empty() ? 0 : s.rank % daemon_eps_.size();
     }
     open_ = true;
     return {};
@@ -152,7 +155,7 @@ std::error_code writer::push(std::uint64_t cookie, const void* data, std::uint64
             param.memh = memh;
         }
         const auto* p = static_cast<const std::byte*>(data) + off;
-        ucx::endpoint& ep = daemon_eps_[next_ep_++ % daemon_eps_.size()];
+        ucx::endpoint& ep = daemon_eps_[(home_ep_ + i) % daemon_eps_.size()];
         ucs_status_ptr_t r = ucp_am_send_nbx(ep.get(), proto::am_push, out.headers[i].data(),
                                              proto::push_header_size, p,
                                              std::min(chunk, len - off), &param);

@@ -38,6 +38,7 @@ public:
         int efd = -1;
         bool blocking = true;
         bool push = false;  // large writes are pushed (else the daemon gets them)
+        std::uint32_t rank = 0;  // node-local: where each write's first chunk goes
         std::uint64_t eager_limit = 0;
         std::chrono::milliseconds silence{60'000};  // IOFWD_DAEMON_TIMEOUT
     };
@@ -107,7 +108,7 @@ private:
     std::uint64_t eager_limit_ = 0;
     std::chrono::milliseconds silence_{60'000};
     std::vector<ucx::endpoint> daemon_eps_;  // to push writes to, a puller each
-    std::size_t next_ep_ = 0;                // where the next write's first chunk goes
+    std::size_t home_ep_ = 0;                // where each write's first chunk goes
     // Small writes go through the daemon's mailbox while the rank's next
     // version number is known (an io_write that failed on the socket leaves
     // it to the daemon's next WRITE_DONE).

@@ -93,9 +93,9 @@ const std::vector<variable> table = {
      "threads writing to the store", "--flush-threads", "N"},
     {"IOFWD_PULL_THREADS", count, "2", 0, 64, {}, reader::daemon,
      "threads that copy pushed chunks out of the ranks, each with a UCX worker of\n"
-     "its own; every rank deals its chunks over all of them, so one rank's write\n"
-     "is copied on several cores (0: the event loop copies); each adds ~4.5 MiB\n"
-     "of UCX queues",
+     "its own; a rank deals each write's chunks over all of them, so one rank's\n"
+     "write is copied on several cores (0: the event loop copies); each adds\n"
+     "~4.5 MiB of UCX queues",
      "--pull-threads", "N"},
     {"IOFWD_KEEP", count, "0", 0, 1e9, {}, reader::daemon,
      "keep the newest K complete versions of a job, deleting older ones only\n"

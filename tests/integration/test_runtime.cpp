@@ -122,17 +122,17 @@ TEST_CASE("both ways to the daemon, pushed and got, store the same bytes",
 {
     // Pushed chunks are spread over the pullers (2, the default), read by
     // one puller, or by the event loop's own worker (0). The summary says
-    // what each puller read: a rank deals its chunks over the pullers in
-    // turn, from where its last write stopped. Rank 0's versions are 10
+    // what each puller read: a rank deals each write's chunks over the
+    // pullers in turn, from puller rank mod pullers. Rank 0's versions are 10
     // chunks each (9 MiB and 5 bytes): 5 MiB to the first puller, 4 MiB and 5
-    // bytes to the second; rank 1's are a chunk of 70000 bytes, its first
-    // to the first puller, its second to the second.
+    // bytes to the second; rank 1's are a chunk of 70000 bytes each, both to
+    // the second.
     struct mode_case {
         const char* mode;
         const char* pullers;
         const char* read;
     };
-    const mode_case modes[] = {{"push", "2", "[10555760,8458618]"},
+    const mode_case modes[] = {{"push", "2", "[10485760,8528618]"},
                                {"push", "1", "[19014378]"},
                                {"push", "0", "[]"},
                                {"get", "2", "[0,0]"}};
