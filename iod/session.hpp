@@ -40,6 +40,7 @@
 #include "file_writes.hpp"
 #include "mailbox_intake.hpp"
 #include "protocol.hpp"
+#include "pushed_chunk.hpp"
 #include "transfer.hpp"
 #include "ucx.hpp"
 #include "write_path.hpp"

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "store/layout.hpp"
+#include "pushed_chunk.hpp"
 #include "transfer.hpp"
 #include "ucx.hpp"
 
