@@ -7,6 +7,7 @@
 #include <ucs/debug/log_def.h>
 
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
+#include <bit>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
@@ -45,6 +47,7 @@ daemon::daemon(asio::io_context& loop, options opts)
 
 daemon::~daemon()
 {
+    pushers_.clear();
     sessions_.clear();
 }
 
@@ -249,6 +252,15 @@ std::error_code daemon::start(std::string& why)
     return {};
 }
 
+bool daemon::new_push_key(std::uint64_t& out) const
+{
+    do {
+        if (::getrandom(&out, sizeof out, 0) != static_cast<ssize_t>(sizeof out))
+            return false;
+    } while (out == 0 || pushers_.contains(out));
+    return true;
+}
+
 void daemon::accept_next()
 {
     acceptor_->async_accept([this](boost::system::error_code ec,
@@ -280,10 +292,19 @@ void daemon::accept_next()
         } else {
             // Not idle yet: a connection may be a status request only
             // (rank_arrived() says when a rank came).
-            const auto id = next_session_id_++;
-            auto s = std::make_shared<session>(*this, std::move(sock), id, cred.pid);
-            sessions_.emplace(id, s);
-            s->start();
+            std::uint64_t key = 0;
+            if (!new_push_key(key)) {
+                log_error("refused connection from pid {}: no random number for it: {}", cred.pid,
+                          std::strerror(errno));
+                boost::system::error_code ignored;
+                sock.close(ignored);
+            } else {
+                const auto id = next_session_id_++;
+                auto s = std::make_shared<session>(*this, std::move(sock), id, key, cred.pid);
+                sessions_.emplace(id, s);
+                pushers_.emplace(key, s.get());
+                s->start();
+            }
         }
         if (!stopped_)
             accept_next();
@@ -340,9 +361,17 @@ ucs_status_t daemon::on_push(void* arg, const void* header, std::size_t header_l
 ucs_status_t daemon::pushed(puller* via, const proto::push_header& h, std::size_t length,
                             void* desc)
 {
-    const auto it = sessions_.find(h.session);
-    if (it == sessions_.end())
+    const auto it = pushers_.find(h.session);
+    if (it == pushers_.end()) {
+        // Late chunks of a rank that went away, or another process guessing.
+        // Said at 1, 2, 4, 8... of them: a flood costs the log nothing.
+        ++unknown_pushes_;
+        if (std::has_single_bit(unknown_pushes_))
+            log_warn("{} pushed chunk{} named no session of this daemon (a rank already gone, "
+                     "or a process that is not a rank): refused",
+                     unknown_pushes_, unknown_pushes_ == 1 ? "" : "s");
         return UCS_ERR_CANCELED;
+    }
     return it->second->pushed(pushed_chunk{via, desc}, h.cookie, h.offset, length);
 }
 
@@ -397,8 +426,14 @@ void daemon::settle()
     // ending this way calls changed() again).
     for (auto& [id, s] : std::map(sessions_))
         s->maybe_finish();
-    for (auto it = sessions_.begin(); it != sessions_.end();)
-        it = it->second->done() ? sessions_.erase(it) : std::next(it);
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+        if (!it->second->done()) {
+            ++it;
+            continue;
+        }
+        pushers_.erase(it->second->push_key());
+        it = sessions_.erase(it);
+    }
     const bool idle = sessions_.empty() && !job_->busy();
     if (shutting_down_) {
         bool busy = job_->busy();

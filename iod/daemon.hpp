@@ -11,6 +11,7 @@
 // writes; a transfer sees only transfer_resources.
 #include <cstdint>
 #include <map>
+#include <unordered_map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -96,6 +97,9 @@ public:
 private:
     std::error_code take_lock(std::string& why);
     std::error_code listen(std::string& why);
+    // A random name for a new session's pushed chunks, not 0 and not
+    // another session's (false: the kernel gave no random bytes, errno).
+    bool new_push_key(std::uint64_t& out) const;
     void accept_next();
     void on_signal(int signo);
     static ucs_status_t on_push(void* arg, const void* header, std::size_t header_length,
@@ -140,6 +144,11 @@ private:
     bool rank_arrived_ = false;
     std::uint64_t started_ns_ = proto::monotonic_ns();
     std::map<std::uint64_t, std::shared_ptr<session>> sessions_;
+    // The same sessions by the name their pushed chunks carry: a random
+    // number, so that no other process of the user can guess another
+    // rank's and push bytes into its writes.
+    std::unordered_map<std::uint64_t, session*> pushers_;
+    std::uint64_t unknown_pushes_ = 0;  // chunks that named none of them
     file_table files_;  // files the MPI shim writes through us
     std::uint64_t next_session_id_ = 1;
     bool settle_posted_ = false;

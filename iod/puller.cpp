@@ -92,14 +92,13 @@ ucs_status_t puller::on_push(void* arg, const void* header, std::size_t header_l
     return UCS_INPROGRESS;
 }
 
-void puller::connect(std::uint64_t sender, std::vector<std::byte> rank_address)
+void puller::connect(std::uint64_t sender, std::vector<std::byte> rank_address, std::string who)
 {
-    asio::post(io_, [this, sender, address = std::move(rank_address)] {
+    asio::post(io_, [this, sender, address = std::move(rank_address), who = std::move(who)] {
         ucx::endpoint ep;
         if (ucs_status_t st = ucx::endpoint::connect(worker_.get(), address, nullptr, nullptr, ep);
             st != UCS_OK) {
-            log_warn("puller {}: no endpoint to the rank of session {}: {}", index_, sender,
-                     ucs_status_string(st));
+            log_warn("puller {}: no endpoint to {}: {}", index_, who, ucs_status_string(st));
             return;
         }
         eps_[sender] = std::move(ep);

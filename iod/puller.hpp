@@ -67,7 +67,8 @@ public:
     // itself for the rank's connection is freed as soon as a read through it
     // fails, when the rank dies; any later call with the rank's chunks, even
     // giving them back, would then touch freed memory.)
-    void connect(std::uint64_t sender, std::vector<std::byte> rank_address);
+    // `who` names the rank in messages (never `sender`, its secret).
+    void connect(std::uint64_t sender, std::vector<std::byte> rank_address, std::string who);
     // After every call about `sender` made so far: closes its endpoint.
     // Chunks of it handed over later are dropped, never given to UCX.
     void disconnect(std::uint64_t sender);

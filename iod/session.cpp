@@ -18,8 +18,9 @@
 
 namespace iofwd::iod {
 
-session::session(daemon& d, connection::socket_type sock, std::uint64_t id, int peer_pid)
-    : d_(d), conn_(std::move(sock)), id_(id), peer_pid_(peer_pid),
+session::session(daemon& d, connection::socket_type sock, std::uint64_t id,
+                 std::uint64_t push_key, int peer_pid)
+    : d_(d), conn_(std::move(sock)), id_(id), push_key_(push_key), peer_pid_(peer_pid),
       close_timer_(d.loop().get_executor())
 {
 }
@@ -265,13 +266,13 @@ void session::on_connect(proto::connect_msg& m)
     a.store = d_.store().describe() + "/" + hello.job;
     a.store_uri = d_.store().location();
     a.transport = ucx::endpoint_transports(ep_.get());
-    a.session = id_;
+    a.session = push_key_;
     if (hello.flags & proto::connect_flag_push) {
         // The rank spreads its chunks over the pullers, each copying on a
         // thread of its own; without pullers, the loop's worker copies.
         for (const auto& p : d_.pullers()) {
             a.pullers.push_back({p->address()});
-            p->connect(id_, hello.worker_address);
+            p->connect(push_key_, hello.worker_address, who());
         }
         pullers_connected_ = !d_.pullers().empty();
         if (a.pullers.empty()) {
@@ -326,7 +327,7 @@ void session::mail_drained()
 
 transfer::source session::source(bool push, ucp_rkey_h rkey, std::uint64_t address) const
 {
-    return transfer::source{ep_.get(), rkey, address, push, id_};
+    return transfer::source{ep_.get(), rkey, address, push, push_key_};
 }
 
 std::error_code session::unpack_key(std::span<const std::byte> packed, ucx::rkey& out) const
@@ -336,7 +337,7 @@ std::error_code session::unpack_key(std::span<const std::byte> packed, ucx::rkey
 
 void session::give_back(pushed_chunk p)
 {
-    iod::give_back(p, d_.worker(), id_);
+    iod::give_back(p, d_.worker(), push_key_);
 }
 
 ucs_status_t session::pushed(pushed_chunk p, std::uint64_t cookie, std::uint64_t offset,
@@ -396,7 +397,7 @@ void session::close_endpoint(bool force)
     if (pullers_connected_) {
         pullers_connected_ = false;
         for (const auto& p : d_.pullers())
-            p->disconnect(id_);
+            p->disconnect(push_key_);
     }
     if (!ep_) {
         finish_closing();

@@ -52,7 +52,10 @@ class puller;
 
 class session final : public std::enable_shared_from_this<session>, public connection::owner {
 public:
-    session(daemon& d, connection::socket_type sock, std::uint64_t id, int peer_pid);
+    // `id` numbers connections for humans; `push_key` names the session in
+    // its pushed chunks (daemon::new_push_key) and is told to the rank only.
+    session(daemon& d, connection::socket_type sock, std::uint64_t id, std::uint64_t push_key,
+            int peer_pid);
     ~session() override;
 
     void start();
@@ -60,6 +63,7 @@ public:
     void shut_down();
 
     std::uint64_t id() const noexcept { return id_; }
+    std::uint64_t push_key() const noexcept { return push_key_; }
     // CONNECT was accepted (whatever happened since).
     bool admitted() const noexcept { return hello_.has_value(); }
     std::uint32_t rank() const noexcept { return hello_ ? hello_->rank : 0; }
@@ -145,6 +149,7 @@ private:
     daemon& d_;
     connection conn_;
     std::uint64_t id_;
+    std::uint64_t push_key_;
     int peer_pid_;
     state state_ = state::greeting;
 

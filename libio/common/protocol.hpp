@@ -148,7 +148,9 @@ struct accept_msg {
     std::string store;      // where the data goes, for humans
     std::string store_uri;  // the same, for store::open (e.g. "dir:/scratch/ckpt")
     std::string transport;  // UCX transports of the daemon's endpoint to the rank
-    std::uint64_t session = 0;            // names this connection in pushed chunks
+    // Names this connection in pushed chunks: a random number the daemon
+    // tells this rank only, so that no other process can push into its writes.
+    std::uint64_t session = 0;
     // Where the rank pushes its chunks: each of the daemon's pullers, which
     // read one write's chunks at once on several cores. Empty: no pushing.
     std::vector<puller_address> pullers;

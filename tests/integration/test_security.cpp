@@ -3,10 +3,14 @@
 // to switch users; without it these tests fail, saying so.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
+
+#include "pattern.hpp"
 
 #include "fixture.hpp"
 
@@ -204,4 +208,49 @@ TEST_CASE("a FIFO named like a record or object never blocks a reader", "[securi
     const int rc = c.verify(1, 1, out);
     INFO(out);
     CHECK(rc != 0);  // version 2 is damaged now, and said so; nothing blocked
+}
+
+TEST_CASE("a process of the same user cannot push bytes into another rank's write",
+          "[security][forged-push]")
+{
+    // The attacker is admitted as a rank is (same uid, the job's other
+    // rank), learns its own session's name from ACCEPT and pushes chunks
+    // naming the sessions around it for the first cookies, before the
+    // victim announces its write: were the names to follow each other, the
+    // victim's write would adopt the attacker's bytes.
+    cluster c;
+    auto d = c.daemon();
+    const std::map<std::string, std::string> push{{"IOFWD_PULL", "push"}};
+    auto victim = c.rank(0, 2, {"--size", "1048576", "--versions", "1", "--go-file", gate(c),
+                                "--skip-finalize"},
+                         push);
+    REQUIRE(wait_until([&] { return has_line(victim, "init 0"); }, 20s));
+    auto attacker = c.run({build_path("IOFWD_TEST_RAW_PEER"), c.socket(), "forge-push"});
+    REQUIRE(wait_until([&] { return has_line(attacker, "pushed ") || !attacker.running(); }, 20s));
+    INFO("attacker: " << attacker.output());
+    REQUIRE(has_line(attacker, "pushed "));
+    open_gate(c);
+    REQUIRE(wait_until([&] { return has_line(victim, "skipped"); }, 30s));
+    INFO(victim.output() << "\nlog:\n" << c.log());
+    CHECK(has_line(victim, "write 0 0 1 "));
+    REQUIRE(attacker.wait(20s).has_value());
+    INFO("attacker at the end: " << attacker.output());
+    // UCX completes a refused rendezvous as a taken one, so the daemon's log
+    // says it: all 128 (4 distances x 2 sides x 8 cookies x 2 pullers).
+    CHECK(has_line(attacker, "forged 128 "));
+    CHECK(c.log().find("128 pushed chunks named no session of this daemon") != std::string::npos);
+    // The victim's object holds its own bytes (the job's other rank never
+    // writes, so the version is not complete: the object is what counts).
+    const std::string object = c.store() + "/itest/v00000001/nodeA.r0000";
+    REQUIRE(wait_until([&] { return exists(object); }, 20s));
+    std::vector<std::byte> expected(1 << 20);
+    example::fill_pattern(expected.data(), expected.size(), example::pattern_seed("nodeA", 0, 1));
+    const auto stored = read_file(object);
+    REQUIRE(stored.size() == expected.size());
+    CHECK(std::memcmp(stored.data(), expected.data(), expected.size()) == 0);
+    REQUIRE(d.running());
+    victim.signal(SIGKILL);
+    CHECK(victim.wait(10s).has_value());
+    d.signal(SIGTERM);
+    CHECK(d.wait(10s).has_value());
 }

@@ -7,7 +7,13 @@
 //       huge-ranks (a CONNECT claiming 0xffffffff ranks) |
 //       bad-address (a CONNECT whose worker address makes UCX 1.13 abort) |
 //       mailbox-garbage (a real UCX worker, admitted with a mailbox, then an
-//       impossible tail published in it and the doorbell rung)
+//       impossible tail published in it and the doorbell rung) |
+//       forge-push (a real UCX worker, admitted to push as rank 1 of 2 of job
+//       itest, then pushes 1 MiB
+//       chunks naming the sessions next to its own, as if it were the ranks
+//       admitted before and after it, for cookies 1 to 8: prints "pushed <n>",
+//       then after 4 s "forged <n> refused <n> taken <n>", as UCX saw them:
+//       a rendezvous the daemon refused completes as one it took)
 // Prints "answer <type> <domain> <value> <text>" or "closed" or "timeout".
 #include <poll.h>
 #include <sys/mman.h>
@@ -15,6 +21,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -41,6 +48,124 @@ std::vector<std::byte> raw_header(std::uint32_t magic, std::uint16_t version, st
     put(type, 2);
     put(length, 8);
     return out;
+}
+
+// Reads one message with the descriptors that came with it (at most 5 s).
+bool read_message(int fd, iofwd::proto::message& out, std::vector<iofwd::unique_fd>& fds)
+{
+    using namespace iofwd;
+    std::vector<std::byte> in;
+    proto::header h;
+    std::string why;
+    while (in.size() < proto::header_size ||
+           (!proto::decode_header(in, h, why) && in.size() < proto::header_size + h.length)) {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, 5000) <= 0)
+            return false;
+        std::byte buf[8192];
+        const ssize_t n = receive_with_fds(fd, buf, 0, fds);
+        if (n <= 0)
+            return false;
+        in.insert(in.end(), buf, buf + n);
+    }
+    return !proto::decode_payload(h, std::span(in).subspan(proto::header_size, h.length), out, why);
+}
+
+// Admits a real UCX worker as `rank` of `ranks` of job itest (files only,
+// with `flags`) and returns the ACCEPT.
+bool admit(int fd, iofwd::ucx::worker& worker, std::uint32_t rank, std::uint32_t ranks,
+           std::uint32_t flags, iofwd::proto::accept_msg& out, std::vector<iofwd::unique_fd>& fds)
+{
+    using namespace iofwd;
+    proto::connect_msg m;
+    if (worker.address(m.worker_address))
+        return false;
+    m.rank = rank;
+    m.ranks = ranks;
+    m.flags = proto::connect_flag_files | flags;
+    m.job = "itest";
+    const auto hello = proto::encode(m);
+    ::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL);
+    proto::message a;
+    if (!read_message(fd, a, fds))
+        return false;
+    if (const auto* e = std::get_if<proto::error_msg>(&a))
+        std::printf("refused: %s\n", e->text.c_str());
+    if (!std::holds_alternative<proto::accept_msg>(a))
+        return false;
+    out = std::get<proto::accept_msg>(a);
+    return true;
+}
+
+// Pushes chunks naming other sessions than its own; see the modes above.
+int forge_push(int fd)
+{
+    using namespace iofwd;
+    ucx::context ctx;
+    ucx::worker worker;
+    if (ucx::context::create(UCP_FEATURE_AM, "raw-peer", ctx) || ucx::worker::create(ctx, worker))
+        return std::printf("setup-failed ucx\n"), 3;
+    proto::accept_msg a;
+    std::vector<unique_fd> fds;
+    if (!admit(fd, worker, 1, 2, proto::connect_flag_push, a, fds) || a.pullers.empty())
+        return std::printf("setup-failed not admitted to push\n"), 4;
+    std::vector<ucx::endpoint> eps(a.pullers.size());
+    for (std::size_t i = 0; i < eps.size(); ++i)
+        if (ucx::endpoint::connect(worker.get(), a.pullers[i].address, nullptr, nullptr, eps[i]) !=
+            UCS_OK)
+            return std::printf("setup-failed no endpoint to puller %zu\n", i), 5;
+    std::vector<std::byte> bytes(1 << 20, std::byte{0xee});
+    struct sent {
+        std::byte header[proto::push_header_size];
+        ucs_status_ptr_t request = nullptr;
+        ucs_status_t status = UCS_INPROGRESS;
+    };
+    std::vector<sent> pushes;
+    pushes.reserve(4 * 2 * 8 * eps.size());
+    for (std::uint64_t d = 1; d <= 4; ++d)
+        for (const std::uint64_t s : {a.session - d, a.session + d})
+            for (std::uint64_t cookie = 1; cookie <= 8; ++cookie)
+                for (auto& ep : eps) {
+                    auto& p = pushes.emplace_back();
+                    proto::encode_push_header(proto::push_header{s, cookie, 0}, p.header);
+                    ucp_request_param_t param{};
+                    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+                    param.flags = UCP_AM_SEND_FLAG_RNDV;
+                    p.request = ucp_am_send_nbx(ep.get(), proto::am_push, p.header,
+                                                proto::push_header_size, bytes.data(),
+                                                bytes.size(), &param);
+                    ucx::request_finished(p.request, p.status);
+                    if (UCS_PTR_IS_PTR(p.request))
+                        p.status = UCS_INPROGRESS;
+                }
+    std::printf("pushed %zu\n", pushes.size());
+    std::fflush(stdout);
+    // Progress for 4 s: a chunk the daemon kept is read (taken) when a
+    // write of that session and cookie is announced.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+    while (std::chrono::steady_clock::now() < until) {
+        worker.progress();
+        for (auto& p : pushes)
+            if (p.status == UCS_INPROGRESS && UCS_PTR_IS_PTR(p.request)) {
+                const ucs_status_t st = ucp_request_check_status(p.request);
+                if (st != UCS_INPROGRESS) {
+                    p.status = st;
+                    ucp_request_free(p.request);
+                    p.request = nullptr;
+                }
+            }
+        ::usleep(1000);
+    }
+    std::size_t refused = 0, taken = 0;
+    for (const auto& p : pushes) {
+        if (p.status == UCS_OK)
+            ++taken;
+        else if (p.status != UCS_INPROGRESS)
+            ++refused;
+    }
+    std::printf("forged %zu refused %zu taken %zu\n", pushes.size(), refused, taken);
+    std::fflush(stdout);
+    ::_exit(0);  // requests still in flight die with the process
 }
 
 }  // namespace
@@ -108,36 +233,14 @@ int main(int argc, char** argv)
     } else if (mode == "mailbox-garbage") {
         ucx::context ctx;
         ucx::worker worker;
-        proto::connect_msg m;
-        if (ucx::context::create(UCP_FEATURE_AM, "raw-peer", ctx) ||
-            ucx::worker::create(ctx, worker) || worker.address(m.worker_address))
+        if (ucx::context::create(UCP_FEATURE_AM, "raw-peer", ctx) || ucx::worker::create(ctx, worker))
             return 3;
-        m.ranks = 1;
-        m.flags = proto::connect_flag_files | proto::connect_flag_mailbox;
-        m.job = "itest";
-        const auto hello = proto::encode(m);
-        ::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL);
         // ACCEPT, with the mailbox's memfd and the doorbell.
-        std::vector<std::byte> in;
+        proto::accept_msg accepted;
         std::vector<unique_fd> fds;
-        proto::header h;
-        std::string why;
-        while (in.size() < proto::header_size ||
-               (!proto::decode_header(in, h, why) && in.size() < proto::header_size + h.length)) {
-            pollfd p{fd, POLLIN, 0};
-            if (::poll(&p, 1, 5000) <= 0)
-                return 4;
-            std::byte buf[8192];
-            const ssize_t n = receive_with_fds(fd, buf, 0, fds);
-            if (n <= 0)
-                return 5;
-            in.insert(in.end(), buf, buf + n);
-        }
-        proto::message a;
-        if (proto::decode_payload(h, std::span(in).subspan(proto::header_size, h.length), a, why) ||
-            !std::holds_alternative<proto::accept_msg>(a) || fds.size() != 2)
+        if (!admit(fd, worker, 0, 1, proto::connect_flag_mailbox, accepted, fds) || fds.size() != 2)
             return 6;
-        const std::size_t total = mailbox::header_bytes + std::get<proto::accept_msg>(a).mailbox_bytes;
+        const std::size_t total = mailbox::header_bytes + accepted.mailbox_bytes;
         void* shared = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0].get(), 0);
         if (shared == MAP_FAILED)
             return 7;
@@ -146,6 +249,8 @@ int main(int argc, char** argv)
         const std::uint64_t one = 1;
         if (::write(fds[1].get(), &one, sizeof one) != sizeof one)
             return 8;
+    } else if (mode == "forge-push") {
+        return forge_push(fd);
     } else {
         return 2;
     }
