@@ -5,6 +5,7 @@
 #include "client.hpp"
 
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/random.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,25 +27,39 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-// Backs the 2 MiB-aligned interior of the buffer with transparent huge
-// pages, now (MADV_COLLAPSE, Linux 6.1+) and for pages faulted later
-// (MADV_HUGEPAGE). The daemon's cma read of the buffer then walks one page
-// table entry per 2 MiB instead of per 4 KiB: 64-256 MiB read 6.8-7.6 ->
-// 13.4-16.4 GB/s on this machine. Best effort: refused (old kernel, pinned
-// pages, no memory) it changes nothing. IOFWD_HUGEPAGES=0 turns it off.
-// True when the buffer is now backed by huge pages.
-bool use_huge_pages(void* buffer, std::uint64_t len)
+// Backing the 2 MiB-aligned interior of the buffer with transparent huge
+// pages makes the daemon's cma read of it walk one page table entry per
+// 2 MiB instead of per 4 KiB: 64-256 MiB read 6.8-7.6 -> 13.4-16.4 GB/s on
+// this machine. Pages faulted from now on come huge (MADV_HUGEPAGE); those
+// the program has already touched must be copied into huge pages
+// (MADV_COLLAPSE, Linux 6.1+), which takes 40-250 ms for 64 MiB here, so
+// that is done on a thread of its own while io_init goes on (and the first
+// writes read what is collapsed so far). Best effort: refused (old kernel,
+// pinned pages, no memory) it changes nothing. IOFWD_HUGEPAGES=0 turns it
+// off.
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+struct huge_range {
+    void* begin = nullptr;
+    std::size_t length = 0;
+};
+
+// The range to back, after MADV_HUGEPAGE; empty when the buffer holds no
+// whole 2 MiB page or the kernel cannot collapse pages.
+huge_range ask_huge_pages(void* buffer, std::uint64_t len)
 {
     constexpr std::uintptr_t huge = 2u << 20;
     const auto begin = (reinterpret_cast<std::uintptr_t>(buffer) + huge - 1) & ~(huge - 1);
     const auto end = (reinterpret_cast<std::uintptr_t>(buffer) + len) & ~(huge - 1);
     if (end <= begin)
-        return false;
-#ifndef MADV_COLLAPSE
-#define MADV_COLLAPSE 25
-#endif
-    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-    return ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_COLLAPSE) == 0;
+        return {};
+    void* const at = reinterpret_cast<void*>(begin);
+    // An empty range tells whether the kernel knows the advice at all.
+    if (::madvise(at, 0, MADV_COLLAPSE) != 0)
+        return {};
+    ::madvise(at, end - begin, MADV_HUGEPAGE);
+    return {at, end - begin};
 }
 
 }  // namespace
@@ -85,6 +100,8 @@ std::error_code client::fail(std::error_code ec, std::string why)
 
 void client::release()
 {
+    if (collapse_.joinable())
+        collapse_.join();
     writer_.close();
     memory_ = ucx::memory{};
     conn_.reset();
@@ -132,6 +149,13 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
     if (!settings_.log.empty())
         paths_.log = settings_.log;  // where a daemon we launch logs (for messages)
 
+    // Pages faulted from now on come huge; those already there are
+    // collapsed once io_init is done (below).
+    huge_range huge_pages;
+    if (!files_only_ && settings_.huge_pages != huge_pages_mode::off)
+        huge_pages = ask_huge_pages(buffer_, length_);
+    const bool huge = huge_pages.length > 0;
+
     // Start (or find) the daemon before UCX exists in this process: the
     // launch never copies a process with registered memory.
     daemon_link link;
@@ -167,9 +191,7 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
         if (auto ec = worker_.event_fd(efd_))
             return undo(ec, fmt::format("UCX gives no event fd: {}", ec.message()));
     conn_.use_worker(&worker_, efd_, blocking_);
-    bool huge = false;
     if (!files_only_) {
-        huge = settings_.huge_pages && use_huge_pages(buffer_, length_);
         if (auto ec = ucx::memory::map(context_, buffer_, length_, memory_))
             return undo(ec, fmt::format("registering the {} buffer with UCX failed: {}",
                                         human_bytes(length_), ec.message()));
@@ -234,6 +256,25 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
     w.silence = settings_.daemon_timeout;
     if (auto ec = writer_.open(std::move(w)))
         return undo(ec, why_);
+    if (huge) {
+        // One huge page per call: a collapse holds the process's mmap lock,
+        // which every mmap of the program's other threads waits for.
+        auto collapse = [r = huge_pages] {
+            constexpr std::size_t huge_page = 2u << 20;
+            for (std::size_t at = 0; at < r.length; at += huge_page)
+                ::madvise(static_cast<char*>(r.begin) + at, huge_page, MADV_COLLAPSE);
+        };
+        if (settings_.huge_pages == huge_pages_mode::init) {
+            collapse();
+        } else {
+            // After io_init's own work, which it would slow: on the node's
+            // spare cores, long before the first checkpoint is written.
+            collapse_ = std::thread([collapse] {
+                ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
+                collapse();
+            });
+        }
+    }
     initialized_ = true;
     return {};
 }

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include "connection.hpp"
@@ -134,6 +135,9 @@ private:
     ucx::worker worker_;
     int efd_ = -1;
     ucx::memory memory_;
+    // Copies the buffer's touched pages into huge pages (client.cpp),
+    // started by io_init, joined by release().
+    std::thread collapse_;
     proto::accept_msg accept_;
     settings settings_;
     barrier_fn barrier_ = nullptr;

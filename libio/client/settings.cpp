@@ -74,8 +74,12 @@ std::error_code load_settings(std::uint32_t nodes, const std::string& run, setti
     }
     if (auto ec = config::get_bytes("IOFWD_EAGER_LIMIT", s.eager_limit, why))
         return ec;
-    if (auto ec = config::get_boolean("IOFWD_HUGEPAGES", s.huge_pages, why))
+    std::string huge;
+    if (auto ec = config::get_text("IOFWD_HUGEPAGES", huge, why))
         return ec;
+    s.huge_pages = huge == "init" ? huge_pages_mode::init
+                   : huge == "0"  ? huge_pages_mode::off
+                                  : huge_pages_mode::background;
     if (auto ec = config::get_text("IOFWD_TRANSPORTS", s.transports, why))
         return ec;
     std::string pull;

@@ -9,12 +9,15 @@
 namespace iofwd::client {
 
 enum class pull_mode { automatic, push, get };
+// IOFWD_HUGEPAGES: whether the buffer's pages already there are collapsed
+// into 2 MiB pages on a thread after io_init, in io_init, or not at all.
+enum class huge_pages_mode { background, init, off };
 
 struct settings {
     std::uint32_t nodes = 1;  // the job's nodes
     std::string run;          // the run's name; empty: unnamed
     std::uint64_t eager_limit = 64 * 1024;
-    bool huge_pages = true;
+    huge_pages_mode huge_pages = huge_pages_mode::background;
     std::string transports;  // IOFWD_TRANSPORTS: UCX's to the daemon (UCX_TLS syntax)
     pull_mode pull = pull_mode::automatic;
     std::chrono::milliseconds launch_timeout{30'000};

@@ -69,9 +69,12 @@ const std::vector<variable> table = {
     {"IOFWD_PULL", choice, "auto", 0, 0, "auto|push|get", reader::client,
      "how large writes reach the daemon: push (UCX rendezvous the daemon reads\n"
      "with cma), get (the daemon's get), auto"},
-    {"IOFWD_HUGEPAGES", boolean, "1", 0, 0, {}, reader::client,
-     "1: back the registered buffer with 2 MiB pages (faster reads by the\n"
-     "daemon); 0: leave its pages alone"},
+    {"IOFWD_HUGEPAGES", choice, "1", 0, 0, "1|init|0", reader::client,
+     "back the registered buffer with 2 MiB pages (the daemon reads it twice\n"
+     "as fast): 1, the pages it has already are copied into huge ones on a\n"
+     "thread after io_init returns (a write right after io_init is slowed\n"
+     "while that runs); init, within io_init (40-250 ms per 64 MiB here);\n"
+     "0, leave its pages alone"},
     {"IOFWD_EAGER_LIMIT", bytes, "64K", 0, 65536, {}, reader::client,
      "writes up to this size go through the mailbox or inside the request"},
     // The daemon.

@@ -1,11 +1,16 @@
 // The C API used wrongly, in this very process: clear codes, no crash.
 #include <catch2/catch.hpp>
 
+#include <sys/mman.h>
+
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fixture.hpp"
@@ -69,4 +74,98 @@ TEST_CASE("calls out of order and bad lengths return the documented codes", "[ap
         CHECK(std::memcmp(stored.data(), buf.data(), buf.size()) == 0);
         CHECK(exists(c.store() + "/itest/" + v + "/nodeA.manifest"));
     }
+}
+
+namespace {
+
+// AnonHugePages of this process's mappings that overlap [begin, end), in kB.
+long huge_kb(const void* begin, const void* end)
+{
+    std::FILE* f = std::fopen("/proc/self/smaps", "r");
+    if (!f)
+        return -1;
+    long total = 0;
+    bool inside = false;
+    char line[512];
+    while (std::fgets(line, sizeof line, f)) {
+        unsigned long lo = 0, hi = 0;
+        long kb = 0;
+        if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2)
+            inside = lo < reinterpret_cast<std::uintptr_t>(end) &&
+                     hi > reinterpret_cast<std::uintptr_t>(begin);
+        else if (inside && std::sscanf(line, "AnonHugePages: %ld kB", &kb) == 1)
+            total += kb;
+    }
+    std::fclose(f);
+    return total;
+}
+
+std::string first_line(const char* path)
+{
+    std::string text = read_file(path);
+    return text.substr(0, text.find('\n'));
+}
+
+}  // namespace
+
+TEST_CASE("a buffer's pages become 2 MiB pages after io_init, within it, or never",
+          "[huge-pages]")
+{
+    const std::string thp = first_line("/sys/kernel/mm/transparent_hugepage/enabled");
+    if (thp.find("[never]") != std::string::npos) {
+        WARN("transparent huge pages are off on this machine: nothing to test");
+        return;
+    }
+    // 8 MiB on 2 MiB boundaries, touched (4 KiB pages) before io_init, as a
+    // program's data are.
+    constexpr std::size_t huge = 2u << 20, len = 8u << 20;
+    void* map = ::mmap(nullptr, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
+    REQUIRE(map != MAP_FAILED);
+    auto* buf = reinterpret_cast<std::byte*>(
+        (reinterpret_cast<std::uintptr_t>(map) + huge - 1) & ~std::uintptr_t(huge - 1));
+    ::madvise(map, len + huge, MADV_NOHUGEPAGE);  // 4 KiB pages, whatever the system's default
+    std::memset(buf, 1, len);
+    ::madvise(map, len + huge, MADV_HUGEPAGE);
+    ::madvise(map, len + huge, MADV_NOHUGEPAGE);
+    REQUIRE(huge_kb(buf, buf + len) == 0);
+    if (::madvise(buf, 0, 25 /* MADV_COLLAPSE */) != 0) {
+        WARN("this kernel cannot collapse pages (MADV_COLLAPSE, Linux 6.1): nothing to test");
+        ::munmap(map, len + huge);
+        return;
+    }
+    for (const char* mode : {"init", "1", "0"}) {
+        INFO("IOFWD_HUGEPAGES=" << mode);
+        cluster c;
+        for (const auto& [k, v] : c.env)
+            ::setenv(k.c_str(), v.c_str(), 1);
+        ::setenv("IOFWD_HUGEPAGES", mode, 1);
+        ::madvise(map, len + huge, MADV_NOHUGEPAGE);
+        // Back to 4 KiB pages: written anew after the pages are dropped.
+        ::madvise(buf, len, MADV_DONTNEED);
+        std::memset(buf, 2, len);
+        REQUIRE(huge_kb(buf, buf + len) == 0);
+        REQUIRE(io_init(buf, len, 0, 1, nullptr, 1) == 0);
+        const long want = std::string_view(mode) == "0" ? 0 : static_cast<long>(len >> 10);
+        if (std::string_view(mode) == "init") {
+            CHECK(huge_kb(buf, buf + len) == want);
+        } else if (want > 0) {
+            CHECK(wait_until([&] { return huge_kb(buf, buf + len) == want; }, 20s));
+        } else {
+            std::this_thread::sleep_for(500ms);
+            CHECK(huge_kb(buf, buf + len) == 0);
+        }
+        // The bytes are the program's, whatever their pages.
+        std::uint64_t v = 0;
+        CHECK(io_write_version(len, &v) == 0);
+        CHECK(io_wait(v) == 0);
+        const auto stored = read_file(c.store() + "/itest/v00000001/nodeA.r0000");
+        REQUIRE(stored.size() == len);
+        CHECK(std::memcmp(stored.data(), buf, len) == 0);
+        CHECK(io_finalize() == 0);
+        for (const auto& [k, v2] : c.env)
+            ::unsetenv(k.c_str());
+        ::unsetenv("IOFWD_HUGEPAGES");
+    }
+    ::munmap(map, len + huge);
 }
