@@ -94,6 +94,21 @@ public:
         }
         return v;
     }
+    // A list of at most `max` whole numbers.
+    void wholes(const json& o, const char* key, std::vector<std::uint64_t>& out, std::uint64_t max,
+                const char* where)
+    {
+        const json* v = array(o, key, max, where);
+        if (!v)
+            return;
+        for (const auto& e : *v) {
+            if (!e.is_number_unsigned()) {
+                fail(fmt::format("an entry of '{}' of {} is not a whole number", key, where));
+                return;
+            }
+            out.push_back(e.get<std::uint64_t>());
+        }
+    }
     void times(const json& o, const char* key, report_times& out, const char* where)
     {
         const json* t = member(o, key, where);
@@ -222,14 +237,7 @@ std::error_code parse_report(std::string_view text, node_report& out, std::strin
                 for (const auto& f : op_fields)
                     rd.whole(*o, f.name, r.store_ops.*f.count, UINT64_MAX, "store_ops");
         if (d->is_object() && d->contains("puller_bytes"))
-            if (const json* p = rd.array(*d, "puller_bytes", max_report_pullers, "daemon"))
-                for (const auto& e : *p) {
-                    if (!e.is_number_unsigned()) {
-                        rd.fail("an entry of 'puller_bytes' of daemon is not a whole number");
-                        break;
-                    }
-                    r.puller_bytes.push_back(e.get<std::uint64_t>());
-                }
+            rd.wholes(*d, "puller_bytes", r.puller_bytes, max_report_pullers, "daemon");
     }
     rd.whole(j, "lost_versions", r.lost_versions, UINT64_MAX, "the summary");
     if (const json* ranks = rd.array(j, "per_rank", max_report_ranks, "the summary")) {
