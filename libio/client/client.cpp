@@ -32,34 +32,58 @@ using clock = std::chrono::steady_clock;
 // 2 MiB instead of per 4 KiB: 64-256 MiB read 6.8-7.6 -> 13.4-16.4 GB/s on
 // this machine. Pages faulted from now on come huge (MADV_HUGEPAGE); those
 // the program has already touched must be copied into huge pages
-// (MADV_COLLAPSE, Linux 6.1+), which takes 40-250 ms for 64 MiB here, so
-// that is done on a thread of its own while io_init goes on (and the first
-// writes read what is collapsed so far). Best effort: refused (old kernel,
+// (MADV_COLLAPSE, Linux 6.1+), which takes 40-250 ms for 64 MiB here: by
+// default on a thread after io_init returns (client::collapse_), else
+// within io_init (IOFWD_HUGEPAGES=init). Best effort: refused (old kernel,
 // pinned pages, no memory) it changes nothing. IOFWD_HUGEPAGES=0 turns it
-// off.
+// all off.
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25
 #endif
+constexpr std::size_t huge_page = 2u << 20;
+
 struct huge_range {
     void* begin = nullptr;
     std::size_t length = 0;
 };
 
-// The range to back, after MADV_HUGEPAGE; empty when the buffer holds no
-// whole 2 MiB page or the kernel cannot collapse pages.
+// Asks for huge pages where the buffer will fault; returns the range whose
+// pages can be collapsed: empty when the buffer holds no whole 2 MiB page
+// or the kernel cannot collapse pages.
 huge_range ask_huge_pages(void* buffer, std::uint64_t len)
 {
-    constexpr std::uintptr_t huge = 2u << 20;
-    const auto begin = (reinterpret_cast<std::uintptr_t>(buffer) + huge - 1) & ~(huge - 1);
-    const auto end = (reinterpret_cast<std::uintptr_t>(buffer) + len) & ~(huge - 1);
+    const auto begin = (reinterpret_cast<std::uintptr_t>(buffer) + huge_page - 1) & ~(huge_page - 1);
+    const auto end = (reinterpret_cast<std::uintptr_t>(buffer) + len) & ~(huge_page - 1);
     if (end <= begin)
         return {};
     void* const at = reinterpret_cast<void*>(begin);
+    ::madvise(at, end - begin, MADV_HUGEPAGE);
     // An empty range tells whether the kernel knows the advice at all.
     if (::madvise(at, 0, MADV_COLLAPSE) != 0)
         return {};
-    ::madvise(at, end - begin, MADV_HUGEPAGE);
     return {at, end - begin};
+}
+
+// Collapses `r` a huge page per call (a collapse holds the process's mmap
+// lock, which every mmap of the program's other threads waits for), until
+// `stop`; a page the kernel was busy with (EAGAIN) is tried once more at the
+// end. True when every page is huge now.
+bool collapse(huge_range r, const std::stop_token& stop = {})
+{
+    std::vector<std::size_t> again;
+    bool all = true;
+    for (std::size_t at = 0; at < r.length && !stop.stop_requested(); at += huge_page)
+        if (::madvise(static_cast<char*>(r.begin) + at, huge_page, MADV_COLLAPSE) != 0) {
+            if (errno == EAGAIN)
+                again.push_back(at);
+            else
+                all = false;
+        }
+    for (const std::size_t at : again)
+        if (stop.stop_requested() ||
+            ::madvise(static_cast<char*>(r.begin) + at, huge_page, MADV_COLLAPSE) != 0)
+            all = false;
+    return all && !stop.stop_requested();
 }
 
 }  // namespace
@@ -100,8 +124,14 @@ std::error_code client::fail(std::error_code ec, std::string why)
 
 void client::release()
 {
-    if (collapse_.joinable())
-        collapse_.join();
+    if (collapse_.joinable()) {
+        if (::getpid() == collapse_pid_) {
+            collapse_.request_stop();  // what is not collapsed yet stays as it is
+            collapse_.join();
+        } else {
+            collapse_.detach();  // a forked child's copy: the thread is the parent's
+        }
+    }
     writer_.close();
     memory_ = ucx::memory{};
     conn_.reset();
@@ -150,11 +180,11 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
         paths_.log = settings_.log;  // where a daemon we launch logs (for messages)
 
     // Pages faulted from now on come huge; those already there are
-    // collapsed once io_init is done (below).
+    // collapsed within io_init (before UCX registers the buffer) or on a
+    // thread once io_init is done (at its end).
     huge_range huge_pages;
     if (!files_only_ && settings_.huge_pages != huge_pages_mode::off)
         huge_pages = ask_huge_pages(buffer_, length_);
-    const bool huge = huge_pages.length > 0;
 
     // Start (or find) the daemon before UCX exists in this process: the
     // launch never copies a process with registered memory.
@@ -191,6 +221,11 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
         if (auto ec = worker_.event_fd(efd_))
             return undo(ec, fmt::format("UCX gives no event fd: {}", ec.message()));
     conn_.use_worker(&worker_, efd_, blocking_);
+    // Whether the daemon will read 2 MiB pages: known within io_init,
+    // expected (not yet done) with the thread.
+    bool huge = huge_pages.length > 0;
+    if (huge && settings_.huge_pages == huge_pages_mode::init)
+        huge = collapse(huge_pages);
     if (!files_only_) {
         if (auto ec = ucx::memory::map(context_, buffer_, length_, memory_))
             return undo(ec, fmt::format("registering the {} buffer with UCX failed: {}",
@@ -209,8 +244,8 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
     // push is faster once the cores are all taken (2 ranks and the daemon on
     // 2 cores, 256 MiB: 108 ms against 131) and, with the buffer on huge
     // pages, always (1 writer, 256 MiB: 25 ms against 36). `auto` (default):
-    // push, unless the buffer has 4 KiB pages and the node's ranks and the
-    // daemon fit in its cores.
+    // push, unless the buffer is not to have huge pages (or the kernel
+    // cannot make them) and the node's ranks and the daemon fit in its cores.
     const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
     const bool push = settings_.pull == pull_mode::push ||
                       (settings_.pull == pull_mode::automatic &&
@@ -256,23 +291,18 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
     w.silence = settings_.daemon_timeout;
     if (auto ec = writer_.open(std::move(w)))
         return undo(ec, why_);
-    if (huge) {
-        // One huge page per call: a collapse holds the process's mmap lock,
-        // which every mmap of the program's other threads waits for.
-        auto collapse = [r = huge_pages] {
-            constexpr std::size_t huge_page = 2u << 20;
-            for (std::size_t at = 0; at < r.length; at += huge_page)
-                ::madvise(static_cast<char*>(r.begin) + at, huge_page, MADV_COLLAPSE);
-        };
-        if (settings_.huge_pages == huge_pages_mode::init) {
-            collapse();
-        } else {
-            // After io_init's own work, which it would slow: on the node's
-            // spare cores, long before the first checkpoint is written.
-            collapse_ = std::thread([collapse] {
+    if (huge_pages.length > 0 && settings_.huge_pages == huge_pages_mode::background) {
+        // After io_init's own work, which it would slow: on the node's
+        // spare cores, long before the first checkpoint is written. No
+        // thread to be had (a limit on processes) is no error: the pages
+        // stay as they are.
+        try {
+            collapse_ = std::jthread([r = huge_pages](std::stop_token stop) {
                 ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
-                collapse();
+                collapse(r, stop);
             });
+            collapse_pid_ = ::getpid();
+        } catch (const std::system_error&) {
         }
     }
     initialized_ = true;

@@ -136,8 +136,10 @@ private:
     int efd_ = -1;
     ucx::memory memory_;
     // Copies the buffer's touched pages into huge pages (client.cpp),
-    // started by io_init, joined by release().
-    std::thread collapse_;
+    // started at the end of io_init, stopped and joined by release() (in
+    // the process that started it: collapse_pid_).
+    std::jthread collapse_;
+    pid_t collapse_pid_ = 0;
     proto::accept_msg accept_;
     settings settings_;
     barrier_fn barrier_ = nullptr;
