@@ -252,13 +252,15 @@ std::error_code daemon::start(std::string& why)
     return {};
 }
 
-bool daemon::new_push_key(std::uint64_t& out) const
+std::error_code daemon::new_push_key(std::uint64_t& out) const
 {
+    std::uint64_t key = 0;
     do {
-        if (::getrandom(&out, sizeof out, 0) != static_cast<ssize_t>(sizeof out))
-            return false;
-    } while (out == 0 || pushers_.contains(out));
-    return true;
+        if (::getrandom(&key, sizeof key, 0) != static_cast<ssize_t>(sizeof key))
+            return last_system_error();
+    } while (key == 0 || pushers_.contains(key));
+    out = key;
+    return {};
 }
 
 void daemon::accept_next()
@@ -293,10 +295,14 @@ void daemon::accept_next()
             // Not idle yet: a connection may be a status request only
             // (rank_arrived() says when a rank came).
             std::uint64_t key = 0;
-            if (!new_push_key(key)) {
-                log_error("refused connection from pid {}: no random number for it: {}", cred.pid,
-                          std::strerror(errno));
+            if (const auto kec = new_push_key(key)) {
+                const std::string why =
+                    fmt::format("the daemon has no random number to name the connection: {}",
+                                kec.message());
+                log_error("refused connection from pid {}: {}", cred.pid, why);
+                const auto bytes = proto::encode(proto::error_msg::from(kec, why));
                 boost::system::error_code ignored;
+                asio::write(sock, asio::buffer(bytes), ignored);
                 sock.close(ignored);
             } else {
                 const auto id = next_session_id_++;
@@ -368,7 +374,7 @@ ucs_status_t daemon::pushed(puller* via, const proto::push_header& h, std::size_
         ++unknown_pushes_;
         if (std::has_single_bit(unknown_pushes_))
             log_warn("{} pushed chunk{} named no session of this daemon (a rank already gone, "
-                     "or a process that is not a rank): refused",
+                     "or a process guessing): refused",
                      unknown_pushes_, unknown_pushes_ == 1 ? "" : "s");
         return UCS_ERR_CANCELED;
     }

@@ -98,8 +98,8 @@ private:
     std::error_code take_lock(std::string& why);
     std::error_code listen(std::string& why);
     // A random name for a new session's pushed chunks, not 0 and not
-    // another session's (false: the kernel gave no random bytes, errno).
-    bool new_push_key(std::uint64_t& out) const;
+    // another session's (an error: the kernel gave no random bytes).
+    std::error_code new_push_key(std::uint64_t& out) const;
     void accept_next();
     void on_signal(int signo);
     static ucs_status_t on_push(void* arg, const void* header, std::size_t header_length,

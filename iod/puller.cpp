@@ -28,9 +28,14 @@ bool decode_push(const void* header, std::size_t header_length, std::size_t leng
     return true;
 }
 
+// One receive, from receive() to its end: what it copies, and whom to tell.
 struct puller::receive_op {
     puller* self;
+    std::uint64_t sender;
+    void* desc;
+    void* dest;
     std::size_t length;
+    ucp_mem_h memh;
     std::function<void(ucs_status_t)> done;
 };
 
@@ -101,6 +106,7 @@ void puller::connect(std::uint64_t sender, std::vector<std::byte> rank_address, 
             log_warn("puller {}: no endpoint to {}: {}", index_, who, ucs_status_string(st));
             return;
         }
+        closed_.erase(sender);  // a key drawn again (daemon::new_push_key)
         eps_[sender] = std::move(ep);
         driver_.kick();
     });
@@ -121,9 +127,9 @@ void puller::disconnect(std::uint64_t sender)
 void puller::receive(std::uint64_t sender, void* desc, void* dest, std::size_t length,
                      ucp_mem_h memh, std::function<void(ucs_status_t)> done)
 {
-    auto* op = new receive_op{this, length, std::move(done)};
-    asio::post(io_, [this, op, sender, desc, dest, length, memh] {
-        if (closed_.contains(sender)) {
+    auto* op = new receive_op{this, sender, desc, dest, length, memh, std::move(done)};
+    asio::post(io_, [this, op] {
+        if (closed_.contains(op->sender)) {
             finish(op, UCS_ERR_CANCELED);
             return;
         }
@@ -132,10 +138,10 @@ void puller::receive(std::uint64_t sender, void* desc, void* dest, std::size_t l
             UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMH;
         param.cb.recv_am = &puller::receive_done;
         param.user_data = op;
-        param.memh = memh;
+        param.memh = op->memh;
         ucs_status_t st = UCS_OK;
-        if (ucx::request_finished(ucp_am_recv_data_nbx(worker_.get(), desc, dest, length, &param),
-                                  st)) {
+        if (ucx::request_finished(
+                ucp_am_recv_data_nbx(worker_.get(), op->desc, op->dest, op->length, &param), st)) {
             finish(op, st);
             return;
         }

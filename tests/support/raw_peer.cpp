@@ -11,7 +11,8 @@
 //       forge-push (a real UCX worker, admitted to push as rank 1 of 2 of job
 //       itest, then pushes 1 MiB
 //       chunks naming the sessions next to its own, as if it were the ranks
-//       admitted before and after it, for cookies 1 to 8: prints "pushed <n>",
+//       admitted before and after it, for cookies 1 to 8, to every puller:
+//       prints "pushed <n> to <pullers> pullers",
 //       then after 4 s "forged <n> refused <n> taken <n>", as UCX saw them:
 //       a rendezvous the daemon refused completes as one it took)
 // Prints "answer <type> <domain> <value> <text>" or "closed" or "timeout".
@@ -138,7 +139,7 @@ int forge_push(int fd)
                     if (UCS_PTR_IS_PTR(p.request))
                         p.status = UCS_INPROGRESS;
                 }
-    std::printf("pushed %zu\n", pushes.size());
+    std::printf("pushed %zu to %zu pullers\n", pushes.size(), eps.size());
     std::fflush(stdout);
     // Progress for 4 s: a chunk the daemon kept is read (taken) when a
     // write of that session and cookie is announced.
