@@ -94,20 +94,23 @@ public:
         }
         return v;
     }
-    // A list of at most `max` whole numbers.
-    void wholes(const json& o, const char* key, std::vector<std::uint64_t>& out, std::uint64_t max,
-                const char* where)
+    // A list of at most `max_entries` whole numbers (`out` untouched when
+    // it is not one).
+    void wholes(const json& o, const char* key, std::vector<std::uint64_t>& out,
+                std::uint64_t max_entries, const char* where)
     {
-        const json* v = array(o, key, max, where);
+        const json* v = array(o, key, max_entries, where);
         if (!v)
             return;
+        std::vector<std::uint64_t> read;
         for (const auto& e : *v) {
             if (!e.is_number_unsigned()) {
                 fail(fmt::format("an entry of '{}' of {} is not a whole number", key, where));
                 return;
             }
-            out.push_back(e.get<std::uint64_t>());
+            read.push_back(e.get<std::uint64_t>());
         }
+        out = std::move(read);
     }
     void times(const json& o, const char* key, report_times& out, const char* where)
     {
