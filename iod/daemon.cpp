@@ -274,6 +274,13 @@ void daemon::accept_next()
                 accept_next();
             return;
         }
+        // Tells the peer why in an ERROR and hangs up.
+        auto refuse = [&sock](std::error_code why_ec, const std::string& why) {
+            const auto bytes = proto::encode(proto::error_msg::from(why_ec, why));
+            boost::system::error_code ignored;
+            asio::write(sock, asio::buffer(bytes), ignored);
+            sock.close(ignored);
+        };
         ucred cred{};
         socklen_t len = sizeof cred;
         if (::getsockopt(sock.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
@@ -282,12 +289,8 @@ void daemon::accept_next()
             // have stopped it; refuse it here too.
             log_warn("refused connection from uid {} pid {}: not the job's user (uid {})",
                      cred.uid, cred.pid, ::geteuid());
-            const auto bytes = proto::encode(proto::error_msg::from(
-                errc::permission_denied,
-                fmt::format("iod serves uid {} only; you are uid {}", ::geteuid(), cred.uid)));
-            boost::system::error_code ignored;
-            asio::write(sock, asio::buffer(bytes), ignored);
-            sock.close(ignored);
+            refuse(errc::permission_denied,
+                   fmt::format("iod serves uid {} only; you are uid {}", ::geteuid(), cred.uid));
         } else if (shutting_down_) {
             boost::system::error_code ignored;
             sock.close(ignored);
@@ -300,10 +303,7 @@ void daemon::accept_next()
                     fmt::format("the daemon has no random number to name the connection: {}",
                                 kec.message());
                 log_error("refused connection from pid {}: {}", cred.pid, why);
-                const auto bytes = proto::encode(proto::error_msg::from(kec, why));
-                boost::system::error_code ignored;
-                asio::write(sock, asio::buffer(bytes), ignored);
-                sock.close(ignored);
+                refuse(kec, why);
             } else {
                 const auto id = next_session_id_++;
                 auto s = std::make_shared<session>(*this, std::move(sock), id, key, cred.pid);
