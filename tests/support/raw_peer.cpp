@@ -12,9 +12,10 @@
 //       itest, then pushes 1 MiB
 //       chunks naming the sessions next to its own, as if it were the ranks
 //       admitted before and after it, for cookies 1 to 8, to every puller:
-//       prints "pushed <n> to <pullers> pullers",
-//       then after 4 s "forged <n> refused <n> taken <n>", as UCX saw them:
-//       a rendezvous the daemon refused completes as one it took)
+//       prints "pushed <n> to <pullers> pullers", then keeps its worker
+//       going for 4 s (a chunk the daemon kept is read from it then) and
+//       prints "forged <n>"; UCX completes a rendezvous the daemon refused
+//       as one it took, so the daemon's log, not this, says which)
 // Prints "answer <type> <domain> <value> <text>" or "closed" or "timeout".
 #include <poll.h>
 #include <sys/mman.h>
@@ -117,9 +118,7 @@ int forge_push(int fd)
             return std::printf("setup-failed no endpoint to puller %zu\n", i), 5;
     std::vector<std::byte> bytes(1 << 20, std::byte{0xee});
     struct sent {
-        std::byte header[proto::push_header_size];
-        ucs_status_ptr_t request = nullptr;
-        ucs_status_t status = UCS_INPROGRESS;
+        std::byte header[proto::push_header_size];  // UCX's until the send ends
     };
     std::vector<sent> pushes;
     pushes.reserve(4 * 2 * 8 * eps.size());
@@ -132,12 +131,9 @@ int forge_push(int fd)
                     ucp_request_param_t param{};
                     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
                     param.flags = UCP_AM_SEND_FLAG_RNDV;
-                    p.request = ucp_am_send_nbx(ep.get(), proto::am_push, p.header,
-                                                proto::push_header_size, bytes.data(),
-                                                bytes.size(), &param);
-                    ucx::request_finished(p.request, p.status);
-                    if (UCS_PTR_IS_PTR(p.request))
-                        p.status = UCS_INPROGRESS;
+                    // Requests are left to UCX: the process ends with _exit.
+                    ucp_am_send_nbx(ep.get(), proto::am_push, p.header, proto::push_header_size,
+                                    bytes.data(), bytes.size(), &param);
                 }
     std::printf("pushed %zu to %zu pullers\n", pushes.size(), eps.size());
     std::fflush(stdout);
@@ -146,25 +142,9 @@ int forge_push(int fd)
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(4);
     while (std::chrono::steady_clock::now() < until) {
         worker.progress();
-        for (auto& p : pushes)
-            if (p.status == UCS_INPROGRESS && UCS_PTR_IS_PTR(p.request)) {
-                const ucs_status_t st = ucp_request_check_status(p.request);
-                if (st != UCS_INPROGRESS) {
-                    p.status = st;
-                    ucp_request_free(p.request);
-                    p.request = nullptr;
-                }
-            }
         ::usleep(1000);
     }
-    std::size_t refused = 0, taken = 0;
-    for (const auto& p : pushes) {
-        if (p.status == UCS_OK)
-            ++taken;
-        else if (p.status != UCS_INPROGRESS)
-            ++refused;
-    }
-    std::printf("forged %zu refused %zu taken %zu\n", pushes.size(), refused, taken);
+    std::printf("forged %zu\n", pushes.size());
     std::fflush(stdout);
     ::_exit(0);  // requests still in flight die with the process
 }
