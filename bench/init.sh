@@ -2,8 +2,9 @@
 # io_init's start-up time: launching the daemon and attaching to a running
 # one, each with the first io_write after it (at once, and 1 s later, as a
 # program that computes before its first checkpoint), with the buffer's
-# pages collapsed into 2 MiB pages within io_init (IOFWD_HUGEPAGES=init) and
-# on a thread after it (1, the default), alternating, in one run. The
+# pages collapsed into 2 MiB pages within io_init (IOFWD_HUGEPAGES=init), on
+# a thread after it (1, the default) and not at all (0: the baseline of the
+# first write, which the thread must not slow), alternating, in one run. The
 # daemon's staging is faulted in the background (the default).
 #   bench/init.sh [RUNS (10)] [BYTES (64M as a number of bytes: 67108864)]
 # Prints medians (and min-max) per mode, in milliseconds.
@@ -18,7 +19,7 @@ work=$(mktemp -d /tmp/iofwd-init-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 export IOFWD_STORE=$work/store
 for i in $(seq 1 "$runs"); do
-  for huge in init 1; do
+  for huge in init 1 0; do
     export IOFWD_HUGEPAGES=$huge
     # Launch: a runtime directory of its own, so no daemon is found.
     IOFWD_RUNTIME_DIR=$work/rt-launch-$huge-$i IOFWD_JOB=launch-$huge-$i \
@@ -50,7 +51,7 @@ for line in open(sys.argv[1]):
     rows.setdefault((mode, huge, delay), []).append((float(init), float(first)))
 print(f"{'':7} {'2 MiB pages made':18} {'first write':12} {'io_init':>24} {'first io_write':>24}")
 for mode, delay in (("launch", "0"), ("attach", "0"), ("attach", "1")):
-    for huge, what in (("init", "within io_init"), ("1", "after, on a thread")):
+    for huge, what in (("init", "within io_init"), ("1", "after, on a thread"), ("0", "none")):
         v = rows.get((mode, huge, delay), [])
         if not v:
             continue

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -140,6 +141,9 @@ private:
     // the process that started it: collapse_pid_).
     std::jthread collapse_;
     pid_t collapse_pid_ = 0;
+    // io_write calls under way: the collapse waits while there are any
+    // (shared with the thread, which a forked child detaches).
+    std::shared_ptr<std::atomic<int>> writing_ = std::make_shared<std::atomic<int>>(0);
     proto::accept_msg accept_;
     settings settings_;
     barrier_fn barrier_ = nullptr;
