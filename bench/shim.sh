@@ -8,7 +8,10 @@
 # last two columns: MPI-IO's blocked time over the shim's, and MPI-IO's time
 # until durable over the shim's blocked time (the yardstick of io_write's
 # goal: how long a rank waits for a safe checkpoint without the shim, against
-# how long it waits with it).
+# how long it waits with it). The daemon's settings come from the environment:
+# IOFWD_STAGING_SIZE=2G IOFWD_STAGING_PREFAULT=1 measures as bench/run.sh's
+# published run does (every rank's largest write fits in staging, faulted
+# before the first write).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ranks=${1:-2}
@@ -35,7 +38,8 @@ for pattern in "${patterns[@]}"; do
   timeout --kill-after=10 1800 build/mpi_shim/iofwd-mpiexec --prefix "$out/shim" -n "$ranks" \
     build/bench/mpiio_bench "$out/shim" "$@" --pattern "$pattern" > "$out/shim-$pattern.txt"
 done
-echo "$ranks ranks, MPI_File_write_at_all + MPI_File_sync per rank and size (medians, slowest rank)"
+echo "$ranks ranks, MPI_File_write_at_all + MPI_File_sync per rank and size (medians, slowest rank);" \
+  "staging ${IOFWD_STAGING_SIZE:-256M (the default)}, prefault ${IOFWD_STAGING_PREFAULT:-0}"
 printf '%10s %10s | %12s %12s | %12s %12s | %s\n' pattern size "mpiio write" "shim write" \
   "mpiio durable" "shim durable" "mpiio write/shim write, mpiio durable/shim write"
 for pattern in "${patterns[@]}"; do
