@@ -18,6 +18,9 @@ exe=build/bench/init_bench
 work=$(mktemp -d /tmp/iofwd-init-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 export IOFWD_STORE=$work/store
+# One transfer mode for all: without huge pages, `auto` would read a lone
+# rank's buffer with get rather than push.
+export IOFWD_PULL=push
 for i in $(seq 1 "$runs"); do
   for huge in init 1 0; do
     export IOFWD_HUGEPAGES=$huge

@@ -38,7 +38,8 @@ public:
     // write_staged that also gives the CRC-32C of `data` (as crc32c() does).
     // A backend whose transport checksums the bytes anyway computes it where
     // the transport finds it again, so that the bytes are read once (rados:
-    // the messenger reuses a bufferlist's cached crc).
+    // the messenger reuses a bufferlist's cached crc). A writer whose bytes
+    // nobody keeps a checksum of gives 0 (a forwarded file: iod/files.cpp).
     virtual std::error_code write_checksummed(std::span<const std::byte> data,
                                               std::uint64_t offset, std::uint64_t capacity,
                                               std::uint32_t& crc)

@@ -82,6 +82,8 @@ bool collapse(huge_range r, const std::stop_token& stop = {},
     bool all = true;
     for (std::size_t at = 0; at < r.length && !stop.stop_requested(); at += huge_page) {
         wait_for_writes();
+        if (stop.stop_requested())
+            break;
         if (::madvise(static_cast<char*>(r.begin) + at, huge_page, MADV_COLLAPSE) != 0) {
             if (errno == EAGAIN)
                 again.push_back(at);
@@ -97,6 +99,26 @@ bool collapse(huge_range r, const std::stop_token& stop = {},
     }
     return all && !stop.stop_requested();
 }
+
+// Counts itself in `c` (if any) while it lives.
+class counted {
+public:
+    explicit counted(std::atomic<int>* c) : c_(c)
+    {
+        if (c_)
+            c_->fetch_add(1, std::memory_order_acq_rel);
+    }
+    ~counted()
+    {
+        if (c_)
+            c_->fetch_sub(1, std::memory_order_acq_rel);
+    }
+    counted(const counted&) = delete;
+    counted& operator=(const counted&) = delete;
+
+private:
+    std::atomic<int>* c_;
+};
 
 }  // namespace
 
@@ -309,6 +331,7 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
         // thread to be had (a limit on processes) is no error: the pages
         // stay as they are.
         try {
+            writing_ = std::make_shared<std::atomic<int>>(0);
             collapse_ = std::jthread([r = huge_pages, w = writing_](std::stop_token stop) {
                 ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
                 collapse(r, stop, w.get());
@@ -376,10 +399,13 @@ std::error_code client::write(std::uint64_t len, std::uint64_t& version)
                                 length_));
     if (conn_.broken())
         return conn_.broken_error();
-    writing_->fetch_add(1, std::memory_order_acq_rel);
-    const auto ec = writer_.write(buffer_, len, memory_.get(), version);
-    writing_->fetch_sub(1, std::memory_order_acq_rel);
-    return ec;
+    // Only a write the daemon reads from the buffer itself (past the eager
+    // limit; smaller ones travel in the request or the mailbox) holds the
+    // collapse back, so that back-to-back small writes cannot starve it.
+    const bool read_by_daemon =
+        len > std::min<std::uint64_t>(settings_.eager_limit, proto::max_eager);
+    const counted pause(read_by_daemon ? writing_.get() : nullptr);
+    return writer_.write(buffer_, len, memory_.get(), version);
 }
 
 std::error_code client::init_files(std::uint32_t rank, std::uint32_t ranks, bool blocking,

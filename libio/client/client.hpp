@@ -141,8 +141,9 @@ private:
     // the process that started it: collapse_pid_).
     std::jthread collapse_;
     pid_t collapse_pid_ = 0;
-    // io_write calls under way: the collapse waits while there are any
-    // (shared with the thread, which a forked child detaches).
+    // io_write calls the daemon reads the buffer for, under way: the
+    // collapse waits while there are any. The thread holds a reference of
+    // its own; each io_init that starts one starts a fresh count.
     std::shared_ptr<std::atomic<int>> writing_ = std::make_shared<std::atomic<int>>(0);
     proto::accept_msg accept_;
     settings settings_;

@@ -157,9 +157,9 @@ TEST_CASE("a buffer's pages become 2 MiB pages after io_init, within it, or neve
         if (std::string_view(mode) == "init") {
             CHECK(huge_kb(buf, buf + len) == want);
         } else if (want > 0) {
-            // A write at once, while the thread collapses (it waits for the
-            // write), then the rest: the thread takes well under a second
-            // for 8 MiB.
+            // A write at once, beside the thread's collapse; then the rest
+            // (well under a second for 8 MiB), which a write that left the
+            // thread waiting would stop.
             CHECK(io_write_version(len, &v) == 0);
             CHECK(io_wait(v) == 0);
             CHECK(wait_until([&] { return huge_kb(buf, buf + len) == want; }, 5s));
