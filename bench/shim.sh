@@ -10,8 +10,8 @@
 # goal: how long a rank waits for a safe checkpoint without the shim, against
 # how long it waits with it). The daemon's settings come from the environment:
 # IOFWD_STAGING_SIZE=2G IOFWD_STAGING_PREFAULT=1 measures as bench/run.sh's
-# published run does (every rank's largest write fits in staging, faulted
-# before the first write).
+# published run did (every rank's largest write fits in staging, faulted
+# before the first write, as the daemon did then by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ranks=${1:-2}
