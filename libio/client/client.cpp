@@ -399,12 +399,9 @@ std::error_code client::write(std::uint64_t len, std::uint64_t& version)
                                 length_));
     if (conn_.broken())
         return conn_.broken_error();
-    // Only a write the daemon reads from the buffer itself (past the eager
-    // limit; smaller ones travel in the request or the mailbox) holds the
+    // Only a write the daemon reads from the buffer itself holds the
     // collapse back, so that back-to-back small writes cannot starve it.
-    const bool read_by_daemon =
-        len > std::min<std::uint64_t>(settings_.eager_limit, proto::max_eager);
-    const counted pause(read_by_daemon ? writing_.get() : nullptr);
+    const counted pause(writer_.travels_inline(len) ? nullptr : writing_.get());
     return writer_.write(buffer_, len, memory_.get(), version);
 }
 

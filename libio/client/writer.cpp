@@ -87,7 +87,7 @@ std::error_code writer::write(const void* buffer, std::uint64_t len, ucp_mem_h m
     }
     const std::uint64_t cookie = conn_.next_cookie();
     proto::write_req_msg req{cookie, len, {}};
-    if (len <= eager_limit_) {
+    if (travels_inline(len)) {
         // Small: the bytes travel in the request; no pull round trip.
         const auto* p = static_cast<const std::byte*>(buffer);
         req.data.assign(p, p + len);

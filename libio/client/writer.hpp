@@ -54,6 +54,9 @@ public:
     std::uint64_t next_version() const noexcept { return next_version_; }
     // The newest version this rank wrote (0: none).
     std::uint64_t last_written() const noexcept { return last_written_; }
+    // Whether a write of `len` bytes travels in its request (or the
+    // mailbox): the daemon then never reads the caller's buffer.
+    bool travels_inline(std::uint64_t len) const noexcept { return len <= eager_limit_; }
 
     // The shim's files; `file` is the caller's nonzero number for it.
     std::error_code file_open(std::uint64_t file, const std::string& path);
