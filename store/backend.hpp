@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "crc32c.hpp"
+#include "fd.hpp"
 
 namespace iofwd::store {
 
@@ -108,6 +109,18 @@ public:
     // live process holds the claim (two concurrent jobs under one name).
     virtual std::error_code claim_job(const std::string& job, const std::string& node,
                                       std::unique_ptr<claim>& out) = 0;
+    // The file of `node`'s journal of small versions of `job` (journal.hpp),
+    // created empty when there is none, for the holder of the node's claim
+    // only. Stores without one say operation_not_supported: their versions
+    // are committed without a journal.
+    virtual std::error_code open_journal(const std::string& job, const std::string& node,
+                                         unique_fd& out)
+    {
+        (void)job;
+        (void)node;
+        (void)out;
+        return std::make_error_code(std::errc::operation_not_supported);
+    }
     // The nodes that have ever claimed `job`, whether a live process holds
     // their claim now or not (claim_job tells): what a tool must claim to
     // know that no daemon writes the job while it changes it.

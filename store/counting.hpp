@@ -74,6 +74,11 @@ public:
     std::error_code claim_job(const std::string& job, const std::string& node,
                               std::unique_ptr<claim>& out) override;
     std::error_code claimants(const std::string& job, std::vector<std::string>& out) override;
+    std::error_code open_journal(const std::string& job, const std::string& node,
+                                 unique_fd& out) override
+    {
+        return inner_->open_journal(job, node, out);
+    }
     std::error_code arrive(const std::string& tally, const std::string& member,
                            const std::string& note, std::uint64_t& count) override;
     std::error_code arrivals(const std::string& tally, std::vector<arrival>& out) override;

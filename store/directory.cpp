@@ -102,6 +102,7 @@ std::atomic<std::uint64_t> temp_counter{0};
 // claim_job() keeps, ".<node>.claim".
 constexpr std::string_view temp_marker = ".tmp-";
 constexpr std::string_view claim_suffix = ".claim";
+constexpr std::string_view journal_suffix = ".journal";
 
 bool is_temporary(std::string_view name)
 {
@@ -723,25 +724,40 @@ private:
 };
 }  // namespace
 
-std::error_code directory_backend::claim_job(const std::string& job, const std::string& node,
-                                             std::unique_ptr<claim>& out)
+std::error_code directory_backend::open_node_file(const std::string& job, const std::string& name,
+                                                  unique_fd& out) const
 {
     unique_fd dir;
     if (auto ec = open_dir(job, true, dir))
         return ec;
-    const std::string name = "." + node + std::string(claim_suffix);
     unique_fd fd(::openat(dir.get(), name.c_str(),
                           O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
                           group_ ? 0640 : 0600));
     if (!fd)
         return errno == ELOOP ? make_error_code(errc::unsafe_path) : last_system_error();
     struct stat st {};
-    if (::fstat(fd.get(), &st) != 0 || !safe_file(st))
+    if (::fstat(fd.get(), &st) != 0 || !safe_file(st) || st.st_nlink != 1)
         return make_error_code(errc::unsafe_path);
+    out = std::move(fd);
+    return {};
+}
+
+std::error_code directory_backend::claim_job(const std::string& job, const std::string& node,
+                                             std::unique_ptr<claim>& out)
+{
+    unique_fd fd;
+    if (auto ec = open_node_file(job, "." + node + std::string(claim_suffix), fd))
+        return ec;
     if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0)
         return errno == EWOULDBLOCK ? make_error_code(errc::rank_in_use) : last_system_error();
     out = std::make_unique<flock_claim>(std::move(fd));
     return {};
+}
+
+std::error_code directory_backend::open_journal(const std::string& job, const std::string& node,
+                                                unique_fd& out)
+{
+    return open_node_file(job, "." + node + std::string(journal_suffix), out);
 }
 
 std::error_code directory_backend::claimants(const std::string& job, std::vector<std::string>& out)

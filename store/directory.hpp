@@ -51,6 +51,9 @@ public:
                               std::unique_ptr<claim>& out) override;
     // The claim files ".<node>.claim" in the job's directory.
     std::error_code claimants(const std::string& job, std::vector<std::string>& out) override;
+    // ".<node>.journal" beside the node's claim file.
+    std::error_code open_journal(const std::string& job, const std::string& node,
+                                 unique_fd& out) override;
     // A tally is a hidden directory beside the names it counts
     // (".ARRIVED"), holding a file ".count" and one hard link to it per
     // member, named "<member>=<note>": link() takes a name atomically and
@@ -84,6 +87,11 @@ private:
     // The entry `name` itself (a symlink is not followed): errc::not_found
     // when missing.
     std::error_code stat_name(const std::string& name, struct stat& out) const;
+    // A file of the node's in the job's directory (its claim, its journal),
+    // opened for reading and writing, created when missing: errc::unsafe_path
+    // unless it is a regular file of ours with one name.
+    std::error_code open_node_file(const std::string& job, const std::string& name,
+                                   unique_fd& out) const;
 
     std::string root_;
     unique_fd root_fd_;  // everything is reached through it

@@ -51,6 +51,7 @@ bool parse_call(std::string_view s, call& out)
     if (s == "pwrite") out = call::pwrite;
     else if (s == "pread") out = call::pread;
     else if (s == "fsync") out = call::fsync;
+    else if (s == "fdatasync") out = call::fdatasync;
     else if (s == "rename") out = call::rename;
     else if (s == "open") out = call::open;
     else return false;
@@ -113,7 +114,7 @@ bool inject_from_env(std::string& why)
     fault f;
     const auto c1 = spec.find(':');
     if (c1 == std::string_view::npos || !parse_call(spec.substr(0, c1), f.which)) {
-        why = "IOFWD_FAULT must look like pwrite:ENOSPC[:N] (calls: pwrite pread fsync rename open)";
+        why = "IOFWD_FAULT must look like pwrite:ENOSPC[:N] (calls: pwrite pread fsync fdatasync rename open)";
         return false;
     }
     auto rest = spec.substr(c1 + 1);
@@ -161,6 +162,13 @@ int fsync(int fd)
     if (check(call::fsync) == verdict::fail)
         return -1;
     return ::fsync(fd);
+}
+
+int fdatasync(int fd)
+{
+    if (check(call::fdatasync) == verdict::fail)
+        return -1;
+    return ::fdatasync(fd);
 }
 
 int rename(const char* from, const char* to, bool replace)

@@ -7,6 +7,7 @@
 //
 //   IOFWD_FAULT=<call>:<errno name>[:<successful calls before failing>]
 //   e.g. IOFWD_FAULT=pwrite:ENOSPC:3   IOFWD_FAULT=fsync:EIO   IOFWD_FAULT=pwrite:SHORT
+//   (calls: pwrite pread fsync fdatasync rename open)
 //   DELAY instead of an errno makes the call succeed one second late (a slow disk),
 //   DELAYn n seconds late (1-60).
 #include <sys/types.h>
@@ -18,7 +19,7 @@
 
 namespace iofwd::sys {
 
-enum class call { pwrite, fsync, rename, open, pread };
+enum class call { pwrite, fsync, rename, open, pread, fdatasync };
 
 struct fault {
     call which = call::pwrite;
@@ -39,6 +40,9 @@ bool inject_from_env(std::string& why);
 ssize_t pwrite(int fd, const void* buf, std::size_t n, off_t offset);
 ssize_t pread(int fd, void* buf, std::size_t n, off_t offset);
 int fsync(int fd);
+// fdatasync(2): the node journal's (store/journal.hpp), faulted apart from
+// fsync so that a test can fail or delay one and not the other.
+int fdatasync(int fd);
 // replace = false: fails with EEXIST instead of replacing an existing `to`
 // (EINVAL where the file system cannot tell).
 int rename(const char* from, const char* to, bool replace = true);

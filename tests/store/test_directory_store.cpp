@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -434,6 +437,30 @@ TEST_CASE("a writer that died leaves a leftover: named, and removed with its ver
     CHECK_FALSE(std::filesystem::exists(tmp / "store/job/v00000001"));
     REQUIRE_FALSE(st->leftovers("job", left));
     CHECK(left.empty());
+}
+
+TEST_CASE("a node's journal is a file of the user's own, never a link planted for it",
+          "[store]")
+{
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    unique_fd fd;
+    REQUIRE_FALSE(st->open_journal("job", "nodeA", fd));
+    REQUIRE(fd);
+    struct stat s {};
+    REQUIRE(::fstat(fd.get(), &s) == 0);
+    CHECK((s.st_mode & 0777) == 0600);
+    CHECK(s.st_size == 0);
+    fd.reset();
+    const std::string root = tmp / "store";
+    // A symlink to a file elsewhere, and a hard link to one, are refused.
+    const std::string victim = tmp / "victim";
+    { std::ofstream(victim) << "precious"; }
+    REQUIRE(::symlink(victim.c_str(), (root + "/job/.nodeB.journal").c_str()) == 0);
+    CHECK(st->open_journal("job", "nodeB", fd) == errc::unsafe_path);
+    REQUIRE(::link(victim.c_str(), (root + "/job/.nodeC.journal").c_str()) == 0);
+    CHECK(st->open_journal("job", "nodeC", fd) == errc::unsafe_path);
+    CHECK(test::read_file(victim) == "precious");
 }
 
 TEST_CASE("claimants are the nodes that ever claimed a job; a held claim refuses another",

@@ -1,0 +1,289 @@
+#include "store/journal.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "crc32c.hpp"
+#include "errors.hpp"
+#include "sys.hpp"
+
+namespace iofwd::store {
+namespace {
+
+constexpr char header_magic[8] = {'I', 'O', 'F', 'W', 'D', 'J', 'N', 'L'};
+constexpr std::uint32_t record_magic = 0x524a4f49;  // "IOJR"
+constexpr std::size_t record_fixed = 44;             // the header block's fields before the names
+
+template <typename T>
+void put(std::byte* at, T v)
+{
+    std::memcpy(at, &v, sizeof v);
+}
+
+template <typename T>
+T get(const std::byte* at)
+{
+    T v;
+    std::memcpy(&v, at, sizeof v);
+    return v;
+}
+
+std::uint64_t round_up(std::uint64_t n)
+{
+    return (n + journal::block - 1) / journal::block * journal::block;
+}
+
+// A buffer per flusher thread, kept between appends: a new one of 1 MiB
+// would be mapped and faulted every time.
+std::vector<std::byte>& scratch(std::size_t bytes)
+{
+    thread_local std::vector<std::byte> buf;
+    if (buf.size() < bytes)
+        buf.resize(bytes);
+    return buf;
+}
+
+}  // namespace
+
+journal::journal(unique_fd fd, std::uint64_t capacity)
+    : fd_(std::move(fd)), capacity_(std::max(capacity, header_bytes + 2 * block))
+{
+    // The header slot with the higher valid generation is the current one.
+    for (std::uint64_t slot = 0; slot < 2; ++slot) {
+        std::byte b[20];
+        if (sys::pread_all(fd_.get(), b, sizeof b, static_cast<off_t>(slot * block)) != 0)
+            continue;
+        if (std::memcmp(b, header_magic, sizeof header_magic) != 0 ||
+            crc32c(std::span(b, 16)) != get<std::uint32_t>(b + 16))
+            continue;
+        generation_ = std::max(generation_, get<std::uint64_t>(b + 8));
+    }
+}
+
+journal::~journal()
+{
+    stop_.store(true);
+    if (filler_.joinable())
+        filler_.join();
+}
+
+std::uint64_t journal::footprint(std::uint64_t bytes)
+{
+    return block + round_up(bytes);
+}
+
+std::error_code journal::replay(std::vector<record>& out)
+{
+    std::lock_guard lock(mutex_);
+    struct stat st {};
+    if (::fstat(fd_.get(), &st) != 0)
+        return last_system_error();
+    const auto end = static_cast<std::uint64_t>(st.st_size);
+    out.clear();
+    std::uint64_t at = header_bytes;
+    std::vector<std::byte> head(block);
+    while (at + block <= end) {
+        if (sys::pread_all(fd_.get(), head.data(), block, static_cast<off_t>(at)) != 0)
+            return last_system_error();
+        const std::byte* h = head.data();
+        if (get<std::uint32_t>(h) != record_magic || get<std::uint64_t>(h + 8) != generation_)
+            break;
+        const auto job_len = get<std::uint16_t>(h + 40);
+        const auto node_len = get<std::uint16_t>(h + 42);
+        if (job_len > max_name || node_len > max_name ||
+            crc32c(std::span(h + 8, record_fixed - 8 + job_len + node_len)) !=
+                get<std::uint32_t>(h + 4))
+            break;
+        const auto size = get<std::uint64_t>(h + 24);
+        if (size > end - at - block || footprint(size) > end - at)
+            break;
+        record r;
+        r.version = get<std::uint64_t>(h + 16);
+        r.rank = get<std::uint32_t>(h + 32);
+        r.crc32c = get<std::uint32_t>(h + 36);
+        r.job.assign(reinterpret_cast<const char*>(h + record_fixed), job_len);
+        r.node.assign(reinterpret_cast<const char*>(h + record_fixed + job_len), node_len);
+        r.data.resize(size);
+        if (size > 0 &&
+            sys::pread_all(fd_.get(), r.data.data(), size, static_cast<off_t>(at + block)) != 0)
+            return last_system_error();
+        if (crc32c(r.data) != r.crc32c)
+            break;  // torn: its header made it to the disk, not all its bytes
+        out.push_back(std::move(r));
+        at += footprint(size);
+    }
+    tail_ = at;
+    return {};
+}
+
+std::error_code journal::write_header(std::uint64_t generation)
+{
+    std::vector<std::byte> b(block);
+    std::memcpy(b.data(), header_magic, sizeof header_magic);
+    put(b.data() + 8, generation);
+    put(b.data() + 16, crc32c(std::span(b.data(), 16)));
+    if (sys::pwrite_all(fd_.get(), b.data(), b.size(), static_cast<off_t>((generation % 2) * block)) != 0 ||
+        sys::fdatasync(fd_.get()) != 0)
+        return last_system_error();
+    return {};
+}
+
+std::error_code journal::reset()
+{
+    std::lock_guard lock(mutex_);
+    return start_over();
+}
+
+std::error_code journal::start_over()
+{
+    if (auto ec = write_header(generation_ + 1))
+        return ec;
+    ++generation_;
+    tail_ = header_bytes;
+    // No append is in flight (none is unsettled): the counts start afresh.
+    written_ = synced_ = reserved_;
+    done_.clear();
+    broken_ = false;
+    first_broken_ = UINT64_MAX;
+    sync_error_.clear();
+    return {};
+}
+
+void journal::prepare()
+{
+    struct stat st {};
+    if (::fstat(fd_.get(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) >= capacity_) {
+        ready_.store(true, std::memory_order_release);
+        return;
+    }
+    if (filler_.joinable())
+        return;
+    filler_ = std::thread([this, from = static_cast<std::uint64_t>(st.st_size) / block * block] {
+        // Raw calls, not the fault seam's: this is not data, and a fault
+        // test counts the data's calls.
+        std::vector<std::byte> zeros(1u << 20);
+        for (std::uint64_t at = std::max(from, header_bytes); at < capacity_;) {
+            if (stop_.load(std::memory_order_relaxed))
+                return;
+            const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), capacity_ - at));
+            const ssize_t w = ::pwrite(fd_.get(), zeros.data(), n, static_cast<off_t>(at));
+            if (w <= 0)
+                return;  // a full disk: the journal stays unused
+            at += static_cast<std::uint64_t>(w);
+        }
+        if (::fdatasync(fd_.get()) == 0)
+            ready_.store(true, std::memory_order_release);
+    });
+}
+
+std::uint64_t journal::unsettled() const
+{
+    std::lock_guard lock(mutex_);
+    return unsettled_;
+}
+
+void journal::settled()
+{
+    std::lock_guard lock(mutex_);
+    if (unsettled_ > 0)
+        --unsettled_;
+}
+
+std::error_code journal::append(std::string_view job, std::string_view node,
+                                std::uint64_t version, std::uint32_t rank,
+                                std::span<const std::byte> data, std::uint32_t crc)
+{
+    if (job.size() > max_name || node.size() > max_name)
+        return make_error_code(errc::invalid_argument);
+    const std::uint64_t need = footprint(data.size());
+    std::unique_lock lock(mutex_);
+    if (!ready() || need > capacity_ - header_bytes)
+        return std::make_error_code(std::errc::no_buffer_space);
+    if (broken_ || tail_ + need > capacity_) {
+        // Only once every record is settled: one not settled yet may still
+        // be all there is of its version after a crash.
+        if (unsettled_ > 0)
+            return std::make_error_code(std::errc::no_buffer_space);
+        if (auto ec = start_over())
+            return ec;
+    }
+    const std::uint64_t at = tail_;
+    const std::uint64_t seq = ++reserved_;
+    const std::uint64_t generation = generation_;
+    tail_ += need;
+    ++unsettled_;
+    lock.unlock();
+
+    auto& buf = scratch(need);
+    std::byte* h = buf.data();
+    std::memset(h, 0, block);
+    put(h, record_magic);
+    put(h + 8, generation);
+    put(h + 16, version);
+    put(h + 24, static_cast<std::uint64_t>(data.size()));
+    put(h + 32, rank);
+    put(h + 36, crc);
+    put(h + 40, static_cast<std::uint16_t>(job.size()));
+    put(h + 42, static_cast<std::uint16_t>(node.size()));
+    std::memcpy(h + record_fixed, job.data(), job.size());
+    std::memcpy(h + record_fixed + job.size(), node.data(), node.size());
+    put(h + 4, crc32c(std::span(h + 8, record_fixed - 8 + job.size() + node.size())));
+    if (!data.empty())
+        std::memcpy(h + block, data.data(), data.size());
+    std::memset(h + block + data.size(), 0, need - block - data.size());
+    const int rc = sys::pwrite_all(fd_.get(), h, need, static_cast<off_t>(at));
+    const std::error_code wec = rc != 0 ? last_system_error() : std::error_code{};
+
+    lock.lock();
+    auto fail = [&](std::error_code ec) {
+        --unsettled_;
+        cv_.notify_all();
+        return ec;
+    };
+    if (wec) {
+        // Records after this one would never be found (replay ends here):
+        // none counts until the journal starts over.
+        broken_ = true;
+        first_broken_ = std::min(first_broken_, seq);
+        return fail(wec);
+    }
+    done_.push_back(seq);
+    std::sort(done_.begin(), done_.end());
+    while (!done_.empty() && done_.front() == written_ + 1) {
+        ++written_;
+        done_.erase(done_.begin());
+    }
+    cv_.notify_all();
+    while (synced_ < seq) {
+        if (seq >= first_broken_)
+            return fail(sync_error_ ? sync_error_ : std::make_error_code(std::errc::io_error));
+        if (!syncing_ && written_ >= seq) {
+            // The leader: one fdatasync for every append written by now.
+            syncing_ = true;
+            const std::uint64_t upto = written_;
+            lock.unlock();
+            const int src = sys::fdatasync(fd_.get());
+            const std::error_code sec = src != 0 ? last_system_error() : std::error_code{};
+            lock.lock();
+            syncing_ = false;
+            if (sec) {
+                // What the failed sync covered is in doubt (the kernel may
+                // have dropped the pages): none of it counts.
+                broken_ = true;
+                first_broken_ = std::min(first_broken_, synced_ + 1);
+                sync_error_ = sec;
+            } else {
+                synced_ = std::max(synced_, upto);
+            }
+            cv_.notify_all();
+            continue;
+        }
+        cv_.wait(lock);
+    }
+    return {};
+}
+
+}  // namespace iofwd::store

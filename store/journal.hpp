@@ -1,0 +1,134 @@
+#pragma once
+// A node's journal of small versions: how a version of a few KiB becomes
+// durable at the cost of one fdatasync shared with the versions beside it,
+// instead of a file, its fsync, a rename and a directory fsync of its own.
+//
+// The daemon appends a version's bytes to its node's journal, tells the rank
+// it is durable once the journal's fdatasync returns, and then commits the
+// version's object as it always did (store/backend.hpp); once that commit
+// has returned the record is settled, no longer needed. A daemon that dies
+// in between leaves the record; the next daemon to claim the job on the node
+// replays the journal (replay()) and commits what is missing before it takes
+// new versions. Nothing a reader sees changes: objects, manifests and
+// COMPLETE are written as before, only later than the rank's answer.
+//
+// The file (the directory store keeps it beside the node's claim, as
+// "<job>/.<node>.journal"; backend::open_journal):
+//   [0, 4096), [4096, 8192)  two header slots: magic, generation, crc32c;
+//                            the valid one with the higher generation counts
+//   from 8192, 4 KiB aligned records: a header block (magic, its crc32c,
+//                            generation, version, size, rank, the bytes'
+//                            crc32c, job and node names) and the bytes,
+//                            padded to 4 KiB
+// Only records of the current generation that follow one another from 8192,
+// each whole and matching both checksums, count: a torn append (a crash in
+// the middle of one) ends the journal there, and it was never reported
+// durable. Starting over (reset()) writes the other header slot with the
+// next generation and syncs it before any new record goes in, so that no
+// record of an older generation is ever taken for a new one.
+//
+// The file is filled with zeros up to its size once (prepare(), on a thread
+// of its own): an append then overwrites blocks that already exist, and its
+// fdatasync flushes data only, never the file system's metadata.
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "fd.hpp"
+
+namespace iofwd::store {
+
+class journal final {
+public:
+    static constexpr std::uint64_t block = 4096;
+    static constexpr std::uint64_t header_bytes = 2 * block;
+    static constexpr std::size_t max_name = 255;
+
+    struct record {
+        std::string job;
+        std::string node;
+        std::uint64_t version = 0;
+        std::uint32_t rank = 0;
+        std::uint32_t crc32c = 0;  // of data
+        std::vector<std::byte> data;
+    };
+
+    // `fd`: the journal file, open for reading and writing, held only by
+    // the claim's holder; `capacity`: how large it grows (at least three
+    // blocks). Reads the header slots; a file whose header is damaged, or
+    // new, starts at generation 0.
+    journal(unique_fd fd, std::uint64_t capacity);
+    journal(const journal&) = delete;
+    journal& operator=(const journal&) = delete;
+    // Waits for prepare()'s thread.
+    ~journal();
+
+    // The records of the current generation in order, each checked (see
+    // above); sets where appends continue. An error only for a read that
+    // fails.
+    std::error_code replay(std::vector<record>& out);
+    // Forgets every record: the next generation, durable when it returns.
+    std::error_code reset();
+    // Fills the file with zeros up to its capacity on a thread of its own,
+    // unless it is that large already; appends are taken once it is.
+    void prepare();
+    bool ready() const noexcept { return ready_.load(std::memory_order_acquire); }
+
+    // Appends a record and returns once it is durable, with every append
+    // made meanwhile by other threads under the same fdatasync. `crc` is
+    // data's crc32c. std::errc::no_buffer_space: it does not fit now (not prepared yet,
+    // larger than the journal, or the journal full of records not yet
+    // settled): the caller commits the version without it. Any other error
+    // is the file's (the record counts as not written).
+    std::error_code append(std::string_view job, std::string_view node, std::uint64_t version,
+                           std::uint32_t rank, std::span<const std::byte> data, std::uint32_t crc);
+    // The object of one appended record is committed: its record is no
+    // longer needed. When every record is settled and the next does not
+    // fit, the journal starts over (reset()).
+    void settled();
+    // Records appended and not settled.
+    std::uint64_t unsettled() const;
+
+    // The bytes a record takes in the journal.
+    static std::uint64_t footprint(std::uint64_t bytes);
+
+private:
+    std::error_code write_header(std::uint64_t generation);
+    // reset() with the mutex held.
+    std::error_code start_over();
+
+    unique_fd fd_;
+    const std::uint64_t capacity_;
+    std::thread filler_;
+    std::atomic<bool> ready_{false};
+    std::atomic<bool> stop_{false};
+
+    mutable std::mutex mutex_;
+    std::condition_variable cv_;
+    std::uint64_t generation_ = 0;
+    std::uint64_t tail_ = header_bytes;  // where the next record goes
+    std::uint64_t unsettled_ = 0;        // appended (or being appended), not settled
+    // Group commit: appends are numbered in the order of their place in the
+    // file. written_: every append up to it is in the file (done_: those
+    // beyond, out of order); a fdatasync begun then covers them all, and
+    // synced_ is the highest one covered. An append that failed, or a
+    // fdatasync that did, breaks the journal from first_broken_ on: those
+    // appends fail, and the journal starts over once none is unsettled.
+    std::uint64_t reserved_ = 0;
+    std::uint64_t written_ = 0;
+    std::vector<std::uint64_t> done_;
+    std::uint64_t synced_ = 0;
+    bool syncing_ = false;
+    bool broken_ = false;
+    std::uint64_t first_broken_ = UINT64_MAX;
+    std::error_code sync_error_;
+};
+
+}  // namespace iofwd::store

@@ -1,0 +1,252 @@
+// The node's journal of small versions (store/journal.hpp) on a real file:
+// what replay finds after appends, torn records, a new generation, a full
+// journal, appends from several threads, and a failing fdatasync.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "crc32c.hpp"
+#include "errors.hpp"
+#include "fd.hpp"
+#include "process.hpp"
+#include "store/journal.hpp"
+#include "sys.hpp"
+
+using namespace iofwd;
+using store::journal;
+
+namespace {
+
+std::vector<std::byte> bytes_of(std::size_t n, unsigned seed)
+{
+    std::vector<std::byte> v(n);
+    for (std::size_t i = 0; i < n; ++i)
+        v[i] = static_cast<std::byte>((i * 13 + seed * 7 + 1) & 0xff);
+    return v;
+}
+
+unique_fd open_file(const std::string& path)
+{
+    unique_fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+    REQUIRE(fd);
+    return fd;
+}
+
+// A journal on `path`, prepared, waited for (10 s at most).
+std::unique_ptr<journal> ready_journal(const std::string& path, std::uint64_t capacity)
+{
+    auto j = std::make_unique<journal>(open_file(path), capacity);
+    j->prepare();
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!j->ready() && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    REQUIRE(j->ready());
+    return j;
+}
+
+std::error_code append(journal& j, std::uint64_t version, std::uint32_t rank,
+                       const std::vector<std::byte>& data)
+{
+    return j.append("job", "node7", version, rank, data, crc32c(data));
+}
+
+std::vector<journal::record> replay(const std::string& path, std::uint64_t capacity)
+{
+    journal j(open_file(path), capacity);
+    std::vector<journal::record> out;
+    REQUIRE(!j.replay(out));
+    return out;
+}
+
+void flip_byte(const std::string& path, std::uint64_t offset)
+{
+    unique_fd fd = open_file(path);
+    unsigned char b = 0;
+    REQUIRE(::pread(fd.get(), &b, 1, static_cast<off_t>(offset)) == 1);
+    b ^= 0x5a;
+    REQUIRE(::pwrite(fd.get(), &b, 1, static_cast<off_t>(offset)) == 1);
+}
+
+}  // namespace
+
+TEST_CASE("journal: replay gives back every appended record exactly", "[journal]")
+{
+    test::temp_dir tmp;
+    const auto path = tmp / "j";
+    const std::vector<std::size_t> sizes{1, 4096, 4097, 65536, 300000, 0};
+    {
+        auto j = ready_journal(path, 4u << 20);
+        for (std::size_t i = 0; i < sizes.size(); ++i)
+            REQUIRE(!append(*j, 10 + i, static_cast<std::uint32_t>(i), bytes_of(sizes[i], i)));
+        CHECK(j->unsettled() == sizes.size());
+    }
+    const auto found = replay(path, 4u << 20);
+    REQUIRE(found.size() == sizes.size());
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+        CHECK(found[i].job == "job");
+        CHECK(found[i].node == "node7");
+        CHECK(found[i].version == 10 + i);
+        CHECK(found[i].rank == i);
+        CHECK(found[i].data == bytes_of(sizes[i], i));
+        CHECK(found[i].crc32c == crc32c(bytes_of(sizes[i], i)));
+    }
+    struct stat st {};
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    CHECK(static_cast<std::uint64_t>(st.st_size) == 4u << 20);  // filled once, never grown
+}
+
+TEST_CASE("journal: nothing is taken before it is prepared, or larger than it",
+          "[journal]")
+{
+    test::temp_dir tmp;
+    journal fresh(open_file(tmp / "j"), 1u << 20);
+    CHECK(append(fresh, 1, 0, bytes_of(100, 1)) == std::errc::no_buffer_space);
+    auto j = ready_journal(tmp / "k", 1u << 20);
+    CHECK(append(*j, 1, 0, bytes_of(1u << 20, 1)) == std::errc::no_buffer_space);
+    CHECK(j->unsettled() == 0);
+    CHECK(j->append(std::string(256, 'j'), "n", 1, 0, bytes_of(8, 1), 0) ==
+          errc::invalid_argument);
+    CHECK(replay(tmp / "k", 1u << 20).empty());
+}
+
+TEST_CASE("journal: a torn record ends the journal there", "[journal]")
+{
+    test::temp_dir tmp;
+    const auto path = tmp / "j";
+    {
+        auto j = ready_journal(path, 1u << 20);
+        for (unsigned v = 1; v <= 3; ++v)
+            REQUIRE(!append(*j, v, 0, bytes_of(5000, v)));
+    }
+    const std::uint64_t second = journal::header_bytes + journal::footprint(5000);
+    SECTION("its bytes")
+    {
+        flip_byte(path, second + journal::block + 4999);
+    }
+    SECTION("its header")
+    {
+        flip_byte(path, second + 20);  // the version
+    }
+    const auto found = replay(path, 1u << 20);
+    REQUIRE(found.size() == 1);
+    CHECK(found[0].version == 1);
+    CHECK(found[0].data == bytes_of(5000, 1));
+}
+
+TEST_CASE("journal: a reset forgets every record, older ones are never taken for new",
+          "[journal]")
+{
+    test::temp_dir tmp;
+    const auto path = tmp / "j";
+    {
+        auto j = ready_journal(path, 1u << 20);
+        for (unsigned v = 1; v <= 3; ++v)
+            REQUIRE(!append(*j, v, 0, bytes_of(100, v)));
+        for (unsigned v = 1; v <= 3; ++v)
+            j->settled();
+        REQUIRE(!j->reset());
+        CHECK(replay(path, 1u << 20).empty());
+        // One new record where the first old one was; the old second and
+        // third follow it in the file, of the generation before.
+        REQUIRE(!append(*j, 9, 2, bytes_of(100, 9)));
+    }
+    const auto found = replay(path, 1u << 20);
+    REQUIRE(found.size() == 1);
+    CHECK(found[0].version == 9);
+    CHECK(found[0].rank == 2);
+    // A journal opened again continues the generation its header says.
+    {
+        journal again(open_file(path), 1u << 20);
+        std::vector<journal::record> out;
+        REQUIRE(!again.replay(out));
+        REQUIRE(!again.reset());
+    }
+    CHECK(replay(path, 1u << 20).empty());
+}
+
+TEST_CASE("journal: full of unsettled records it takes no more; settled, it starts over",
+          "[journal]")
+{
+    test::temp_dir tmp;
+    const auto path = tmp / "j";
+    const std::uint64_t capacity = journal::header_bytes + 4 * journal::footprint(4096);
+    auto j = ready_journal(path, capacity);
+    for (unsigned v = 1; v <= 4; ++v)
+        REQUIRE(!append(*j, v, 0, bytes_of(4096, v)));
+    CHECK(append(*j, 5, 0, bytes_of(4096, 5)) == std::errc::no_buffer_space);
+    for (unsigned v = 1; v <= 3; ++v)
+        j->settled();
+    CHECK(append(*j, 5, 0, bytes_of(4096, 5)) == std::errc::no_buffer_space);
+    auto found = replay(path, capacity);
+    REQUIRE(found.size() == 4);  // version 4 is not settled: still there
+    j->settled();
+    REQUIRE(!append(*j, 5, 0, bytes_of(4096, 5)));
+    found = replay(path, capacity);
+    REQUIRE(found.size() == 1);
+    CHECK(found[0].version == 5);
+    CHECK(found[0].data == bytes_of(4096, 5));
+}
+
+TEST_CASE("journal: appends from several threads are all durable and all found",
+          "[journal]")
+{
+    test::temp_dir tmp;
+    const auto path = tmp / "j";
+    constexpr unsigned threads = 4, each = 40;
+    {
+        auto j = ready_journal(path, 8u << 20);
+        std::vector<std::thread> ts;
+        std::vector<int> failures(threads, 0);
+        for (unsigned t = 0; t < threads; ++t)
+            ts.emplace_back([&, t] {
+                for (unsigned i = 0; i < each; ++i)
+                    if (append(*j, i + 1, t, bytes_of(1000 + t * 3000 + i, t * 100 + i)))
+                        ++failures[t];
+            });
+        for (auto& t : ts)
+            t.join();
+        CHECK(failures == std::vector<int>(threads, 0));
+    }
+    const auto found = replay(path, 8u << 20);
+    REQUIRE(found.size() == threads * each);
+    std::vector<unsigned> next(threads, 1);
+    for (const auto& r : found) {
+        REQUIRE(r.rank < threads);
+        // One thread's records are in its order; each is exactly its bytes.
+        CHECK(r.version == next[r.rank]++);
+        CHECK(r.data == bytes_of(1000 + r.rank * 3000 + (r.version - 1),
+                                 r.rank * 100 + static_cast<unsigned>(r.version - 1)));
+    }
+}
+
+TEST_CASE("journal: a failed fdatasync fails its appends until the journal starts over",
+          "[journal]")
+{
+    test::temp_dir tmp;
+    const auto path = tmp / "j";
+    auto j = ready_journal(path, 1u << 20);
+    REQUIRE(!append(*j, 1, 0, bytes_of(100, 1)));
+    sys::fault f;
+    f.which = sys::call::fdatasync;
+    f.error = EIO;
+    sys::inject(f);
+    CHECK(append(*j, 2, 0, bytes_of(100, 2)) == std::errc::io_error);
+    sys::inject(std::nullopt);
+    // Version 1 is not settled: the journal cannot start over, and takes
+    // nothing after the failure.
+    CHECK(append(*j, 3, 0, bytes_of(100, 3)) == std::errc::no_buffer_space);
+    j->settled();
+    REQUIRE(!append(*j, 4, 0, bytes_of(100, 4)));
+    const auto found = replay(path, 1u << 20);
+    REQUIRE(found.size() == 1);
+    CHECK(found[0].version == 4);
+}
