@@ -81,6 +81,15 @@ void checkpoint_writes::begin(std::uint64_t cookie, std::uint64_t length,
         return st.create(object, size, out);
     };
     r.data = std::move(data);
+    if (const auto& j = d.job().journal(); j && length <= d.opts().journal_max) {
+        r.journal = j;
+        r.journal_job = hello.job;
+        r.journal_node = d.opts().node;
+        r.logged = [this, version](std::uint32_t crc, transfer::flush_span span) {
+            versions_.journaled(version, crc, span.start_ns, span.durable_ns);
+            send_all(versions_.answer_waits(version, s_.rank()));
+        };
+    }
     // The rank waits from now until WRITE_DONE; not at all for a write it
     // left in its mailbox.
     const std::uint64_t arrived = proto::monotonic_ns();
@@ -94,6 +103,29 @@ void checkpoint_writes::begin(std::uint64_t cookie, std::uint64_t length,
                                          const store::manifest_entry& entry,
                                          transfer::flush_span span, bool waiting) {
         daemon& d = s_.owner();
+        const auto* known = versions_.find(version);
+        if (known && known->state == proto::version_state_t::durable) {
+            // Durable in the journal, answered already: now its object.
+            versions_.committed(version);
+            if (ec) {
+                const auto said = fmt::format(
+                    "version {} is durable in node {}'s journal, but its object could not be "
+                    "committed ({}); the next daemon to claim job {} on the node commits it, "
+                    "and until then the version is not complete",
+                    version, d.opts().node, why, s_.hello().job);
+                log_error("{}: {}", s_.who(), said);
+                s_.remember_failure(ec, said);
+                d.job().version_failed(ec);
+                return;
+            }
+            log_info("flushed {} ({}, crc32c {:08x}, in the journal first)", object,
+                     human_bytes(entry.size), entry.crc32c);
+            const job_summary::write_times times{known->arrived_ns, known->staged_ns,
+                                                 span.start_ns, known->durable_ns};
+            d.job().rank_durable(s_.hello().job, s_.hello().ranks, version, s_.rank(), entry,
+                                 times);
+            return;
+        }
         if (ec) {
             log_error("{}: version {} lost: {}", s_.who(), version, why);
             if (waiting) {

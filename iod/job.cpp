@@ -26,7 +26,8 @@ job::job(boost::asio::io_context& loop, const options& opts, store::backend& sto
 job::~job() = default;
 
 std::error_code job::claim_store(const std::string& job, std::uint64_t& last,
-                                 std::unique_ptr<store::claim>& claim, std::string& why)
+                                 std::unique_ptr<store::claim>& claim,
+                                 std::shared_ptr<store::journal>& journal, std::string& why)
 {
     std::vector<std::string> names;
     if (auto ec = store_.list(job + "/", names); ec && ec != errc::not_found) {
@@ -47,6 +48,89 @@ std::error_code job::claim_store(const std::string& job, std::uint64_t& last,
         name_.clear();
         return ec;
     }
+    if (auto ec = recover_journal(job, last, journal, why)) {
+        name_.clear();
+        return ec;
+    }
+    return {};
+}
+
+std::error_code job::recover_journal(const std::string& job, std::uint64_t& last,
+                                     std::shared_ptr<store::journal>& out, std::string& why)
+{
+    out.reset();
+    unique_fd fd;
+    if (auto ec = store_.open_journal(job, opts_.node, fd)) {
+        if (ec == std::errc::operation_not_supported)
+            return {};  // versions go straight to their objects
+        why = fmt::format("cannot open node {}'s journal of job '{}' in {}: {}", opts_.node, job,
+                          store_.describe(), store::failure(store_, job, ec));
+        return ec;
+    }
+    auto j = std::make_shared<store::journal>(std::move(fd), opts_.journal_bytes);
+    std::vector<store::journal::record> records;
+    if (auto ec = j->replay(records)) {
+        why = fmt::format("cannot read node {}'s journal of job '{}' in {}: {}", opts_.node, job,
+                          store_.describe(), ec.message());
+        return ec;
+    }
+    if (!records.empty()) {
+        // Versions older than the newest complete one are not restored:
+        // retention may have removed them since their records were written.
+        std::vector<std::uint64_t> complete;
+        if (auto ec = store::complete_versions(store_, job, complete); ec && ec != errc::not_found) {
+            why = fmt::format("cannot list job {} in {}: {}", job, store_.describe(),
+                              store::failure(store_, job, ec));
+            return ec;
+        }
+        const std::uint64_t newest = complete.empty() ? 0 : complete.back();
+        // No daemon numbers that far; the versions after it must not wrap.
+        constexpr std::uint64_t max_version = 1ull << 48;
+        unsigned restored = 0;
+        for (const auto& r : records) {
+            if (r.job != job || r.node != opts_.node || r.version == 0 ||
+                r.version >= max_version) {
+                log_warn("node {}'s journal of job '{}' holds a record of job '{}' node {} "
+                         "version {} (a copied file?): ignored",
+                         opts_.node, job, r.job, r.node, r.version);
+                continue;
+            }
+            last = std::max(last, r.version);
+            if (r.version <= newest)
+                continue;
+            const auto name = store::data_object(job, r.version, opts_.node, r.rank);
+            std::string ignored;
+            if (!store::check_object(store_, name, r.data.size(), r.crc32c, ignored))
+                continue;  // committed before the daemon stopped
+            std::unique_ptr<store::object_writer> w;
+            auto ec = store_.create(name, r.data.size(), w);
+            if (!ec)
+                ec = w->write_at(r.data, 0);
+            if (!ec)
+                ec = w->commit();
+            if (ec) {
+                why = fmt::format("cannot restore {} from node {}'s journal: {}", name,
+                                  opts_.node, store::failure(store_, name, ec));
+                return ec;
+            }
+            ++restored;
+            log_warn("restored {} ({}) from the node's journal: the daemon before stopped after "
+                     "reporting it durable and before committing it",
+                     name, human_bytes(r.data.size()));
+        }
+        // Every record is committed now.
+        if (auto ec = j->reset()) {
+            why = fmt::format("cannot start node {}'s journal of job '{}' over: {}", opts_.node,
+                              job, ec.message());
+            return ec;
+        }
+        log_info("node {}'s journal of job '{}': {} records, {} restored", opts_.node, job,
+                 records.size(), restored);
+    }
+    if (opts_.journal_max == 0)
+        return {};
+    j->prepare();
+    out = std::move(j);
     return {};
 }
 
@@ -80,11 +164,13 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
         // and claim the job there. A job that only writes files through the
         // shim keeps no versions in the store and claims nothing.
         std::uint64_t last = 0;
+        journal_.reset();
         claim_.reset();
         std::unique_ptr<store::claim> claim;
+        std::shared_ptr<store::journal> journal;
         const bool files_only = m.flags & proto::connect_flag_files;
         if (!files_only)
-            if (auto ec = claim_store(m.job, last, claim, why))
+            if (auto ec = claim_store(m.job, last, claim, journal, why))
                 return ec;
         std::uint64_t first = last + 1;
         if (!m.run.empty() && !files_only) {
@@ -102,6 +188,7 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
         }
         abandon_partial_versions();
         claim_ = std::move(claim);
+        journal_ = std::move(journal);
         name_ = m.job;
         run_ = m.run;
         ranks_ = m.ranks;
@@ -274,6 +361,12 @@ void job::write_summary()
     else
         log_info("job {}: summary {} ({} rank versions, {})", name_, name, summary_.versions(),
                  human_bytes(summary_.bytes()));
+    // Every record committed: the next daemon to claim the job on this node
+    // finds nothing to replay. One not committed stays for it.
+    if (journal_ && journal_->unsettled() == 0)
+        if (auto ec = journal_->reset())
+            log_warn("job {}: node {}'s journal could not be started over: {}", name_,
+                     opts_.node, ec.message());
 }
 
 std::uint32_t job::ranks_connected() const

@@ -31,6 +31,7 @@
 #include "protocol.hpp"
 #include "store/backend.hpp"
 #include "store/counting.hpp"
+#include "store/journal.hpp"
 #include "store/layout.hpp"
 
 namespace iofwd::iod {
@@ -95,6 +96,9 @@ public:
         return pending_ - (prune_job_ ? 1u : 0u) - (pruning_ ? 1u : 0u);
     }
     const job_summary& summary() const noexcept { return summary_; }
+    // The node's journal of small versions for this job (store/journal.hpp),
+    // or nullptr: a store without one, or IOFWD_JOURNAL_MAX=0.
+    const std::shared_ptr<store::journal>& journal() const noexcept { return journal_; }
     // Versions some rank wrote and another never will, now that the job is
     // over: logged and forgotten (see abandon_partial_versions).
     void close();
@@ -117,7 +121,15 @@ private:
     // The newest version of `job` in the store (0: none) and the job's claim
     // for this node.
     std::error_code claim_store(const std::string& job, std::uint64_t& last,
-                                std::unique_ptr<store::claim>& claim, std::string& why);
+                                std::unique_ptr<store::claim>& claim,
+                                std::shared_ptr<store::journal>& journal, std::string& why);
+    // After the claim: opens the node's journal of `job` and commits the
+    // versions its records hold that a daemon before this one reported
+    // durable and died before committing; `last` grows to the newest
+    // version in it. Refuses the job when that fails (the records would be
+    // lost, or their versions numbered again).
+    std::error_code recover_journal(const std::string& job, std::uint64_t& last,
+                                    std::shared_ptr<store::journal>& out, std::string& why);
     // Versions some node-local rank wrote and another never will: those a
     // rank that said BYE left out count as lost (every rank must write every
     // version), those of a rank that died only as discarded.
@@ -139,6 +151,7 @@ private:
     std::string name_;
     std::string run_;  // its run's name (connect_msg::run); empty: unnamed
     std::unique_ptr<store::claim> claim_;
+    std::shared_ptr<store::journal> journal_;  // held with the claim
     std::uint32_t ranks_ = 0;
     std::uint32_t nodes_ = 1;
     std::vector<rank_state> ranks_state_;

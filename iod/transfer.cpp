@@ -106,6 +106,14 @@ void transfer::for_each_staged(
     }
 }
 
+void transfer::journal_into(std::shared_ptr<store::journal> log, std::string job,
+                            std::string node)
+{
+    journal_ = std::move(log);
+    journal_job_ = std::move(job);
+    journal_node_ = std::move(node);
+}
+
 void transfer::start()
 {
     // The store object is created by the first chunk's flush job, off the
@@ -265,18 +273,41 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
     // A write of one chunk is committed by the same job: no trip back to the
     // loop and out to a flusher thread again between its write and its fsync.
     auto committing = crcs_.size() == 1 ? std::make_shared<bool>(false) : nullptr;
+    // And one small enough for the node's journal is made durable there
+    // first: the rank is told, then its object is committed as any other.
+    const bool journaled = committing && journal_ && h_.logged;
     r_.flushes.flush(
         this, !all_pulled() && !error_,
-        [t = target_, open = &open_, size = length_, s, c, crc, committing] {
+        [t = target_, open = &open_, size = length_, s, c, crc, committing,
+         self = journaled ? shared_from_this() : nullptr] {
             t->job_started();
+            bool logged = false;
+            if (self) {
+                *crc = crc32c({s.data, c.size});
+                logged = !self->journal_->append(self->journal_job_, self->journal_node_,
+                                                 self->version_, self->rank_, {s.data, c.size},
+                                                 *crc);
+                if (logged)
+                    boost::asio::post(self->r_.loop, [self, crc = *crc,
+                                                      start = t->first_job_ns.load(),
+                                                      now = proto::monotonic_ns()] {
+                        if (!self->error_)
+                            self->h_.logged(crc, flush_span{start, now});
+                    });
+            }
             if (auto ec = t->ensure(*open, size))
                 return ec;
-            if (auto ec = t->writer->write_checksummed({s.data, c.size}, c.offset, s.size, *crc))
+            if (auto ec = logged ? t->writer->write_staged({s.data, c.size}, c.offset, s.size)
+                                 : t->writer->write_checksummed({s.data, c.size}, c.offset,
+                                                                s.size, *crc))
                 return ec;
             if (!committing)
                 return std::error_code{};
             *committing = true;
-            return t->writer->commit();
+            auto ec = t->writer->commit();
+            if (logged && !ec)
+                self->journal_->settled();
+            return ec;
         },
         [self = shared_from_this(), s, c, crc, committing](std::error_code ec) {
             self->on_flushed(s, c, *crc, ec, committing && *committing);

@@ -27,6 +27,7 @@
 #include "pushed_chunk.hpp"
 #include "staging.hpp"
 #include "store/backend.hpp"
+#include "store/journal.hpp"
 
 namespace iofwd::ucx {
 class worker;
@@ -70,6 +71,9 @@ public:
     struct handlers {
         // Every byte is in staging memory: the rank may reuse its buffer.
         std::function<void()> pulled;
+        // Durable in the node's journal (journal_into), with this crc32c
+        // and flush span; the object's commit follows (finished).
+        std::function<void(std::uint32_t crc, flush_span span)> logged;
         // The end: committed (ec empty, entry and span filled) or abandoned
         // (ec, why).
         std::function<void(std::error_code ec, const std::string& why,
@@ -87,6 +91,12 @@ public:
     transfer(transfer_resources r, source src, std::uint32_t rank, std::uint64_t version,
              std::uint64_t length, std::string object, opener open, handlers h,
              std::vector<std::byte> inline_data = {});
+
+    // A write of one chunk is appended to `log` first (store/journal.hpp),
+    // as a record of `job` and `node`, before its object is written; it is
+    // then reported to handlers::logged. A journal that takes no more (full,
+    // not yet prepared) leaves the write as any other. Before start().
+    void journal_into(std::shared_ptr<store::journal> log, std::string job, std::string node);
 
     void start();
     // A pushed chunk [offset, offset + length) announced by UCX (`p`, an
@@ -163,6 +173,8 @@ private:
     std::shared_ptr<target> target_;
     handlers h_;
     std::vector<std::byte> inline_;
+    std::shared_ptr<store::journal> journal_;
+    std::string journal_job_, journal_node_;
 
     std::uint64_t started_ns_;
     std::uint64_t next_offset_ = 0;

@@ -37,6 +37,16 @@ void version_table::durable(std::uint64_t version, std::uint32_t crc32c,
     durable_bytes_ += rec.size;
 }
 
+void version_table::journaled(std::uint64_t version, std::uint32_t crc32c,
+                              std::uint64_t flush_start_ns, std::uint64_t durable_ns)
+{
+    const auto t = flight_.find(version);
+    const auto kept = t == flight_.end() ? std::weak_ptr<transfer>() : t->second;
+    durable(version, crc32c, flush_start_ns, durable_ns);
+    if (t != flight_.end())
+        flight_[version] = kept;
+}
+
 void version_table::failed(std::uint64_t version, std::error_code ec, std::string why)
 {
     flight_.erase(version);

@@ -7,6 +7,8 @@
 // A version's states, in order:
 //
 //   pulling --pulled--> flushing --committed--> durable
+//                          |                       ^
+//                          +--in the journal-------+  (its object committed later)
 //      |                   |
 //      +-----failed--------+--------------------> failed
 //      |
@@ -55,6 +57,13 @@ public:
     // In the store, whole.
     void durable(std::uint64_t version, std::uint32_t crc32c, std::uint64_t flush_start_ns,
                  std::uint64_t durable_ns);
+    // Durable in the node's journal: answered as durable, while its
+    // transfer still commits the object (in_flight() goes on serving it
+    // from staging until committed()).
+    void journaled(std::uint64_t version, std::uint32_t crc32c, std::uint64_t flush_start_ns,
+                   std::uint64_t durable_ns);
+    // A journaled version's object is committed (or could not be).
+    void committed(std::uint64_t version) { flight_.erase(version); }
     // Could not be made durable after io_write returned for it.
     void failed(std::uint64_t version, std::error_code ec, std::string why);
     // io_write failed for it: no such version (a wait on it learns so).

@@ -64,12 +64,15 @@ std::shared_ptr<transfer> write_path::start(request r)
         finished(ec, why, entry, span, was_current && !mail_end);
         self->changed();
     };
+    h.logged = std::move(r.logged);
     auto t = std::make_shared<transfer>(s_.resources(), r.src, s_.rank(), version, r.length,
                                         std::move(r.object), std::move(r.open), std::move(h),
                                         std::move(r.data));
     current_ = t;
     current_serial_ = n;
     current_version_ = version;
+    if (r.journal)
+        t->journal_into(std::move(r.journal), std::move(r.journal_job), std::move(r.journal_node));
     if (r.created)
         r.created(t);
     t->start();

@@ -49,6 +49,11 @@ public:
         std::function<void(const std::shared_ptr<transfer>&)> created;
         // Every byte staged (before WRITE_DONE goes out).
         std::function<void()> pulled;
+        // A version's journal (transfer::journal_into; null: none) and what
+        // is said when the write is durable there, before `finished`.
+        std::shared_ptr<store::journal> journal;
+        std::string journal_job, journal_node;
+        std::function<void(std::uint32_t crc, transfer::flush_span span)> logged;
         // The transfer's end; `waiting`: the rank still waits for this write's
         // answer (it was not staged: io_write fails with `ec`).
         std::function<void(std::error_code ec, const std::string& why,

@@ -100,6 +100,17 @@ const std::vector<variable> table = {
      "write is copied on several cores (0: the event loop copies); each adds\n"
      "~4.5 MiB of UCX queues",
      "--pull-threads", "N"},
+    {"IOFWD_JOURNAL_MAX", bytes, "1M", 0, 1ull << 30, {}, reader::daemon,
+     "versions up to this size are made durable by an append to the node's\n"
+     "journal in the directory store, one fdatasync shared by the versions\n"
+     "beside it, and committed as objects after the rank is answered; a\n"
+     "daemon that dies between the two leaves them to the next one to claim\n"
+     "the job on the node (0: no journal)",
+     "--journal-max", "BYTES"},
+    {"IOFWD_JOURNAL_SIZE", bytes, "16M", 65536, 1ull << 40, {}, reader::daemon,
+     "the journal's size on disk, filled with zeros once per job and node (a\n"
+     "version that does not fit while the journal is full goes without it)",
+     "--journal-size", "BYTES"},
     {"IOFWD_KEEP", count, "0", 0, 1e9, {}, reader::daemon,
      "keep the newest K complete versions of a job, deleting older ones only\n"
      "after a newer one is complete (0: keep all)",

@@ -10,10 +10,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
 #include "fixture.hpp"
+#include "pattern.hpp"
 
 using namespace test;
 using clock_type = std::chrono::steady_clock;
@@ -54,6 +56,70 @@ TEST_CASE("killing the daemon ends every blocked call in every rank within 2 s",
     CHECK(has_line(r0, "write 0 104 "));
     CHECK(has_line(r1, "finalize 104 "));
     CHECK(r0.output().find("it exited or was killed") != std::string::npos);
+}
+
+TEST_CASE("a version durable in the node's journal survives the daemon's death before its "
+          "commit", "[failure][journal]")
+{
+    cluster c;
+    const std::map<std::string, std::string> small{{"IOFWD_JOURNAL_SIZE", "1M"}};
+    const std::string journal = c.store() + "/itest/.nodeA.journal";
+    const std::string object = c.store() + "/itest/v00000002/nodeA.r0000";
+    // A first run makes the job's directory and fills the node's journal
+    // with zeros, once: held at its gate until the journal is whole.
+    {
+        auto r = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--go-file", gate(c)}, small);
+        REQUIRE(wait_until([&] {
+            std::error_code ec;
+            return std::filesystem::file_size(journal, ec) == (1u << 20);
+        }, 20s));
+        std::this_thread::sleep_for(500ms);  // its fdatasync, after the last zeros
+        open_gate(c);
+        const auto s = r.wait(60s);
+        INFO("first rank:\n" << r.output() << "log:\n" << c.log());
+        REQUIRE(s.has_value());
+        REQUIRE(exit_code(*s) == 0);
+        REQUIRE(wait_until([&] { return count(c.log(), "exit status 0") == 1; }, 20s));
+    }
+    // Now the daemon's first store write passes (the journal's record of
+    // version 2) and every later one hangs for 30 s (the object's bytes).
+    // The first daemon has let go of the session when its process is gone.
+    for (const pid_t pid : daemon_pids(c.log()))
+        REQUIRE(wait_until([&] { return ::kill(pid, 0) != 0; }, 10s));
+    auto extra = small;
+    extra["IOFWD_FAULT"] = "pwrite:DELAY30:1";
+    auto d = c.daemon({}, extra);
+    REQUIRE(wait_until([&] { return count(c.log(), "ready:") == 2 || !d.running(); }, 20s));
+    REQUIRE(d.running());
+    auto r = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--wait", "--skip-finalize"},
+                    small);
+    const bool answered = wait_until([&] { return has_line(r, "durable 0 "); }, 20s);
+    INFO("rank:\n" << r.output() << "log:\n" << c.log());
+    REQUIRE(answered);
+    REQUIRE(has_line(r, "write 0 0 2 "));
+    REQUIRE(has_line(r, "durable 0 0 "));
+    // Reported durable, and its object not written: only in the journal.
+    CHECK(!std::filesystem::exists(object));
+    CHECK(temporaries(c.store() + "/itest/v00000002").size() == 1);
+    d.signal(SIGKILL);
+    r.signal(SIGKILL);
+    REQUIRE(d.wait(10s).has_value());
+    REQUIRE(r.wait(10s).has_value());
+
+    // The next daemon to claim the job on the node commits it, byte for
+    // byte, and numbers the next version after it.
+    auto next = c.rank(0, 1, {"--size", "5000", "--versions", "1"});
+    const auto s = next.wait(60s);
+    INFO("next rank:\n" << next.output() << "log:\n" << c.log());
+    REQUIRE(s.has_value());
+    CHECK(exit_code(*s) == 0);
+    CHECK(has_line(next, "write 0 0 3 "));
+    CHECK(c.log().find("restored itest/v00000002/nodeA.r0000 (") != std::string::npos);
+    std::vector<std::byte> expect(5000);
+    example::fill_pattern(expect.data(), expect.size(), example::pattern_seed("nodeA", 0, 2));
+    const std::string stored = read_file(object);
+    REQUIRE(stored.size() == expect.size());
+    CHECK(std::memcmp(stored.data(), expect.data(), expect.size()) == 0);
 }
 
 TEST_CASE("a rank killed mid-write loses only its partial version; the others finish",
@@ -245,11 +311,11 @@ TEST_CASE("a full disk is reported to the rank and nothing partial is stored",
 {
     cluster c;
     // One chunk per version, so each pull is complete (io_write returned)
-    // before its flush starts. Version 1 takes three pwrites (its chunk, the
-    // manifest, the COMPLETE record), done during the rank's 500 ms pause;
-    // from the fourth on the disk is full: version 2 fails after io_write
-    // returned.
-    const std::map<std::string, std::string> env{{"IOFWD_FAULT", "pwrite:ENOSPC:3"},
+    // before its flush starts. Version 1 takes four pwrites (its record in
+    // the node's journal, its chunk, the manifest, the COMPLETE record), done
+    // during the rank's 500 ms pause; from the fifth on the disk is full:
+    // version 2 fails after io_write returned, in the journal and without.
+    const std::map<std::string, std::string> env{{"IOFWD_FAULT", "pwrite:ENOSPC:4"},
                                                  {"IOFWD_CHUNK_SIZE", "1M"},
                                                  {"IOFWD_STAGING_SIZE", "4M"}};
     auto r0 = c.rank(0, 1, {"--size", "1048576", "--versions", "2", "--pause-ms", "500"}, env);

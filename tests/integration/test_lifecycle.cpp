@@ -165,8 +165,10 @@ TEST_CASE("retention goes on past what a flush killed mid-write left behind",
     for (const auto& e : std::filesystem::directory_iterator(c.store() + "/itest"))
         left.push_back(e.path().filename().string());
     std::sort(left.begin(), left.end());
-    // Beside it the claim and the finished jobs' summaries, which retention keeps.
-    CHECK(left == std::vector<std::string>{".nodeA.claim", "reports", "v00000005"});
+    // Beside it the claim, the node's journal and the finished jobs'
+    // summaries, which retention keeps.
+    CHECK(left == std::vector<std::string>{".nodeA.claim", ".nodeA.journal", "reports",
+                                           "v00000005"});
     CHECK(exists(c.store() + "/itest/v00000005/COMPLETE"));
     CHECK(temporaries(c.store()).empty());
     std::string out;

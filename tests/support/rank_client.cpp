@@ -9,6 +9,7 @@
 // --latest-only: io_latest before any io_init, then exit.
 // --skip-finalize: after the writes, no io_finalize: prints "skipped" and
 //   sleeps (until killed), as a rank blocked in MPI_Finalize after an error.
+// --wait: io_wait after every write:  durable <k> <errno> <milliseconds>
 // --go-file PATH: after io_init, waits (at most 60 s) until PATH exists before
 //   the first write: a barrier the test opens, like an MPI job's after io_init.
 //   init <errno>
@@ -55,6 +56,7 @@ int main(int argc, char** argv)
     bool latest_only = false;
     bool skip_finalize = false;
     std::string go_file;
+    bool wait_each = false;
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
         auto next = [&] { return i + 1 < argc ? argv[++i] : (std::exit(2), argv[0]); };
@@ -71,6 +73,7 @@ int main(int argc, char** argv)
         else if (a == "--latest-only") latest_only = true;
         else if (a == "--skip-finalize") skip_finalize = true;
         else if (a == "--go-file") go_file = next();
+        else if (a == "--wait") wait_each = true;
         else {
             std::fprintf(stderr, "rank_client: unknown option %s\n", argv[i]);
             return 2;
@@ -153,6 +156,15 @@ int main(int argc, char** argv)
             std::printf("error %s\n", io_last_error());
             ++failures;
             break;
+        }
+        if (wait_each) {
+            rc = io_wait(version);
+            std::printf("durable %u %d %.3f\n", k, rc, ms_since(t0));
+            if (rc) {
+                std::printf("error %s\n", io_last_error());
+                ++failures;
+                break;
+            }
         }
     }
     if (skip_finalize) {

@@ -231,15 +231,18 @@ TEST_CASE("rm, keep and gc remove exactly what they say", "[tools][clean]")
     auto rm = run_iofwd(c, {"rm", "itest", "2", "--json"});
     CHECK(rm.code == 0);
     CHECK(py(c, rm.out, "d['job'], d['removed']") == "itest [2]\n");
-    // Beside the versions: the claim, and the first job's summary (reports).
-    CHECK(names_in(job) == std::vector<std::string>{".nodeA.claim", "reports", "v00000001",
-                                                    "v00000003", "v00000004", "v00000005"});
+    // Beside the versions: the claim, the node's journal, and the first job's
+    // summary (reports).
+    CHECK(names_in(job) == std::vector<std::string>{".nodeA.claim", ".nodeA.journal", "reports",
+                                                    "v00000001", "v00000003", "v00000004",
+                                                    "v00000005"});
 
     auto keep = run_iofwd(c, {"keep", "itest", "1"});
     CHECK(keep.code == 0);
     CHECK(keep.out == "job itest: kept complete version 4; removed 1, 3\n");
     CHECK(names_in(job) ==
-          std::vector<std::string>{".nodeA.claim", "reports", "v00000004", "v00000005"});
+          std::vector<std::string>{".nodeA.claim", ".nodeA.journal", "reports", "v00000004",
+                                   "v00000005"});
 
     auto gc = run_iofwd(c, {"gc"});
     CHECK(gc.code == 0);
@@ -253,7 +256,8 @@ TEST_CASE("rm, keep and gc remove exactly what they say", "[tools][clean]")
     CHECK_FALSE(std::filesystem::exists(c.runtime_dir() + "/s.lock"));
     CHECK_FALSE(std::filesystem::exists(c.runtime_dir() + "/s.sock"));
     CHECK(std::filesystem::exists(c.runtime_dir() + "/s.log"));
-    CHECK(names_in(job) == std::vector<std::string>{".nodeA.claim", "reports", "v00000004"});
+    CHECK(names_in(job) ==
+          std::vector<std::string>{".nodeA.claim", ".nodeA.journal", "reports", "v00000004"});
     CHECK(temporaries(c.store()).empty());
     auto again = run_iofwd(c, {"gc", "--json"});
     CHECK(again.code == 0);
@@ -316,7 +320,8 @@ TEST_CASE("rm and gc refuse a version a live daemon may be writing, and say who 
     for (const pid_t pid : daemon_pids(c.log()))
         ::kill(pid, SIGKILL);
     REQUIRE(wait_until([&] { return run_iofwd(c, {"gc", "itest"}).code == 0; }, 30s));
-    CHECK(names_in(c.store() + "/itest") == std::vector<std::string>{".nodeA.claim"});
+    CHECK(names_in(c.store() + "/itest") ==
+          std::vector<std::string>{".nodeA.claim", ".nodeA.journal"});
 }
 
 TEST_CASE("every bad argument: a sentence and exit status 2", "[tools][args]")
