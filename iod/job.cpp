@@ -89,7 +89,7 @@ std::error_code job::recover_journal(const std::string& job, std::uint64_t& last
         unsigned restored = 0;
         for (const auto& r : records) {
             if (r.job != job || r.node != opts_.node || r.version == 0 ||
-                r.version >= max_version) {
+                r.version >= max_version || r.rank >= proto::max_ranks) {
                 log_warn("node {}'s journal of job '{}' holds a record of job '{}' node {} "
                          "version {} (a copied file?): ignored",
                          opts_.node, job, r.job, r.node, r.version);
@@ -118,14 +118,19 @@ std::error_code job::recover_journal(const std::string& job, std::uint64_t& last
                      "reporting it durable and before committing it",
                      name, human_bytes(r.data.size()));
         }
-        // Every record is committed now.
-        if (auto ec = j->reset()) {
-            why = fmt::format("cannot start node {}'s journal of job '{}' over: {}", opts_.node,
-                              job, ec.message());
-            return ec;
-        }
         log_info("node {}'s journal of job '{}': {} records, {} restored", opts_.node, job,
                  records.size(), restored);
+    }
+    if (records.empty() && opts_.journal_max == 0)
+        return {};
+    // Every record is committed now. Started over even when none was found:
+    // a daemon that died in the middle of appends can leave a torn record
+    // before whole ones of the same generation, which a new record written
+    // over the torn one would bring back.
+    if (auto ec = j->reset()) {
+        why = fmt::format("cannot start node {}'s journal of job '{}' over: {}", opts_.node, job,
+                          ec.message());
+        return ec;
     }
     if (opts_.journal_max == 0)
         return {};

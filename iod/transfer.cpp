@@ -276,22 +276,37 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
     // And one small enough for the node's journal is made durable there
     // first: the rank is told, then its object is committed as any other.
     const bool journaled = committing && journal_ && h_.logged;
+    // What the job needs of the journal, by value: the job must not hold
+    // the transfer, whose last reference would then be dropped on the
+    // flusher thread (and the session's with it).
+    struct journal_job {
+        std::shared_ptr<store::journal> log;
+        std::string job, node;
+        std::uint64_t version;
+        std::uint32_t rank;
+        boost::asio::io_context* loop;
+        std::weak_ptr<transfer> to_tell;
+    };
+    auto jj = journaled ? std::make_shared<journal_job>(journal_job{
+                              journal_, journal_job_, journal_node_, version_, rank_, &r_.loop,
+                              weak_from_this()})
+                        : nullptr;
     r_.flushes.flush(
         this, !all_pulled() && !error_,
-        [t = target_, open = &open_, size = length_, s, c, crc, committing,
-         self = journaled ? shared_from_this() : nullptr] {
+        [t = target_, open = &open_, size = length_, s, c, crc, committing, jj] {
             t->job_started();
             bool logged = false;
-            if (self) {
+            if (jj) {
                 *crc = crc32c({s.data, c.size});
-                logged = !self->journal_->append(self->journal_job_, self->journal_node_,
-                                                 self->version_, self->rank_, {s.data, c.size},
-                                                 *crc);
+                logged = !jj->log->append(jj->job, jj->node, jj->version, jj->rank,
+                                          {s.data, c.size}, *crc);
                 if (logged)
-                    boost::asio::post(self->r_.loop, [self, crc = *crc,
-                                                      start = t->first_job_ns.load(),
-                                                      now = proto::monotonic_ns()] {
-                        if (!self->error_)
+                    boost::asio::post(*jj->loop, [to_tell = jj->to_tell, crc = *crc,
+                                                  start = t->first_job_ns.load(),
+                                                  now = proto::monotonic_ns()] {
+                        // Alive: the job's completion, posted after this,
+                        // holds it.
+                        if (auto self = to_tell.lock(); self && !self->error_)
                             self->h_.logged(crc, flush_span{start, now});
                     });
             }
@@ -306,7 +321,7 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
             *committing = true;
             auto ec = t->writer->commit();
             if (logged && !ec)
-                self->journal_->settled();
+                jj->log->settled();
             return ec;
         },
         [self = shared_from_this(), s, c, crc, committing](std::error_code ec) {

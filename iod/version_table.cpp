@@ -41,9 +41,10 @@ void version_table::journaled(std::uint64_t version, std::uint32_t crc32c,
                               std::uint64_t flush_start_ns, std::uint64_t durable_ns)
 {
     const auto t = flight_.find(version);
-    const auto kept = t == flight_.end() ? std::weak_ptr<transfer>() : t->second;
+    const bool in_flight = t != flight_.end();
+    const auto kept = in_flight ? t->second : std::weak_ptr<transfer>();
     durable(version, crc32c, flush_start_ns, durable_ns);
-    if (t != flight_.end())
+    if (in_flight)
         flight_[version] = kept;
 }
 

@@ -757,7 +757,23 @@ std::error_code directory_backend::claim_job(const std::string& job, const std::
 std::error_code directory_backend::open_journal(const std::string& job, const std::string& node,
                                                 unique_fd& out)
 {
-    return open_node_file(job, "." + node + std::string(journal_suffix), out);
+    unique_fd fd;
+    if (auto ec = open_node_file(job, "." + node + std::string(journal_suffix), fd))
+        return ec;
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0)
+        return last_system_error();
+    if (st.st_size == 0) {
+        // New (or never filled): its name durable before any record in it
+        // is answered, as an object's is at its commit.
+        unique_fd dir;
+        if (auto ec = open_dir(job, false, dir))
+            return ec;
+        if (auto ec = dirs_->sync(job, dir.get()))
+            return ec;
+    }
+    out = std::move(fd);
+    return {};
 }
 
 std::error_code directory_backend::claimants(const std::string& job, std::vector<std::string>& out)

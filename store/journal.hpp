@@ -62,19 +62,20 @@ public:
 
     // `fd`: the journal file, open for reading and writing, held only by
     // the claim's holder; `capacity`: how large it grows (at least three
-    // blocks). Reads the header slots; a file whose header is damaged, or
-    // new, starts at generation 0.
+    // blocks). replay() comes first.
     journal(unique_fd fd, std::uint64_t capacity);
     journal(const journal&) = delete;
     journal& operator=(const journal&) = delete;
     // Waits for prepare()'s thread.
     ~journal();
 
-    // The records of the current generation in order, each checked (see
-    // above); sets where appends continue. An error only for a read that
-    // fails.
+    // Reads the header slots (a file whose header is damaged, or new, is at
+    // generation 0), then the records of the current generation in order,
+    // each checked (see above); sets where appends continue. An error only
+    // for a read that fails.
     std::error_code replay(std::vector<record>& out);
     // Forgets every record: the next generation, durable when it returns.
+    // Refused (device_or_resource_busy) while an append is not settled.
     std::error_code reset();
     // Fills the file with zeros up to its capacity on a thread of its own,
     // unless it is that large already; appends are taken once it is.

@@ -311,11 +311,13 @@ TEST_CASE("a full disk is reported to the rank and nothing partial is stored",
 {
     cluster c;
     // One chunk per version, so each pull is complete (io_write returned)
-    // before its flush starts. Version 1 takes four pwrites (its record in
-    // the node's journal, its chunk, the manifest, the COMPLETE record), done
-    // during the rank's 500 ms pause; from the fifth on the disk is full:
-    // version 2 fails after io_write returned, in the journal and without.
-    const std::map<std::string, std::string> env{{"IOFWD_FAULT", "pwrite:ENOSPC:4"},
+    // before its flush starts. Version 1 takes three pwrites (its chunk, the
+    // manifest, the COMPLETE record), done during the rank's 500 ms pause;
+    // from the fourth on the disk is full: version 2 fails after io_write
+    // returned. Without the node's journal, whose record would be one more
+    // pwrite once it is filled with zeros, on a thread (failure journal).
+    const std::map<std::string, std::string> env{{"IOFWD_FAULT", "pwrite:ENOSPC:3"},
+                                                 {"IOFWD_JOURNAL_MAX", "0"},
                                                  {"IOFWD_CHUNK_SIZE", "1M"},
                                                  {"IOFWD_STAGING_SIZE", "4M"}};
     auto r0 = c.rank(0, 1, {"--size", "1048576", "--versions", "2", "--pause-ms", "500"}, env);

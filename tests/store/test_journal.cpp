@@ -142,6 +142,35 @@ TEST_CASE("journal: a torn record ends the journal there", "[journal]")
     CHECK(found[0].data == bytes_of(5000, 1));
 }
 
+TEST_CASE("journal: whole records behind a torn one are not found, and gone after a reset",
+          "[journal]")
+{
+    // Two appends at once, the second on the disk and the first not (a
+    // crash): neither was answered, and neither may come back after the
+    // next daemon, which starts the journal over, writes where the first was.
+    test::temp_dir tmp;
+    const auto path = tmp / "j";
+    {
+        auto j = ready_journal(path, 1u << 20);
+        REQUIRE(!append(*j, 1, 0, bytes_of(100, 1)));
+        REQUIRE(!append(*j, 2, 1, bytes_of(100, 2)));
+    }
+    flip_byte(path, journal::header_bytes + 40);  // the first one's job length
+    {
+        journal again(open_file(path), 1u << 20);
+        std::vector<journal::record> out;
+        REQUIRE(!again.replay(out));
+        CHECK(out.empty());
+        REQUIRE(!again.reset());
+        again.prepare();
+        REQUIRE(again.ready());
+        REQUIRE(!append(again, 3, 0, bytes_of(100, 3)));
+    }
+    const auto found = replay(path, 1u << 20);
+    REQUIRE(found.size() == 1);
+    CHECK(found[0].version == 3);
+}
+
 TEST_CASE("journal: a reset forgets every record, older ones are never taken for new",
           "[journal]")
 {
@@ -151,6 +180,7 @@ TEST_CASE("journal: a reset forgets every record, older ones are never taken for
         auto j = ready_journal(path, 1u << 20);
         for (unsigned v = 1; v <= 3; ++v)
             REQUIRE(!append(*j, v, 0, bytes_of(100, v)));
+        CHECK(j->reset() == std::errc::device_or_resource_busy);  // appends not settled
         for (unsigned v = 1; v <= 3; ++v)
             j->settled();
         REQUIRE(!j->reset());
