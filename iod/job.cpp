@@ -368,10 +368,19 @@ void job::write_summary()
                  human_bytes(summary_.bytes()));
     // Every record committed: the next daemon to claim the job on this node
     // finds nothing to replay. One not committed stays for it.
-    if (journal_ && journal_->unsettled() == 0)
-        if (auto ec = journal_->reset())
-            log_warn("job {}: node {}'s journal could not be started over: {}", name_,
-                     opts_.node, ec.message());
+    if (!journal_)
+        return;
+    if (const auto why = journal_->fill_error(); !why.empty())
+        log_warn("job {}: node {}'s journal was not used, its versions went straight to their "
+                 "objects: {}",
+                 name_, opts_.node, why);
+    if (const auto left = journal_->unsettled(); left > 0)
+        log_warn("job {}: {} record{} of node {}'s journal could not be committed; the next "
+                 "daemon to claim the job on the node commits {}",
+                 name_, left, left == 1 ? "" : "s", opts_.node, left == 1 ? "it" : "them");
+    else if (auto ec = journal_->reset())
+        log_warn("job {}: node {}'s journal could not be started over: {}", name_, opts_.node,
+                 ec.message());
 }
 
 std::uint32_t job::ranks_connected() const

@@ -298,8 +298,13 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
             bool logged = false;
             if (jj) {
                 *crc = crc32c({s.data, c.size});
-                logged = !jj->log->append(jj->job, jj->node, jj->version, jj->rank,
-                                          {s.data, c.size}, *crc);
+                const auto aec = jj->log->append(jj->job, jj->node, jj->version, jj->rank,
+                                                 {s.data, c.size}, *crc);
+                logged = !aec;
+                if (aec && aec != std::errc::no_buffer_space)
+                    log_warn("node {}'s journal of job {} failed ({}): version {} of rank {} is "
+                             "committed without it",
+                             jj->node, jj->job, aec.message(), jj->version, jj->rank);
                 if (logged)
                     boost::asio::post(*jj->loop, [to_tell = jj->to_tell, crc = *crc,
                                                   start = t->first_job_ns.load(),

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "crc32c.hpp"
 #include "errors.hpp"
 #include "sys.hpp"
@@ -187,13 +189,29 @@ void journal::prepare()
                 return;
             const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(zeros.size(), capacity_ - at));
             const ssize_t w = ::pwrite(fd_.get(), zeros.data(), n, static_cast<off_t>(at));
-            if (w <= 0)
-                return;  // a full disk: the journal stays unused
+            if (w <= 0) {
+                // A full disk: the journal stays unused.
+                const auto why = w < 0 ? last_system_error().message() : "nothing written";
+                std::lock_guard lock(mutex_);
+                fill_error_ = fmt::format("filling it with zeros at {}: {}", at, why);
+                return;
+            }
             at += static_cast<std::uint64_t>(w);
         }
-        if (::fdatasync(fd_.get()) == 0)
+        if (::fdatasync(fd_.get()) == 0) {
             ready_.store(true, std::memory_order_release);
+            return;
+        }
+        const auto why = last_system_error().message();
+        std::lock_guard lock(mutex_);
+        fill_error_ = fmt::format("syncing its zeros: {}", why);
     });
+}
+
+std::string journal::fill_error() const
+{
+    std::lock_guard lock(mutex_);
+    return fill_error_;
 }
 
 std::uint64_t journal::unsettled() const

@@ -81,6 +81,9 @@ public:
     // unless it is that large already; appends are taken once it is.
     void prepare();
     bool ready() const noexcept { return ready_.load(std::memory_order_acquire); }
+    // Why prepare() left the journal unused (a full disk), once it has;
+    // empty otherwise.
+    std::string fill_error() const;
 
     // Appends a record and returns once it is durable, with every append
     // made meanwhile by other threads under the same fdatasync. `crc` is
@@ -110,6 +113,7 @@ private:
     std::thread filler_;
     std::atomic<bool> ready_{false};
     std::atomic<bool> stop_{false};
+    std::string fill_error_;  // under mutex_
 
     mutable std::mutex mutex_;
     std::condition_variable cv_;

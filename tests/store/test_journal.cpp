@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -279,4 +281,29 @@ TEST_CASE("journal: a failed fdatasync fails its appends until the journal start
     const auto found = replay(path, 1u << 20);
     REQUIRE(found.size() == 1);
     CHECK(found[0].version == 4);
+}
+
+TEST_CASE("journal: a fill that fails leaves it unused and says why", "[journal]")
+{
+    // The file may not grow past 256 KiB (as on a full disk): the zeros
+    // stop there.
+    test::temp_dir tmp;
+    rlimit old {};
+    REQUIRE(::getrlimit(RLIMIT_FSIZE, &old) == 0);
+    const auto old_handler = ::signal(SIGXFSZ, SIG_IGN);
+    rlimit small = old;
+    small.rlim_cur = 256u << 10;
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
+    journal j(open_file(tmp / "j"), 1u << 20);
+    std::vector<journal::record> out;
+    REQUIRE(!j.replay(out));
+    j.prepare();
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (j.fill_error().empty() && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ::setrlimit(RLIMIT_FSIZE, &old);
+    ::signal(SIGXFSZ, old_handler);
+    CHECK(j.fill_error().find("filling it with zeros at 262144: File too large") == 0);
+    CHECK_FALSE(j.ready());
+    CHECK(append(j, 1, 0, bytes_of(100, 1)) == std::errc::no_buffer_space);
 }
