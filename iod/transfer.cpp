@@ -106,12 +106,21 @@ void transfer::for_each_staged(
     }
 }
 
+struct transfer::journaling {
+    std::shared_ptr<store::journal> log;
+    std::string job, node;
+    std::uint64_t version;
+    std::uint32_t rank;
+    boost::asio::io_context* loop;
+    std::weak_ptr<transfer> to_tell;
+};
+
 void transfer::journal_into(std::shared_ptr<store::journal> log, std::string job,
                             std::string node)
 {
-    journal_ = std::move(log);
-    journal_job_ = std::move(job);
-    journal_node_ = std::move(node);
+    journal_ = std::make_shared<const journaling>(journaling{
+        std::move(log), std::move(job), std::move(node), version_, rank_, &r_.loop,
+        weak_from_this()});
 }
 
 void transfer::start()
@@ -275,22 +284,7 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
     auto committing = crcs_.size() == 1 ? std::make_shared<bool>(false) : nullptr;
     // And one small enough for the node's journal is made durable there
     // first: the rank is told, then its object is committed as any other.
-    const bool journaled = committing && journal_ && h_.logged;
-    // What the job needs of the journal, by value: the job must not hold
-    // the transfer, whose last reference would then be dropped on the
-    // flusher thread (and the session's with it).
-    struct journal_job {
-        std::shared_ptr<store::journal> log;
-        std::string job, node;
-        std::uint64_t version;
-        std::uint32_t rank;
-        boost::asio::io_context* loop;
-        std::weak_ptr<transfer> to_tell;
-    };
-    auto jj = journaled ? std::make_shared<journal_job>(journal_job{
-                              journal_, journal_job_, journal_node_, version_, rank_, &r_.loop,
-                              weak_from_this()})
-                        : nullptr;
+    auto jj = committing && h_.logged ? journal_ : nullptr;
     r_.flushes.flush(
         this, !all_pulled() && !error_,
         [t = target_, open = &open_, size = length_, s, c, crc, committing, jj] {

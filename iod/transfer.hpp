@@ -173,8 +173,11 @@ private:
     std::shared_ptr<target> target_;
     handlers h_;
     std::vector<std::byte> inline_;
-    std::shared_ptr<store::journal> journal_;
-    std::string journal_job_, journal_node_;
+    // What a flush job needs of the journal (journal_into), by value: the
+    // job must not hold the transfer, whose last reference would then be
+    // dropped on the flusher thread (and the session's with it).
+    struct journaling;
+    std::shared_ptr<const journaling> journal_;
 
     std::uint64_t started_ns_;
     std::uint64_t next_offset_ = 0;

@@ -48,10 +48,7 @@ std::unique_ptr<journal> ready_journal(const std::string& path, std::uint64_t ca
 {
     auto j = std::make_unique<journal>(open_file(path), capacity);
     j->prepare();
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!j->ready() && std::chrono::steady_clock::now() < give_up)
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    REQUIRE(j->ready());
+    REQUIRE(test::wait_until([&] { return j->ready(); }, std::chrono::seconds(10)));
     return j;
 }
 
@@ -298,9 +295,7 @@ TEST_CASE("journal: a fill that fails leaves it unused and says why", "[journal]
     std::vector<journal::record> out;
     REQUIRE(!j.replay(out));
     j.prepare();
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (j.fill_error().empty() && std::chrono::steady_clock::now() < give_up)
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    test::wait_until([&] { return !j.fill_error().empty(); }, std::chrono::seconds(10));
     ::setrlimit(RLIMIT_FSIZE, &old);
     ::signal(SIGXFSZ, old_handler);
     CHECK(j.fill_error().find("filling it with zeros at 262144: File too large") == 0);
