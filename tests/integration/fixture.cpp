@@ -77,15 +77,18 @@ void cluster::crash_mid_write(const std::string& version_dir)
     REQUIRE(r.wait(30s).has_value());
 }
 
-int cluster::verify(long versions, long ranks, std::string& out)
+int cluster::verify(long versions, long ranks, std::string& out, const std::string& job)
 {
-    auto p = run({build_path("IOFWD_TEST_VERIFY"), "--store", store(), "--job", "itest",
+    auto p = run({build_path("IOFWD_TEST_VERIFY"), "--store", store(), "--job", job,
                   "--expect-versions", std::to_string(versions), "--expect-ranks",
                   std::to_string(ranks)});
     const auto st = p.wait(scaled(120s));
     out = p.output();
     REQUIRE(st.has_value());
-    return exit_code(*st);
+    const int code = exit_code(*st);
+    if (code != 0)  // shown with the failed check that follows
+        UNSCOPED_INFO("verify exited " << code << ":\n" << out << "daemon log:\n" << log());
+    return code;
 }
 
 std::vector<std::string> as_nobody(std::vector<std::string> cmd)

@@ -34,7 +34,7 @@ struct cluster {
     // `version_dir`, which then holds that and nothing else.
     void crash_mid_write(const std::string& version_dir);
     // Runs the verifier; its output in `out`; returns its exit code.
-    int verify(long versions, long ranks, std::string& out);
+    int verify(long versions, long ranks, std::string& out, const std::string& job = "itest");
     process run(std::vector<std::string> argv, const std::map<std::string, std::string>& extra = {});
 };
 
