@@ -3,7 +3,9 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "errors.hpp"
@@ -17,6 +19,13 @@ namespace {
 constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14
 #endif
 
+std::uint64_t now_ns() noexcept
+{
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now().time_since_epoch())
+                                          .count());
+}
+
 }  // namespace
 
 staging::~staging()
@@ -26,6 +35,11 @@ staging::~staging()
         prefault_.join();
     }
     mem_ = ucx::memory{};  // deregister before unmapping (map_ goes after)
+}
+
+void staging::rank_arriving() noexcept
+{
+    arrived_ns_.store(now_ns(), std::memory_order_relaxed);
 }
 
 std::error_code staging::init(const ucx::context& ctx, std::uint64_t total, std::uint64_t slot_size,
@@ -45,14 +59,25 @@ std::error_code staging::init(const ucx::context& ctx, std::uint64_t total, std:
     // thread while the daemon already serves ranks.
     ::madvise(base_, mapped_, MADV_HUGEPAGE);
     if (!prefault_all && ::madvise(base_, slot_size_, MADV_POPULATE_WRITE) == 0) {
-        prefault_ = std::jthread([base = base_, slot = slot_size_, slots = slots_](
-                                     std::stop_token stop) {
-            // A slot at a time, in the order the free list hands them out;
-            // at low priority, after the ranks' own start (8 daemons with
-            // their ranks on 2 cores otherwise zero their staging first).
+        prefault_ = std::jthread([this](std::stop_token stop) {
+            // In the order the free list hands slots out; at low priority,
+            // after the ranks' own start (8 daemons with their ranks on 2
+            // cores otherwise zero their staging first). A 2 MiB page per
+            // call, none while ranks are connecting: the call holds the
+            // process's mmap lock, which the event loop's mmaps at CONNECT
+            // (the rank's mailbox, UCX's segments) wait for, and a thread
+            // this low is rarely scheduled on a busy node (64 ranks' io_init
+            // with 1-2 GiB of staging took 3-13 s).
             ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
-            for (std::uint32_t i = 1; i < slots && !stop.stop_requested(); ++i)
-                ::madvise(base + std::uint64_t{i} * slot, slot, MADV_POPULATE_WRITE);
+            constexpr std::uint64_t piece = 2u << 20;
+            constexpr std::uint64_t quiet_ns = 100'000'000;
+            for (std::uint64_t at = slot_size_; at < mapped_ && !stop.stop_requested();
+                 at += piece) {
+                while (!stop.stop_requested() &&
+                       now_ns() - arrived_ns_.load(std::memory_order_relaxed) < quiet_ns)
+                    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                ::madvise(base_ + at, std::min(piece, mapped_ - at), MADV_POPULATE_WRITE);
+            }
         });
     } else {
         if (!prefault_all)

@@ -13,6 +13,7 @@
 // and comes back once every piece is free, so many small versions in flight
 // do not each hold a whole slot.
 // Used only from the event-loop thread.
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -52,6 +53,10 @@ public:
     // Some acquire is waiting for a slot to be released.
     bool short_of_slots() const noexcept { return !waiters_.empty(); }
 
+    // A rank is connecting: faulting the rest in waits until none has for
+    // a while (any thread).
+    void rank_arriving() noexcept;
+
     ucp_mem_h memh() const noexcept { return mem_.get(); }
     std::uint64_t slot_size() const noexcept { return slot_size_; }
     std::uint64_t total() const noexcept { return slot_size_ * slots_; }
@@ -75,6 +80,7 @@ private:
     void serve_class(unsigned cls);
 
     ucx::memory mem_;
+    std::atomic<std::uint64_t> arrived_ns_{0};  // see rank_arriving
     std::jthread prefault_;  // faults the region in; stops early at shutdown
     std::vector<std::uint32_t> free_;
     std::deque<waiter> waiters_;
