@@ -407,7 +407,6 @@ void daemon::session_ended(const session& s, bool clean)
 void daemon::rank_arrived()
 {
     rank_arrived_ = true;
-    staging_.rank_arriving();
     if (idle_armed_) {
         idle_armed_ = false;
         idle_timer_.cancel();

@@ -90,6 +90,8 @@ public:
     // A rank's CONNECT arrived (admitted or not): the daemon is not idle,
     // and one launched for ranks that were all refused exits.
     void rank_arrived();
+    // A rank was admitted: the staging's fault-in waits for the others.
+    void rank_admitted() noexcept { staging_.rank_arriving(); }
     // The answer to STATUS (iofwd status): the job, its ranks, the writes on
     // their way, staging, the flush queue, errors. In status.cpp.
     proto::status_reply_msg status() const;

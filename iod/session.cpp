@@ -235,6 +235,7 @@ void session::on_connect(proto::connect_msg& m)
         fail(ec, why);
         return;
     }
+    d_.rank_admitted();
     hello_ = std::move(m);
     checkpoints_.first_version(first);
     enter(state::serving);

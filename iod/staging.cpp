@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "errors.hpp"
+#include "protocol.hpp"
 #include "log.hpp"
 
 namespace iofwd::iod {
@@ -18,13 +19,6 @@ namespace {
 #ifndef MADV_POPULATE_WRITE
 constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14
 #endif
-
-std::uint64_t now_ns() noexcept
-{
-    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                          std::chrono::steady_clock::now().time_since_epoch())
-                                          .count());
-}
 
 }  // namespace
 
@@ -39,7 +33,47 @@ staging::~staging()
 
 void staging::rank_arriving() noexcept
 {
-    arrived_ns_.store(now_ns(), std::memory_order_relaxed);
+    arrived_ns_.store(proto::monotonic_ns(), std::memory_order_relaxed);
+}
+
+void staging::fault_in(const std::stop_token& stop)
+{
+    // In the order the free list hands slots out; at low priority, after the
+    // ranks' own start (8 daemons with their ranks on 2 cores otherwise zero
+    // their staging first). At most one 2 MiB page per call, and none while
+    // ranks are connecting: the call holds the process's mmap lock, which
+    // the event loop's mmaps at CONNECT (the rank's mailbox, UCX's segments)
+    // wait for, and a thread this low is seldom run on a busy node (64
+    // ranks' io_init with 2 GiB of staging took 4-6 s). The pauses end after
+    // a few seconds in all, whoever keeps connecting.
+    ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
+    constexpr std::uintptr_t huge_page = 2u << 20;
+    constexpr std::uintptr_t page = 4096;
+    constexpr std::uint64_t quiet_ns = 100'000'000;
+    std::uint64_t pause_left_ns = 5'000'000'000;
+    const auto start = reinterpret_cast<std::uintptr_t>(base_);
+    const std::uintptr_t end = start + mapped_;
+    for (std::uintptr_t at = (start + slot_size_) & ~(page - 1); at < end && !stop.stop_requested();) {
+        for (;;) {
+            const std::uint64_t arrived = arrived_ns_.load(std::memory_order_relaxed);
+            const std::uint64_t now = proto::monotonic_ns();
+            if (pause_left_ns == 0 || stop.stop_requested() ||
+                (arrived < now && now - arrived >= quiet_ns))
+                break;
+            constexpr std::uint64_t nap_ns = 10'000'000;
+            std::this_thread::sleep_for(std::chrono::nanoseconds(nap_ns));
+            pause_left_ns -= std::min(pause_left_ns, nap_ns);
+        }
+        const std::uintptr_t next = std::min(end, (at + huge_page) & ~(huge_page - 1));
+        if (::madvise(reinterpret_cast<void*>(at), next - at, MADV_POPULATE_WRITE) != 0 &&
+            errno != EINTR && errno != EAGAIN) {
+            log_warn("staging: faulting it in stopped at byte {} of {}: {}; the rest is faulted "
+                     "as writes first reach it",
+                     at - start, mapped_, std::strerror(errno));
+            return;
+        }
+        at = next;
+    }
 }
 
 std::error_code staging::init(const ucx::context& ctx, std::uint64_t total, std::uint64_t slot_size,
@@ -59,26 +93,7 @@ std::error_code staging::init(const ucx::context& ctx, std::uint64_t total, std:
     // thread while the daemon already serves ranks.
     ::madvise(base_, mapped_, MADV_HUGEPAGE);
     if (!prefault_all && ::madvise(base_, slot_size_, MADV_POPULATE_WRITE) == 0) {
-        prefault_ = std::jthread([this](std::stop_token stop) {
-            // In the order the free list hands slots out; at low priority,
-            // after the ranks' own start (8 daemons with their ranks on 2
-            // cores otherwise zero their staging first). A 2 MiB page per
-            // call, none while ranks are connecting: the call holds the
-            // process's mmap lock, which the event loop's mmaps at CONNECT
-            // (the rank's mailbox, UCX's segments) wait for, and a thread
-            // this low is rarely scheduled on a busy node (64 ranks' io_init
-            // with 1-2 GiB of staging took 3-13 s).
-            ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
-            constexpr std::uint64_t piece = 2u << 20;
-            constexpr std::uint64_t quiet_ns = 100'000'000;
-            for (std::uint64_t at = slot_size_; at < mapped_ && !stop.stop_requested();
-                 at += piece) {
-                while (!stop.stop_requested() &&
-                       now_ns() - arrived_ns_.load(std::memory_order_relaxed) < quiet_ns)
-                    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-                ::madvise(base_ + at, std::min(piece, mapped_ - at), MADV_POPULATE_WRITE);
-            }
-        });
+        prefault_ = std::jthread([this](std::stop_token stop) { fault_in(stop); });
     } else {
         if (!prefault_all)
             log_info("staging: MADV_POPULATE_WRITE unavailable ({}); touching it all before start",

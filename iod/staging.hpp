@@ -12,7 +12,9 @@
 // two, 64 KiB at least): a slot lent to such writes is cut into equal pieces
 // and comes back once every piece is free, so many small versions in flight
 // do not each hold a whole slot.
-// Used only from the event-loop thread.
+// The fault-in pauses while ranks connect (rank_arriving), for a few
+// seconds at most. Used only from the event-loop thread, but for
+// rank_arriving.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -80,6 +82,8 @@ private:
     void serve_class(unsigned cls);
 
     ucx::memory mem_;
+    void fault_in(const std::stop_token& stop);  // the prefault_ thread
+
     std::atomic<std::uint64_t> arrived_ns_{0};  // see rank_arriving
     std::jthread prefault_;  // faults the region in; stops early at shutdown
     std::vector<std::uint32_t> free_;

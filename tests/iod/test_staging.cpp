@@ -1,8 +1,14 @@
 #include <catch2/catch.hpp>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
 #include <set>
 #include <vector>
 
+#include "process.hpp"
 #include "staging.hpp"
 #include "ucx.hpp"
 
@@ -98,4 +104,32 @@ TEST_CASE("writes of more than half a slot take whole slots", "[staging]")
     CHECK(got[1].index == got[2].index);
     CHECK(got[0].index != got[1].index);
     CHECK(got[2].data - got[1].data == std::ptrdiff_t{512} << 10);
+}
+
+TEST_CASE("the whole region is faulted in after start, whatever the slot size", "[staging]")
+{
+    // A slot size that is no multiple of a page (IOFWD_CHUNK_SIZE takes any
+    // byte count from 4 KiB): the fault-in still covers every page.
+    constexpr std::uint64_t slot_bytes = 1'000'000, slots = 12;
+    fixture f(slot_bytes * slots, slot_bytes);
+    std::vector<slot> got;
+    for (std::uint64_t i = 0; i < slots; ++i)
+        f.st.acquire([&](slot s) { got.push_back(s); });
+    REQUIRE(got.size() == slots);
+    std::byte* base = got.front().data;
+    for (const auto& s : got)
+        base = std::min(base, s.data);
+    const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    const std::size_t pages = (slot_bytes * slots + page - 1) / page;
+    std::vector<unsigned char> in(pages);
+    const auto resident = [&] {
+        REQUIRE(::mincore(base, slot_bytes * slots, in.data()) == 0);
+        return static_cast<std::size_t>(
+            std::count_if(in.begin(), in.end(), [](unsigned char c) { return c & 1; }));
+    };
+    const bool all = test::wait_until([&] { return resident() == pages; }, std::chrono::seconds(20));
+    INFO(resident() << " of " << pages << " pages resident");
+    CHECK(all);
+    for (const auto& s : got)
+        f.st.release(s);
 }
