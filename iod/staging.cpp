@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -48,7 +49,7 @@ void staging::fault_in(const std::stop_token& stop)
     // a few seconds in all, whoever keeps connecting.
     ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
     constexpr std::uintptr_t huge_page = 2u << 20;
-    constexpr std::uintptr_t page = 4096;
+    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
     constexpr std::uint64_t quiet_ns = 100'000'000;
     std::uint64_t pause_left_ns = 5'000'000'000;
     const auto start = reinterpret_cast<std::uintptr_t>(base_);

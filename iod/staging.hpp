@@ -80,10 +80,10 @@ private:
     // waiting requests from them.
     void carve(std::uint32_t index, unsigned cls);
     void serve_class(unsigned cls);
+    // The prefault_ thread's work: the region after slot 0 (see init).
+    void fault_in(const std::stop_token& stop);
 
     ucx::memory mem_;
-    void fault_in(const std::stop_token& stop);  // the prefault_ thread
-
     std::atomic<std::uint64_t> arrived_ns_{0};  // see rank_arriving
     std::jthread prefault_;  // faults the region in; stops early at shutdown
     std::vector<std::uint32_t> free_;
