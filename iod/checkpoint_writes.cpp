@@ -93,6 +93,9 @@ void checkpoint_writes::begin(std::uint64_t cookie, std::uint64_t length,
     // The rank waits from now until WRITE_DONE; not at all for a write it
     // left in its mailbox.
     const std::uint64_t arrived = proto::monotonic_ns();
+    // Its flushes queue behind the older versions of the node's other ranks,
+    // not behind this rank's newer ones.
+    r.order = d.job().version_arrived(version, arrived);
     r.created = [this, version, length, arrived](const std::shared_ptr<transfer>& t) {
         versions_.pulling(version, length, t, arrived);
     };

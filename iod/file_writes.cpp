@@ -194,7 +194,7 @@ void file_writes::settle(std::shared_ptr<forwarded_file> f, bool durable, bool r
             finish({}, {});
             return;
         }
-        s_.owner().flushes().commit([f] { return f->sync(); },
+        s_.owner().flushes().commit(proto::monotonic_ns(), [f] { return f->sync(); },
                                     [f, finish = std::move(finish)](std::error_code ec) mutable {
                                         finish(ec, ec ? fmt::format("fsync of {} failed: {}",
                                                                     f->path(), ec.message())

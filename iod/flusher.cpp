@@ -3,6 +3,7 @@
 #include <boost/asio/post.hpp>
 
 #include <algorithm>
+#include <iterator>
 
 namespace iofwd::iod {
 
@@ -26,12 +27,16 @@ flusher::~flusher()
         t.join();
 }
 
-void flusher::submit(work w, done d)
+void flusher::submit(std::uint64_t order, work w, done d)
 {
     ++outstanding_;
     {
         std::lock_guard lock(mutex_);
-        jobs_.emplace_back(std::move(w), std::move(d));
+        // Mostly at the end: a short walk back past the younger ones.
+        auto at = jobs_.end();
+        while (at != jobs_.begin() && std::prev(at)->order > order)
+            --at;
+        jobs_.insert(at, queued_job{order, std::move(w), std::move(d)});
     }
     cv_.notify_one();
 }
@@ -45,7 +50,7 @@ std::size_t flusher::queued() const
 void flusher::run()
 {
     for (;;) {
-        std::pair<work, done> job;
+        queued_job job;
         {
             std::unique_lock lock(mutex_);
             cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
@@ -55,9 +60,9 @@ void flusher::run()
             jobs_.pop_front();
         }
         running_.fetch_add(1, std::memory_order_relaxed);
-        const std::error_code ec = job.first();
+        const std::error_code ec = job.w();
         running_.fetch_sub(1, std::memory_order_relaxed);
-        boost::asio::post(loop_, [this, d = std::move(job.second), ec] {
+        boost::asio::post(loop_, [this, d = std::move(job.d), ec] {
             d(ec);
             if (--outstanding_ == 0 && on_idle_)
                 on_idle_();
@@ -79,14 +84,15 @@ void flush_policy::acquire(staging::waiter w, std::uint64_t bytes)
         release(nullptr);
 }
 
-void flush_policy::flush(const void* owner, bool hold, flusher::work w, flusher::done d)
+void flush_policy::flush(const void* owner, std::uint64_t order, bool hold, flusher::work w,
+                         flusher::done d)
 {
     if (hold && !slots_.short_of_slots()) {
-        held_.push_back({owner, std::move(w), std::move(d)});
+        held_.push_back({owner, order, std::move(w), std::move(d)});
         return;
     }
     release(owner);  // the owner's earlier chunks first
-    pool_.submit(std::move(w), std::move(d));
+    pool_.submit(order, std::move(w), std::move(d));
 }
 
 void flush_policy::release(const void* owner)
@@ -99,12 +105,12 @@ void flush_policy::release(const void* owner)
         return true;
     });
     for (auto& h : go)
-        pool_.submit(std::move(h.work), std::move(h.done));
+        pool_.submit(h.order, std::move(h.work), std::move(h.done));
 }
 
-void flush_policy::commit(flusher::work w, flusher::done d)
+void flush_policy::commit(std::uint64_t order, flusher::work w, flusher::done d)
 {
-    pool_.submit(std::move(w), std::move(d));
+    pool_.submit(order, std::move(w), std::move(d));
 }
 
 void flush_policy::pull_started()

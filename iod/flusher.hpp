@@ -34,8 +34,12 @@ public:
 
     using work = std::function<std::error_code()>;
     using done = std::function<void(std::error_code)>;
-    // Both from the event loop's thread only.
-    void submit(work w, done d);
+    // Both from the event loop's thread only. Jobs run by `order`, lowest
+    // first, and in the order submitted among equals: a version's parts
+    // carry the time the version first arrived on the node, so that on a
+    // slow store the oldest version is completed first, not one rank's
+    // versions after another (transfer::order_flushes).
+    void submit(std::uint64_t order, work w, done d);
     bool busy() const noexcept { return outstanding_ > 0; }
     // For iofwd status: jobs waiting for a thread, jobs running now.
     std::size_t queued() const;
@@ -51,7 +55,12 @@ private:
     std::atomic<unsigned> running_{0};
     mutable std::mutex mutex_;
     std::condition_variable cv_;
-    std::deque<std::pair<work, done>> jobs_;
+    struct queued_job {
+        std::uint64_t order;
+        work w;
+        done d;
+    };
+    std::deque<queued_job> jobs_;  // sorted by order, stable
     bool stopping_ = false;
     std::vector<std::thread> threads_;
 };
@@ -78,11 +87,13 @@ public:
     // Starts the store write of staged bytes of `owner` (a transfer), or,
     // with `hold` and while staging has free slots, keeps it until
     // release(owner).
-    void flush(const void* owner, bool hold, flusher::work w, flusher::done d);
+    // `order` as in flusher::submit.
+    void flush(const void* owner, std::uint64_t order, bool hold, flusher::work w,
+               flusher::done d);
     // Starts the held flushes of `owner` (nullptr: of everyone).
     void release(const void* owner);
-    // A commit or an fsync: started at once.
-    void commit(flusher::work w, flusher::done d);
+    // A commit or an fsync: started at once (in its `order`).
+    void commit(std::uint64_t order, flusher::work w, flusher::done d);
 
     // Pulls in flight: counted so that retention waits for none.
     void pull_started();
@@ -106,6 +117,7 @@ private:
     std::function<void()> on_idle_;
     struct held {
         const void* owner;
+        std::uint64_t order;
         flusher::work work;
         flusher::done done;
     };

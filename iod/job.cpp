@@ -203,6 +203,7 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
                  nodes_, nodes_ == 1 ? "" : "s", files_only ? " (files through the MPI shim)" : "");
         ranks_state_.assign(ranks_, rank_state::absent);
         versions_.clear();
+        arrivals_.clear();
         first_version_ = first;
         files_only_ = files_only;
         summary_.start(name_, run_, opts_.node, ranks_, nodes_);
@@ -278,6 +279,7 @@ void job::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_
     const std::uint32_t nodes = nodes_;
     const std::uint32_t crc = crc32c(std::as_bytes(std::span(*text)));
     catalog_.submit(
+        0,  // one thread, in the order versions became durable on the node
         [st, name, text, m, crc, nodes, result]() -> std::error_code {
             if (auto ec = st->put(name, std::as_bytes(std::span(*text)))) {
                 result->why = fmt::format("writing manifest {} failed: {}", name, ec.message());
@@ -308,6 +310,16 @@ void job::version_failed(std::error_code ec)
 {
     if (ec != errc::peer_gone)
         ++lost_versions_;
+}
+
+std::uint64_t job::version_arrived(std::uint64_t version, std::uint64_t now)
+{
+    const auto [at, fresh] = arrivals_.try_emplace(version, now);
+    // Bounded: a part of a version older than those kept queues as it came.
+    static constexpr std::size_t kept = 256;
+    if (fresh && arrivals_.size() > kept)
+        arrivals_.erase(arrivals_.begin());
+    return at->second;
 }
 
 void job::abandon_partial_versions()
@@ -448,6 +460,7 @@ void job::start_prune()
     const unsigned keep = opts_.keep;
     flush_policy* data = &data_;
     retention_.submit(
+        0,
         [data, st, job, keep, result]() -> std::error_code {
             // A new write pauses it after the version being removed; it goes
             // on when the data is in the store.

@@ -66,6 +66,10 @@ public:
                       const job_summary::write_times& times);
     // A version io_write had already returned for could not be made durable.
     void version_failed(std::error_code ec);
+    // Version `version` of some node-local rank arrived at `now`: returns
+    // when the first rank's part of it arrived, the place of every part of
+    // the version in the flush queue (flusher::submit).
+    std::uint64_t version_arrived(std::uint64_t version, std::uint64_t now);
     // The data path is idle: retention may run now.
     void data_idle() { start_prune(); }
 
@@ -157,6 +161,7 @@ private:
     std::vector<rank_state> ranks_state_;
     std::uint64_t first_version_ = 1;
     std::map<std::uint64_t, pending_version> versions_;
+    std::map<std::uint64_t, std::uint64_t> arrivals_;  // version_arrived, the newest few
     unsigned pending_ = 0;                  // catalog and retention jobs not done
     std::optional<std::string> prune_job_;  // retention wanted, not started yet
     bool pruning_ = false;

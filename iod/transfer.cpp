@@ -54,7 +54,7 @@ transfer::transfer(transfer_resources r, source src, std::uint32_t rank, std::ui
                    std::vector<std::byte> inline_data)
     : r_(r), src_(src), rank_(rank), version_(version), length_(length),
       object_(std::move(object)), open_(std::move(open)), target_(std::make_shared<target>()), h_(std::move(h)),
-      inline_(std::move(inline_data)), started_ns_(proto::monotonic_ns())
+      inline_(std::move(inline_data)), started_ns_(proto::monotonic_ns()), order_(started_ns_)
 {
     const std::uint64_t chunks = (length_ + r_.slots.slot_size() - 1) / r_.slots.slot_size();
     crcs_.resize(chunks);
@@ -286,7 +286,7 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
     // first: the rank is told, then its object is committed as any other.
     auto jj = committing && h_.logged ? journal_ : nullptr;
     r_.flushes.flush(
-        this, !all_pulled() && !error_,
+        this, order_, !all_pulled() && !error_,
         [t = target_, open = &open_, size = length_, s, c, crc, committing, jj] {
             t->job_started();
             bool logged = false;
@@ -416,7 +416,7 @@ void transfer::check_done()
     std::uint32_t crc = 0;
     for (std::size_t i = 0; i < crcs_.size(); ++i)
         crc = i == 0 ? crcs_[0] : crc32c_combine(crc, crcs_[i], sizes_[i]);
-    r_.flushes.commit([t = target_] { return t->writer->commit(); },
+    r_.flushes.commit(order_, [t = target_] { return t->writer->commit(); },
                       [self = shared_from_this(), crc](std::error_code ec) {
                           self->committing_ = false;
                           self->report_commit(ec, crc);

@@ -97,6 +97,9 @@ public:
     // then reported to handlers::logged. A journal that takes no more (full,
     // not yet prepared) leaves the write as any other. Before start().
     void journal_into(std::shared_ptr<store::journal> log, std::string job, std::string node);
+    // Where this transfer's flushes and commit queue among the node's
+    // (flusher::submit); by default when it was made. Before start().
+    void order_flushes(std::uint64_t order) noexcept { order_ = order; }
 
     void start();
     // A pushed chunk [offset, offset + length) announced by UCX (`p`, an
@@ -180,6 +183,7 @@ private:
     std::shared_ptr<const journaling> journal_;
 
     std::uint64_t started_ns_;
+    std::uint64_t order_;
     std::uint64_t next_offset_ = 0;
     std::uint32_t next_index_ = 0;
     std::uint64_t pulled_bytes_ = 0;

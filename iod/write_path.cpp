@@ -71,6 +71,8 @@ std::shared_ptr<transfer> write_path::start(request r)
     current_ = t;
     current_serial_ = n;
     current_version_ = version;
+    if (r.order)
+        t->order_flushes(r.order);
     if (r.journal)
         t->journal_into(std::move(r.journal), std::move(r.journal_job), std::move(r.journal_node));
     if (r.created)

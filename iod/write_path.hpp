@@ -44,6 +44,8 @@ public:
         transfer::opener open;
         std::vector<std::byte> data;  // a small write's bytes, already here
         ucx::rkey key;                // a file write's remote key, held while it is pulled
+        // Where its flushes queue (transfer::order_flushes); 0: when it starts.
+        std::uint64_t order = 0;
         // The transfer exists and is about to start (a version's record
         // points at it from now on).
         std::function<void(const std::shared_ptr<transfer>&)> created;

@@ -182,8 +182,11 @@ std::error_code reader::confirm_commit(const place& at, std::uint64_t version, c
         // Every rank of the job reached this point: every node's manifests
         // are written, and with the last one the COMPLETE record.
         if (const int rc = barrier(barrier_ctx, static_cast<double>(timeout.count()) / 1000)) {
-            why = fmt::format("the other ranks of the job did not all reach io_finalize within "
-                              "{} s (IOFWD_FINALIZE_TIMEOUT): {}; version {} may be incomplete",
+            why = fmt::format("the other ranks of the job were not all through io_finalize's "
+                              "flush within {} s (IOFWD_FINALIZE_TIMEOUT): {}; a rank died or "
+                              "never called io_finalize, or a node's daemon is still writing "
+                              "(see the daemons' logs; a slower store needs a longer timeout); "
+                              "version {} may be incomplete",
                               timeout.count() / 1000, std::strerror(rc), version);
             return rc == ETIMEDOUT ? make_error_code(errc::daemon_timeout)
                                    : std::error_code(rc, std::system_category());

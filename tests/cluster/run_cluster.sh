@@ -87,8 +87,13 @@ node-killed)
   # were written side by side and completed within milliseconds of each
   # other), so that when version 2 is complete everywhere its part of
   # version 3 is still on its way; then every process of that node is killed.
+  # A version there takes 6 slow pwrites (the journal's and the object's of
+  # each rank, the manifest, COMPLETE): the other nodes' ranks, through with
+  # their flush at once, wait for that node's in io_finalize longer than the
+  # default 60 s.
   k=3
-  limit=120 cmpiexec -ppn 2 -n $((ranks - 2)) "$checkpoint" --size 1M --versions 5 --store "$store" \
+  limit=120 cmpiexec -ppn 2 -genv IOFWD_FINALIZE_TIMEOUT 110 \
+    -n $((ranks - 2)) "$checkpoint" --size 1M --versions 5 --store "$store" \
     : -n 2 -env IOFWD_FAULT pwrite:DELAY3 -env IOFWD_FLUSH_THREADS 1 \
     "$checkpoint" --size 1M --versions 5 --store "$store" \
     > "$work/first" 2>&1 &

@@ -301,3 +301,43 @@ TEST_CASE("one flusher thread serves concurrent small and chunked writes", "[int
     CHECK(c.verify(3, 4, out) == 0);
     INFO(out);
 }
+
+TEST_CASE("on a slow store the oldest version is flushed first, whichever rank wrote it",
+          "[integration][one-flusher]")
+{
+    // One flush thread, every store write a second late, no journal (one
+    // write per part). Rank 0 hands over versions 1-3 before rank 1 writes
+    // any: in the order they came, rank 1's version 1 would wait behind rank
+    // 0's versions 2 and 3, and version 1 would be complete only after
+    // version 3 was written. The delay holds rank 0's version 1 in the store
+    // write while rank 1's writes arrive.
+    cluster c;
+    const auto delay = std::to_string(std::max<long>(1, scaled(1000ms).count() / 1000));
+    auto d = c.daemon({}, {{"IOFWD_FLUSH_THREADS", "1"},
+                           {"IOFWD_FAULT", "pwrite:DELAY" + delay},
+                           {"IOFWD_JOURNAL_MAX", "0"}});
+    const std::vector<std::string> args{"--size", "1048576", "--versions", "3"};
+    auto r0 = c.rank(0, 2, args);
+    auto second = args;
+    second.insert(second.end(), {"--go-file", gate(c)});
+    auto r1 = c.rank(1, 2, second);
+    REQUIRE(wait_until([&] { return has_line(r1, "init 0"); }, scaled(20s)));
+    REQUIRE(wait_until([&] { return has_line(r0, "finalizing"); }, scaled(20s)));
+    open_gate(c);
+    require_success(r0, "rank 0");
+    require_success(r1, "rank 1");
+    const std::string log = c.log();
+    std::vector<std::string> order;
+    for (auto at = log.find("flushed itest/"); at != std::string::npos;
+         at = log.find("flushed itest/", at + 1))
+        order.push_back(log.substr(at + 8, log.find(' ', at + 8) - at - 8));
+    INFO(log);
+    CHECK(order == std::vector<std::string>{
+                       "itest/v00000001/nodeA.r0000", "itest/v00000001/nodeA.r0001",
+                       "itest/v00000002/nodeA.r0000", "itest/v00000002/nodeA.r0001",
+                       "itest/v00000003/nodeA.r0000", "itest/v00000003/nodeA.r0001"});
+    std::string out;
+    CHECK(c.verify(3, 2, out) == 0);
+    d.signal(SIGTERM);
+    CHECK(d.wait(scaled(10s)).has_value());
+}
