@@ -74,6 +74,7 @@ public:
     }
     // Progresses UCX soon: after posting an operation.
     void kick() { driver_.kick(); }
+    worker_driver& driver() noexcept { return driver_; }
     // The threads that copy pushed chunks; none when the loop's worker does
     // (--pull-threads 0).
     const std::vector<std::unique_ptr<puller>>& pullers() const noexcept { return pullers_; }

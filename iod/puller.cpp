@@ -170,17 +170,24 @@ void puller::finish(receive_op* op, ucs_status_t st)
 void puller::release(std::uint64_t sender, void* desc)
 {
     asio::post(io_, [this, sender, desc] {
-        if (!closed_.contains(sender))
-            ucp_am_data_release(worker_.get(), desc);
+        if (closed_.contains(sender))
+            return;
+        ucp_am_data_release(worker_.get(), desc);
+        // The release queues the answer that ends the rank's send; only
+        // progress sends it, and an idle worker is not progressed.
+        driver_.kick();
     });
 }
 
-void give_back(pushed_chunk c, ucx::worker& loop_worker, std::uint64_t sender)
+void give_back(pushed_chunk c, ucx::worker& loop_worker, worker_driver& loop_driver,
+               std::uint64_t sender)
 {
-    if (c.via)
+    if (c.via) {
         c.via->release(sender, c.desc);
-    else
-        ucp_am_data_release(loop_worker.get(), c.desc);
+        return;
+    }
+    ucp_am_data_release(loop_worker.get(), c.desc);
+    loop_driver.kick();
 }
 
 }  // namespace iofwd::iod

@@ -11,14 +11,17 @@ class worker;
 namespace iofwd::iod {
 
 class puller;
+class worker_driver;
 
 struct pushed_chunk {
     puller* via = nullptr;
     void* desc = nullptr;
 };
 
-// Gives pushed chunk `c` of session `sender` back unread, on its worker
+// Gives pushed chunk `c` of session `sender` back unread, on its worker,
+// and has that worker progressed: UCX answers the rank's send only then
 // (puller.cpp).
-void give_back(pushed_chunk c, ucx::worker& loop_worker, std::uint64_t sender);
+void give_back(pushed_chunk c, ucx::worker& loop_worker, worker_driver& loop_driver,
+               std::uint64_t sender);
 
 }  // namespace iofwd::iod

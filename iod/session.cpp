@@ -338,7 +338,7 @@ std::error_code session::unpack_key(std::span<const std::byte> packed, ucx::rkey
 
 void session::give_back(pushed_chunk p)
 {
-    iod::give_back(p, d_.worker(), push_key_);
+    iod::give_back(p, d_.worker(), d_.driver(), push_key_);
 }
 
 ucs_status_t session::pushed(pushed_chunk p, std::uint64_t cookie, std::uint64_t offset,

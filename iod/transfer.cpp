@@ -86,7 +86,7 @@ ucs_status_t transfer::arrived(std::uint64_t offset, std::uint64_t length, pushe
 void transfer::drop_pending()
 {
     for (auto& p : pending_)
-        give_back(p.held, r_.worker, src_.sender);
+        give_back(p.held, r_.worker, r_.driver, src_.sender);
     pending_.clear();
 }
 

@@ -477,7 +477,7 @@ std::error_code directory_backend::create(const std::string& name, std::uint64_t
     if (size > 0) {
         // Reserve the space now: a full disk fails the write up front instead of
         // after part of the data was pulled.
-        const int rc = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(size));
+        const int rc = sys::posix_fallocate(fd.get(), 0, static_cast<off_t>(size));
         if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
             ::unlinkat(dir.get(), temp.c_str(), 0);
             return {rc, std::system_category()};

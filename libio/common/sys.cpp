@@ -40,7 +40,8 @@ verdict check(call c)
         return verdict::shorten;
     if (current.delay_s > 0) {
         std::this_thread::sleep_for(std::chrono::seconds(current.delay_s));
-        return verdict::pass;
+        if (current.error == 0)
+            return verdict::pass;
     }
     errno = current.error;
     return verdict::fail;
@@ -54,6 +55,7 @@ bool parse_call(std::string_view s, call& out)
     else if (s == "fdatasync") out = call::fdatasync;
     else if (s == "rename") out = call::rename;
     else if (s == "open") out = call::open;
+    else if (s == "fallocate") out = call::fallocate;
     else return false;
     return true;
 }
@@ -69,7 +71,15 @@ bool parse_errno(std::string_view s, fault& f)
         return true;
     }
     if (s.substr(0, 5) == "DELAY") {
-        const auto digits = s.substr(5);
+        auto digits = s.substr(5);
+        if (const auto plus = digits.find('+'); plus != std::string_view::npos) {
+            // DELAYn+ENOSPC: the error, n seconds late.
+            fault with_error;
+            if (!parse_errno(digits.substr(plus + 1), with_error) || with_error.error == 0)
+                return false;
+            f.error = with_error.error;
+            digits = digits.substr(0, plus);
+        }
         if (digits.empty()) {
             f.delay_s = 1;
             return true;
@@ -114,14 +124,14 @@ bool inject_from_env(std::string& why)
     fault f;
     const auto c1 = spec.find(':');
     if (c1 == std::string_view::npos || !parse_call(spec.substr(0, c1), f.which)) {
-        why = "IOFWD_FAULT must look like pwrite:ENOSPC[:N] (calls: pwrite pread fsync fdatasync rename open)";
+        why = "IOFWD_FAULT must look like pwrite:ENOSPC[:N] (calls: pwrite pread fsync fdatasync rename open fallocate)";
         return false;
     }
     auto rest = spec.substr(c1 + 1);
     const auto c2 = rest.find(':');
     if (!parse_errno(rest.substr(0, c2), f)) {
         why = "IOFWD_FAULT: unknown error name '" + std::string(rest.substr(0, c2)) +
-              "' (ENOSPC EIO EINTR EDQUOT EROFS EACCES ENOENT EAGAIN SHORT DELAY DELAYn with n 1-60 seconds)";
+              "' (ENOSPC EIO EINTR EDQUOT EROFS EACCES ENOENT EAGAIN SHORT DELAY DELAYn with n 1-60 seconds, DELAYn+errno)";
         return false;
     }
     if (c2 != std::string_view::npos) {
@@ -199,6 +209,13 @@ int openat(int dirfd, const char* name, int flags, mode_t mode)
     if (check(call::open) == verdict::fail)
         return -1;
     return ::openat(dirfd, name, flags, mode);
+}
+
+int posix_fallocate(int fd, off_t offset, off_t length)
+{
+    if (check(call::fallocate) == verdict::fail)
+        return errno;
+    return ::posix_fallocate(fd, offset, length);
 }
 
 int pwrite_all(int fd, const void* buf, std::size_t n, off_t offset)

@@ -7,9 +7,10 @@
 //
 //   IOFWD_FAULT=<call>:<errno name>[:<successful calls before failing>]
 //   e.g. IOFWD_FAULT=pwrite:ENOSPC:3   IOFWD_FAULT=fsync:EIO   IOFWD_FAULT=pwrite:SHORT
-//   (calls: pwrite pread fsync fdatasync rename open)
+//   (calls: pwrite pread fsync fdatasync rename open fallocate)
 //   DELAY instead of an errno makes the call succeed one second late (a slow disk),
-//   DELAYn n seconds late (1-60).
+//   DELAYn n seconds late (1-60); DELAYn+<errno name> fails n seconds late (a
+//   full disk found slowly: posix_fallocate of a large file on ext4).
 #include <sys/types.h>
 
 #include <cstddef>
@@ -19,7 +20,7 @@
 
 namespace iofwd::sys {
 
-enum class call { pwrite, fsync, rename, open, pread, fdatasync };
+enum class call { pwrite, fsync, rename, open, pread, fdatasync, fallocate };
 
 struct fault {
     call which = call::pwrite;
@@ -27,7 +28,7 @@ struct fault {
     bool short_io = false;     // transfer half the bytes instead of failing
     std::uint64_t after = 0;   // calls that succeed before the fault fires
     bool repeat = true;        // keep failing after the first time
-    unsigned delay_s = 0;      // succeed, this many seconds late (instead of failing)
+    unsigned delay_s = 0;      // this many seconds late: succeed, or fail with `error`
 };
 
 // Arms (or, with nullopt, disarms) the fault. Thread-safe.
@@ -50,6 +51,8 @@ int open(const char* path, int flags, mode_t mode = 0);
 // In a directory given by descriptor (faults as rename and open).
 int renameat(int dirfd, const char* from, const char* to, bool replace = true);
 int openat(int dirfd, const char* name, int flags, mode_t mode = 0);
+// posix_fallocate(3): 0 or the error number (errno is not set).
+int posix_fallocate(int fd, off_t offset, off_t length);
 
 // Loops over short transfers and EINTR; -1 and errno on failure.
 int pwrite_all(int fd, const void* buf, std::size_t n, off_t offset);

@@ -338,6 +338,44 @@ TEST_CASE("a full disk is reported to the rank and nothing partial is stored",
     CHECK(wait_until([&] { return count(c.log(), "exit status 1") == 1; }, 10s));
 }
 
+TEST_CASE("a full disk found while a write larger than staging is pushed fails that io_write "
+          "at once",
+          "[failure][enospc-slow]")
+{
+    // The object's space is reserved first (posix_fallocate), which on a
+    // full ext4 fails only after a second or two: by then staging (4 slots)
+    // is full and the rank's other 60 chunks wait in the daemon, announced
+    // and held. Each must go back to the rank so that its sends end and
+    // io_write reports the daemon's ENOSPC, not a silence of
+    // IOFWD_DAEMON_TIMEOUT. Three writes, three ranks in turn, one daemon.
+    cluster c;
+    const std::map<std::string, std::string> daemon_env{
+        {"IOFWD_FAULT", "fallocate:DELAY2+ENOSPC"},
+        {"IOFWD_CHUNK_SIZE", "1M"},
+        {"IOFWD_STAGING_SIZE", "4M"}};
+    auto d = c.daemon({}, daemon_env);
+    const std::map<std::string, std::string> rank_env{{"IOFWD_PULL", "push"},
+                                                      {"IOFWD_DAEMON_TIMEOUT", "60"}};
+    for (int round = 0; round < 3; ++round) {
+        const auto start = clock_type::now();
+        auto r = c.rank(0, 1, {"--size", "67108864", "--versions", "1"}, rank_env);
+        const auto st = r.wait(scaled(40s));
+        const auto took = clock_type::now() - start;
+        INFO("round " << round << "\n" << r.output() << "\nlog:\n" << c.log());
+        REQUIRE(st.has_value());
+        CHECK(exit_code(*st) == 1);
+        CHECK(has_line(r, "write 0 28 "));  // ENOSPC
+        CHECK(r.output().find("No space left on device") != std::string::npos);
+        CHECK(took < scaled(20s));
+    }
+    REQUIRE(d.running());
+    d.signal(SIGTERM);
+    CHECK(d.wait(scaled(10s)).has_value());
+    // After the daemon: the job's summary, written when the last rank left,
+    // fails as slowly.
+    CHECK(temporaries(c.store()) == std::vector<std::string>{});
+}
+
 TEST_CASE("iod --help documents every option and its environment variable", "[iod][cli]")
 {
     cluster c;
