@@ -361,10 +361,9 @@ ucs_status_t daemon::on_push(void* arg, const void* header, std::size_t header_l
     proto::push_header h;
     if (!decode_push(header, header_length, length, param, h))
         return UCS_ERR_INVALID_PARAM;
-    const ucs_status_t st = self->pushed(nullptr, h, length, data);
-    if (st != UCS_INPROGRESS)
-        self->driver_.kick();  // UCX's answer to the refused send goes out on progress
-    return st;
+    // Refused (not UCS_INPROGRESS): UCX answers the rank's send itself,
+    // within the progress that called this.
+    return self->pushed(nullptr, h, length, data);
 }
 
 ucs_status_t daemon::pushed(puller* via, const proto::push_header& h, std::size_t length,

@@ -40,6 +40,8 @@ public:
     // slow store the oldest version is completed first, not one rank's
     // versions after another (transfer::order_flushes).
     void submit(std::uint64_t order, work w, done d);
+    // For a pool whose jobs all run in the order submitted.
+    void submit(work w, done d) { submit(0, std::move(w), std::move(d)); }
     bool busy() const noexcept { return outstanding_ > 0; }
     // For iofwd status: jobs waiting for a thread, jobs running now.
     std::size_t queued() const;
@@ -92,7 +94,7 @@ public:
                flusher::done d);
     // Starts the held flushes of `owner` (nullptr: of everyone).
     void release(const void* owner);
-    // A commit or an fsync: started at once (in its `order`).
+    // A commit or an fsync: never held; queued by `order`.
     void commit(std::uint64_t order, flusher::work w, flusher::done d);
 
     // Pulls in flight: counted so that retention waits for none.

@@ -279,7 +279,6 @@ void job::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_
     const std::uint32_t nodes = nodes_;
     const std::uint32_t crc = crc32c(std::as_bytes(std::span(*text)));
     catalog_.submit(
-        0,  // one thread, in the order versions became durable on the node
         [st, name, text, m, crc, nodes, result]() -> std::error_code {
             if (auto ec = st->put(name, std::as_bytes(std::span(*text)))) {
                 result->why = fmt::format("writing manifest {} failed: {}", name, ec.message());
@@ -314,12 +313,16 @@ void job::version_failed(std::error_code ec)
 
 std::uint64_t job::version_arrived(std::uint64_t version, std::uint64_t now)
 {
-    const auto [at, fresh] = arrivals_.try_emplace(version, now);
-    // Bounded: a part of a version older than those kept queues as it came.
+    // Bounded: a rank that lags further behind than the versions kept gets
+    // the oldest kept one's place, never one after its own newer versions.
     static constexpr std::size_t kept = 256;
+    if (arrivals_.size() >= kept && version < arrivals_.begin()->first)
+        return arrivals_.begin()->second;
+    const auto [at, fresh] = arrivals_.try_emplace(version, now);
+    const std::uint64_t order = at->second;
     if (fresh && arrivals_.size() > kept)
-        arrivals_.erase(arrivals_.begin());
-    return at->second;
+        arrivals_.erase(arrivals_.begin());  // older than `version`: not `at`
+    return order;
 }
 
 void job::abandon_partial_versions()
@@ -460,7 +463,6 @@ void job::start_prune()
     const unsigned keep = opts_.keep;
     flush_policy* data = &data_;
     retention_.submit(
-        0,
         [data, st, job, keep, result]() -> std::error_code {
             // A new write pauses it after the version being removed; it goes
             // on when the data is in the store.

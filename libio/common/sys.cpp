@@ -60,12 +60,21 @@ bool parse_call(std::string_view s, call& out)
     return true;
 }
 
-bool parse_errno(std::string_view s, fault& f)
+// The errno a name stands for; 0 for none of these.
+int errno_named(std::string_view s)
 {
     static constexpr struct { const char* name; int value; } names[] = {
         {"ENOSPC", ENOSPC}, {"EIO", EIO}, {"EINTR", EINTR}, {"EDQUOT", EDQUOT},
         {"EROFS", EROFS}, {"EACCES", EACCES}, {"ENOENT", ENOENT}, {"EAGAIN", EAGAIN},
     };
+    for (const auto& n : names)
+        if (s == n.name)
+            return n.value;
+    return 0;
+}
+
+bool parse_errno(std::string_view s, fault& f)
+{
     if (s == "SHORT") {
         f.short_io = true;
         return true;
@@ -74,10 +83,9 @@ bool parse_errno(std::string_view s, fault& f)
         auto digits = s.substr(5);
         if (const auto plus = digits.find('+'); plus != std::string_view::npos) {
             // DELAYn+ENOSPC: the error, n seconds late.
-            fault with_error;
-            if (!parse_errno(digits.substr(plus + 1), with_error) || with_error.error == 0)
+            f.error = errno_named(digits.substr(plus + 1));
+            if (f.error == 0)
                 return false;
-            f.error = with_error.error;
             digits = digits.substr(0, plus);
         }
         if (digits.empty()) {
@@ -95,12 +103,8 @@ bool parse_errno(std::string_view s, fault& f)
         f.delay_s = n;
         return true;
     }
-    for (const auto& n : names)
-        if (s == n.name) {
-            f.error = n.value;
-            return true;
-        }
-    return false;
+    f.error = errno_named(s);
+    return f.error != 0;
 }
 
 }  // namespace
@@ -132,6 +136,10 @@ bool inject_from_env(std::string& why)
     if (!parse_errno(rest.substr(0, c2), f)) {
         why = "IOFWD_FAULT: unknown error name '" + std::string(rest.substr(0, c2)) +
               "' (ENOSPC EIO EINTR EDQUOT EROFS EACCES ENOENT EAGAIN SHORT DELAY DELAYn with n 1-60 seconds, DELAYn+errno)";
+        return false;
+    }
+    if (f.short_io && f.which != call::pwrite && f.which != call::pread) {
+        why = "IOFWD_FAULT: SHORT applies to pwrite and pread only";
         return false;
     }
     if (c2 != std::string_view::npos) {

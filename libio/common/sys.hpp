@@ -51,7 +51,7 @@ int open(const char* path, int flags, mode_t mode = 0);
 // In a directory given by descriptor (faults as rename and open).
 int renameat(int dirfd, const char* from, const char* to, bool replace = true);
 int openat(int dirfd, const char* name, int flags, mode_t mode = 0);
-// posix_fallocate(3): 0 or the error number (errno is not set).
+// posix_fallocate(3): 0 or the error number (not -1 and errno).
 int posix_fallocate(int fd, off_t offset, off_t length);
 
 // Loops over short transfers and EINTR; -1 and errno on failure.

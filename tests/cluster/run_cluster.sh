@@ -92,7 +92,7 @@ node-killed)
   # their flush at once, wait for that node's in io_finalize longer than the
   # default 60 s.
   k=3
-  limit=120 cmpiexec -ppn 2 -genv IOFWD_FINALIZE_TIMEOUT 110 \
+  limit=180 cmpiexec -ppn 2 -genv IOFWD_FINALIZE_TIMEOUT 110 \
     -n $((ranks - 2)) "$checkpoint" --size 1M --versions 5 --store "$store" \
     : -n 2 -env IOFWD_FAULT pwrite:DELAY3 -env IOFWD_FLUSH_THREADS 1 \
     "$checkpoint" --size 1M --versions 5 --store "$store" \

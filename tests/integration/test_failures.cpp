@@ -347,12 +347,17 @@ TEST_CASE("a full disk found while a write larger than staging is pushed fails t
     // is full and the rank's other 60 chunks wait in the daemon, announced
     // and held. Each must go back to the rank so that its sends end and
     // io_write reports the daemon's ENOSPC, not a silence of
-    // IOFWD_DAEMON_TIMEOUT. Three writes, three ranks in turn, one daemon.
+    // IOFWD_DAEMON_TIMEOUT. Three writes, three ranks in turn, one daemon;
+    // with puller threads (each gives back its own chunks) and without
+    // (the loop's worker does).
+    const auto pull_threads = GENERATE(as<std::string>{}, "2", "0");
+    INFO("pull threads " << pull_threads);
     cluster c;
     const std::map<std::string, std::string> daemon_env{
         {"IOFWD_FAULT", "fallocate:DELAY2+ENOSPC"},
         {"IOFWD_CHUNK_SIZE", "1M"},
-        {"IOFWD_STAGING_SIZE", "4M"}};
+        {"IOFWD_STAGING_SIZE", "4M"},
+        {"IOFWD_PULL_THREADS", pull_threads}};
     auto d = c.daemon({}, daemon_env);
     const std::map<std::string, std::string> rank_env{{"IOFWD_PULL", "push"},
                                                       {"IOFWD_DAEMON_TIMEOUT", "60"}};

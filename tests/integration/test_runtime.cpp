@@ -316,12 +316,18 @@ TEST_CASE("on a slow store the oldest version is flushed first, whichever rank w
     auto d = c.daemon({}, {{"IOFWD_FLUSH_THREADS", "1"},
                            {"IOFWD_FAULT", "pwrite:DELAY" + delay},
                            {"IOFWD_JOURNAL_MAX", "0"}});
+    // Rank 1 is connected and at its gate before rank 0 starts, so that
+    // its writes follow rank 0's by the gate's few milliseconds, well
+    // inside the first store write's delay. io_finalize waits for a dozen
+    // delayed writes in a row (objects, manifests, COMPLETE records).
     const std::vector<std::string> args{"--size", "1048576", "--versions", "3"};
-    auto r0 = c.rank(0, 2, args);
+    const std::map<std::string, std::string> env{
+        {"IOFWD_FINALIZE_TIMEOUT", std::to_string(scaled(120s).count() / 1000)}};
     auto second = args;
     second.insert(second.end(), {"--go-file", gate(c)});
-    auto r1 = c.rank(1, 2, second);
+    auto r1 = c.rank(1, 2, second, env);
     REQUIRE(wait_until([&] { return has_line(r1, "init 0"); }, scaled(20s)));
+    auto r0 = c.rank(0, 2, args, env);
     REQUIRE(wait_until([&] { return has_line(r0, "finalizing"); }, scaled(20s)));
     open_gate(c);
     require_success(r0, "rank 0");

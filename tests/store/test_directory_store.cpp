@@ -224,6 +224,31 @@ TEST_CASE("short writes and EINTR are retried until every byte is written", "[st
     }
 }
 
+TEST_CASE("a space reservation that fails, at once or late, fails the create and leaves nothing",
+          "[store][fault]")
+{
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    fault_guard guard;
+    REQUIRE_FALSE(st->put("job/v00000001/before", data_of(4096, 3)));
+    for (const unsigned delay_s : {0u, 1u}) {
+        INFO("delay " << delay_s);
+        sys::inject(sys::fault{sys::call::fallocate, ENOSPC, false, 0, true, delay_s});
+        std::unique_ptr<store::object_writer> w;
+        const auto start = std::chrono::steady_clock::now();
+        CHECK(st->create("job/v00000001/n.r0000", 1 << 20, w) ==
+              std::error_code(ENOSPC, std::system_category()));
+        CHECK(std::chrono::steady_clock::now() - start >= std::chrono::seconds(delay_s));
+        CHECK_FALSE(w);
+        sys::inject(std::nullopt);
+        // No temporary either: every file in the directory, hidden ones too.
+        std::vector<std::string> files;
+        for (const auto& e : std::filesystem::directory_iterator(tmp / "store/job/v00000001"))
+            files.push_back(e.path().filename());
+        CHECK(files == std::vector<std::string>{"before"});
+    }
+}
+
 TEST_CASE("IOFWD_FAULT arms the seam and rejects malformed specifications", "[store][fault]")
 {
     fault_guard guard;
@@ -237,7 +262,14 @@ TEST_CASE("IOFWD_FAULT arms the seam and rejects malformed specifications", "[st
     CHECK_FALSE(sys::inject_from_env(why));
     ::setenv("IOFWD_FAULT", "pwrite:DELAY4", 1);
     CHECK(sys::inject_from_env(why));
-    for (const char* bad : {"pwrite:DELAY0", "pwrite:DELAY61", "pwrite:DELAYx", "pwrite:DELAY99999999999"}) {
+    for (const char* good : {"fallocate:ENOSPC", "fallocate:DELAY2+ENOSPC", "pwrite:DELAY+EIO:3"}) {
+        ::setenv("IOFWD_FAULT", good, 1);
+        CHECK(sys::inject_from_env(why));
+    }
+    for (const char* bad : {"pwrite:DELAY0", "pwrite:DELAY61", "pwrite:DELAYx", "pwrite:DELAY99999999999",
+                            "fallocate:DELAY2+", "fallocate:DELAY2+SHORT", "fallocate:DELAY61+EIO",
+                            "fallocate:DELAY2+DELAY3+EIO", "fallocate:SHORT", "fsync:SHORT"}) {
+        INFO(bad);
         ::setenv("IOFWD_FAULT", bad, 1);
         CHECK_FALSE(sys::inject_from_env(why));
     }
