@@ -540,6 +540,10 @@ std::error_code client::finalize()
         if (auto ec = reader_.confirm_commit(here(), last, settings_, barrier_, barrier_ctx_, why))
             result = ec;
     }
+    // The barrier belongs to this io_init: io_init_comm's frees its context
+    // once passed, and a later io_init must not call it.
+    barrier_ = nullptr;
+    barrier_ctx_ = nullptr;
     reader_.close_store();
     if (child_ > 0 && !wait_for_daemon_) {
         child_ = -1;  // it exits by itself (after its idle timeout at the latest)

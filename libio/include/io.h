@@ -70,7 +70,8 @@ IO_API int io_new_run_name(char *out, size_t size);
  * version this rank wrote is complete on every node. io_init_comm sets an
  * MPI barrier on its communicator; without a barrier io_finalize waits for
  * the other nodes' records in the store (at most IOFWD_FINALIZE_TIMEOUT
- * seconds, default 60). NULL removes it. Call after io_init. */
+ * seconds, default 60). NULL removes it. Call after io_init; io_finalize
+ * forgets it. */
 IO_API int io_set_barrier(int (*barrier)(void *ctx, double timeout_s), void *ctx);
 
 /* Hands [0, len) of the buffer to the daemon as a new version. Returns once the

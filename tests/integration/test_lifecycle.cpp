@@ -229,6 +229,26 @@ TEST_CASE("two nodes commit a version together; if one dies first it is complete
     INFO(out);
 }
 
+TEST_CASE("a barrier set for one io_init is not called after the next", "[lifecycle][barrier-reinit]")
+{
+    // io_init_comm's barrier frees its context once passed: an io_init
+    // after io_finalize must not call it. One rank of a job said to have
+    // two nodes, so that io_finalize uses the barrier (and then finds the
+    // version complete on one node only: EIO, both times).
+    cluster c;
+    const std::string barriers = c.tmp / "barriers";
+    std::filesystem::create_directories(barriers);
+    auto r = c.rank(0, 1, {"--size", "70000", "--versions", "1", "--barrier", barriers + ":1:0",
+                           "--again"},
+                    {{"IOFWD_NODES", "2"}, {"IOFWD_FINALIZE_TIMEOUT", "1"}});
+    require_exit(r, 1);
+    CHECK(has_line(r, "barrier 1 0 "));
+    CHECK(has_line(r, "finalize 5 "));
+    CHECK(has_line(r, "again init 0"));
+    CHECK(has_line(r, "again finalize 5"));
+    CHECK_FALSE(has_line(r, "barrier 2 "));
+}
+
 TEST_CASE("io_wait and io_test follow a version to durable", "[lifecycle][wait]")
 {
     cluster c;

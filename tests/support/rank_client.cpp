@@ -12,6 +12,11 @@
 // --wait: io_wait after every write:  durable <k> <errno> <milliseconds>
 // --go-file PATH: after io_init, waits (at most 60 s) until PATH exists before
 //   the first write: a barrier the test opens, like an MPI job's after io_init.
+// --barrier DIR:N:ID: io_set_barrier with a barrier of files in DIR over N
+//   processes, this one ID (as io_init_comm's over MPI, across simulated
+//   nodes); each pass printed:  barrier <pass> <errno> <milliseconds>
+// --again: after io_finalize, io_init again (no barrier set) and one more
+//   version:  again init <errno> / again write <errno> / again finalize <errno>
 //   init <errno>
 //   write <k> <errno> <version> <milliseconds>
 //   finalize <errno> <milliseconds>
@@ -21,6 +26,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -41,6 +47,39 @@ double ms_since(std::chrono::steady_clock::time_point t0)
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// A barrier of files: pass P of process ID creates DIR/P.ID and waits until
+// N such files of pass P exist.
+struct file_barrier {
+    std::string dir;
+    unsigned n = 0, id = 0, pass = 0;
+};
+
+int file_barrier_wait(void* ctx, double timeout_s)
+{
+    auto* b = static_cast<file_barrier*>(ctx);
+    const unsigned pass = ++b->pass;
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string mine = b->dir + "/" + std::to_string(pass) + "." + std::to_string(b->id);
+    if (std::FILE* f = std::fopen(mine.c_str(), "w"))
+        std::fclose(f);
+    int rc = 0;
+    for (;;) {
+        unsigned here = 0;
+        for (unsigned i = 0; i < b->n; ++i)
+            here += ::access((b->dir + "/" + std::to_string(pass) + "." + std::to_string(i)).c_str(),
+                             F_OK) == 0;
+        if (here == b->n)
+            break;
+        if (timeout_s > 0 && ms_since(t0) > timeout_s * 1000) {
+            rc = ETIMEDOUT;
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::printf("barrier %u %d %.3f\n", pass, rc, ms_since(t0));
+    return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
@@ -57,6 +96,8 @@ int main(int argc, char** argv)
     bool skip_finalize = false;
     std::string go_file;
     bool wait_each = false;
+    file_barrier barrier;
+    bool again = false;
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
         auto next = [&] { return i + 1 < argc ? argv[++i] : (std::exit(2), argv[0]); };
@@ -74,6 +115,16 @@ int main(int argc, char** argv)
         else if (a == "--skip-finalize") skip_finalize = true;
         else if (a == "--go-file") go_file = next();
         else if (a == "--wait") wait_each = true;
+        else if (a == "--again") again = true;
+        else if (a == "--barrier") {
+            const std::string spec = next();
+            const auto c1 = spec.find(':'), c2 = spec.rfind(':');
+            if (c1 == std::string::npos || c2 == c1)
+                return 2;
+            barrier.dir = spec.substr(0, c1);
+            barrier.n = static_cast<unsigned>(std::atoi(spec.substr(c1 + 1, c2 - c1 - 1).c_str()));
+            barrier.id = static_cast<unsigned>(std::atoi(spec.substr(c2 + 1).c_str()));
+        }
         else {
             std::fprintf(stderr, "rank_client: unknown option %s\n", argv[i]);
             return 2;
@@ -103,6 +154,10 @@ int main(int argc, char** argv)
         return 1;
     }
     const std::string node = io_node_name();
+    if (!barrier.dir.empty() && (rc = io_set_barrier(file_barrier_wait, &barrier)) != 0) {
+        std::printf("error %s\n", io_last_error());
+        return 1;
+    }
     if (restart) {
         std::uint64_t v = 0, got = 0;
         rc = io_latest_verified(&v);
@@ -178,6 +233,24 @@ int main(int argc, char** argv)
         const auto t0 = std::chrono::steady_clock::now();
         rc = io_finalize();
         std::printf("finalize %d %.3f\n", rc, ms_since(t0));
+        if (rc) {
+            std::printf("error %s\n", io_last_error());
+            ++failures;
+        }
+    }
+    if (again) {
+        rc = io_init(buf, size, rank, ranks, nullptr, blocking);
+        std::printf("again init %d\n", rc);
+        std::uint64_t next = 0, version = 0;
+        if (rc == 0) {
+            io_next_version(&next);
+            example::fill_pattern(buf, size, example::pattern_seed(node, rank, next));
+            rc = io_write_version(size, &version);
+            std::printf("again write %d\n", rc);
+            const int frc = io_finalize();
+            std::printf("again finalize %d\n", frc);
+            rc = rc ? rc : frc;
+        }
         if (rc) {
             std::printf("error %s\n", io_last_error());
             ++failures;
