@@ -12,9 +12,8 @@
 // --wait: io_wait after every write:  durable <k> <errno> <milliseconds>
 // --go-file PATH: after io_init, waits (at most 60 s) until PATH exists before
 //   the first write: a barrier the test opens, like an MPI job's after io_init.
-// --barrier DIR:N:ID: io_set_barrier with a barrier of files in DIR over N
-//   processes, this one ID (as io_init_comm's over MPI, across simulated
-//   nodes); each pass printed:  barrier <pass> <errno> <milliseconds>
+// --barrier: io_set_barrier with the barrier of a job of this one process
+//   (it passes at once); each call printed:  barrier <pass> <errno> <milliseconds>
 // --again: after io_finalize, io_init again (no barrier set) and one more
 //   version:  again init <errno> / again write <errno> / again finalize <errno>
 //   init <errno>
@@ -26,7 +25,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -47,37 +45,13 @@ double ms_since(std::chrono::steady_clock::time_point t0)
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// A barrier of files: pass P of process ID creates DIR/P.ID and waits until
-// N such files of pass P exist.
-struct file_barrier {
-    std::string dir;
-    unsigned n = 0, id = 0, pass = 0;
-};
-
-int file_barrier_wait(void* ctx, double timeout_s)
+// The barrier of a job of one process: every rank is here at once. It
+// says each time it is called, so that a test sees which io_finalize used it.
+int lone_barrier(void* ctx, double)
 {
-    auto* b = static_cast<file_barrier*>(ctx);
-    const unsigned pass = ++b->pass;
-    const auto t0 = std::chrono::steady_clock::now();
-    const std::string mine = b->dir + "/" + std::to_string(pass) + "." + std::to_string(b->id);
-    if (std::FILE* f = std::fopen(mine.c_str(), "w"))
-        std::fclose(f);
-    int rc = 0;
-    for (;;) {
-        unsigned here = 0;
-        for (unsigned i = 0; i < b->n; ++i)
-            here += ::access((b->dir + "/" + std::to_string(pass) + "." + std::to_string(i)).c_str(),
-                             F_OK) == 0;
-        if (here == b->n)
-            break;
-        if (timeout_s > 0 && ms_since(t0) > timeout_s * 1000) {
-            rc = ETIMEDOUT;
-            break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    std::printf("barrier %u %d %.3f\n", pass, rc, ms_since(t0));
-    return rc;
+    const unsigned pass = ++*static_cast<unsigned*>(ctx);
+    std::printf("barrier %u 0 0.000\n", pass);
+    return 0;
 }
 
 }  // namespace
@@ -96,7 +70,8 @@ int main(int argc, char** argv)
     bool skip_finalize = false;
     std::string go_file;
     bool wait_each = false;
-    file_barrier barrier;
+    bool barrier = false;
+    unsigned barrier_passes = 0;
     bool again = false;
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
@@ -116,15 +91,7 @@ int main(int argc, char** argv)
         else if (a == "--go-file") go_file = next();
         else if (a == "--wait") wait_each = true;
         else if (a == "--again") again = true;
-        else if (a == "--barrier") {
-            const std::string spec = next();
-            const auto c1 = spec.find(':'), c2 = spec.rfind(':');
-            if (c1 == std::string::npos || c2 == c1)
-                return 2;
-            barrier.dir = spec.substr(0, c1);
-            barrier.n = static_cast<unsigned>(std::atoi(spec.substr(c1 + 1, c2 - c1 - 1).c_str()));
-            barrier.id = static_cast<unsigned>(std::atoi(spec.substr(c2 + 1).c_str()));
-        }
+        else if (a == "--barrier") barrier = true;
         else {
             std::fprintf(stderr, "rank_client: unknown option %s\n", argv[i]);
             return 2;
@@ -154,7 +121,7 @@ int main(int argc, char** argv)
         return 1;
     }
     const std::string node = io_node_name();
-    if (!barrier.dir.empty() && (rc = io_set_barrier(file_barrier_wait, &barrier)) != 0) {
+    if (barrier && (rc = io_set_barrier(lone_barrier, &barrier_passes)) != 0) {
         std::printf("error %s\n", io_last_error());
         return 1;
     }
