@@ -93,6 +93,12 @@ public:
     virtual std::error_code list(const std::string& prefix, std::vector<std::string>& out) = 0;
 
     virtual std::error_code remove(const std::string& name) = 0;
+    // The same, without waiting until the removal is durable: for what may
+    // come back after a crash without harm (a version's objects once its
+    // COMPLETE record is removed: an incomplete version, removed again by
+    // the next retention or gc). Backends whose removals are durable at once
+    // keep remove().
+    virtual std::error_code remove_lazily(const std::string& name) { return remove(name); }
 
     // When `name` was last written, in seconds since the epoch (for listings).
     virtual std::error_code modified(const std::string& name, std::int64_t& out) = 0;
@@ -154,7 +160,8 @@ public:
     // yet; errc::corrupt: a member that brought two notes, or a record
     // that is not one).
     virtual std::error_code arrivals(const std::string& tally, std::vector<arrival>& out) = 0;
-    // Removes a tally; one that is not there is no error.
+    // Removes a tally, like remove_lazily(): only ever with its version
+    // (catalog.hpp's remove_version). One that is not there is no error.
     virtual std::error_code remove_arrivals(const std::string& tally) = 0;
 
     // After errc::unsafe_path for `name`: which part of it is refused and

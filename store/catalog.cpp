@@ -382,10 +382,13 @@ std::error_code remove_version(backend& st, const std::string& job, std::uint64_
     std::vector<std::string> names;
     if (auto ec = st.list(dir + "/", names); ec && ec != errc::not_found)
         return ec;
+    // The rest need not be durable one by one: without its COMPLETE record
+    // the version is incomplete, and what a crash brings back of it goes at
+    // the next retention or gc.
     for (const auto& n : names)
-        if (auto ec = st.remove(dir + "/" + n); ec && ec != errc::not_found)
+        if (auto ec = st.remove_lazily(dir + "/" + n); ec && ec != errc::not_found)
             return ec;
-    auto ec = st.remove(dir);
+    auto ec = st.remove_lazily(dir);
     if (ec == std::errc::directory_not_empty) {
         // A flush that died before its commit left a temporary in the
         // version. Looked for only then: on RADOS finding leftovers scans the
@@ -396,7 +399,7 @@ std::error_code remove_version(backend& st, const std::string& job, std::uint64_
         for (const auto& n : left)
             if (auto rec = st.remove_leftover(n); rec && rec != errc::not_found)
                 return rec;
-        ec = st.remove(dir);
+        ec = st.remove_lazily(dir);
     }
     if (ec && ec != errc::not_found)
         return ec;

@@ -114,6 +114,12 @@ std::error_code counting_backend::remove(const std::string& name)
     return inner_->remove(name);
 }
 
+std::error_code counting_backend::remove_lazily(const std::string& name)
+{
+    bump(n_->removes);
+    return inner_->remove_lazily(name);
+}
+
 std::error_code counting_backend::leftovers(const std::string& dir, std::vector<std::string>& out)
 {
     bump(n_->claims);

@@ -22,7 +22,7 @@ struct op_counts {
     std::uint64_t stats = 0;     // size and modified
     std::uint64_t lists = 0;
     std::uint64_t listed = 0;
-    std::uint64_t removes = 0;   // remove, remove_leftover, remove_arrivals
+    std::uint64_t removes = 0;   // remove, remove_lazily, remove_leftover, remove_arrivals
     std::uint64_t arrives = 0;
     std::uint64_t arrival_reads = 0;  // arrivals()
     std::uint64_t claims = 0;         // claim_job, claimants, leftovers (scans)
@@ -68,6 +68,7 @@ public:
     std::error_code size(const std::string& name, std::uint64_t& out) override;
     std::error_code list(const std::string& prefix, std::vector<std::string>& out) override;
     std::error_code remove(const std::string& name) override;
+    std::error_code remove_lazily(const std::string& name) override;
     std::error_code modified(const std::string& name, std::int64_t& out) override;
     std::error_code leftovers(const std::string& dir, std::vector<std::string>& out) override;
     std::error_code remove_leftover(const std::string& name) override;

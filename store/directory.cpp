@@ -34,20 +34,27 @@ namespace {
 // that nobody else can write to. Anything else (another user's, a symlink, a
 // FIFO, a device, group- or world-writable) is refused, never followed into
 // or opened for reading.
+// geteuid() once: the store's walks ask for every directory and file.
+uid_t me()
+{
+    static const uid_t uid = ::geteuid();
+    return uid;
+}
+
 bool safe_dir(const struct stat& st)
 {
-    return S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() && !(st.st_mode & (S_IWGRP | S_IWOTH));
+    return S_ISDIR(st.st_mode) && st.st_uid == me() && !(st.st_mode & (S_IWGRP | S_IWOTH));
 }
 
 bool safe_file(const struct stat& st)
 {
-    return S_ISREG(st.st_mode) && st.st_uid == ::geteuid() && !(st.st_mode & (S_IWGRP | S_IWOTH));
+    return S_ISREG(st.st_mode) && st.st_uid == me() && !(st.st_mode & (S_IWGRP | S_IWOTH));
 }
 
 std::string describe_unsafe(const struct stat& st, bool want_dir)
 {
-    if (st.st_uid != ::geteuid())
-        return fmt::format("belongs to uid {}, not to you (uid {})", st.st_uid, ::geteuid());
+    if (st.st_uid != me())
+        return fmt::format("belongs to uid {}, not to you (uid {})", st.st_uid, me());
     if (S_ISLNK(st.st_mode))
         return "is a symlink";
     if (want_dir && !S_ISDIR(st.st_mode))
@@ -596,6 +603,16 @@ std::error_code directory_backend::remove_leftover(const std::string& name)
 
 std::error_code directory_backend::remove(const std::string& name)
 {
+    return remove_entry(name, true);
+}
+
+std::error_code directory_backend::remove_lazily(const std::string& name)
+{
+    return remove_entry(name, false);
+}
+
+std::error_code directory_backend::remove_entry(const std::string& name, bool sync)
+{
     const std::string dir_name = parent_of(name);
     const std::string base = base_of(name);
     unique_fd dir;
@@ -605,14 +622,14 @@ std::error_code directory_backend::remove(const std::string& name)
     if (::fstatat(dir.get(), base.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
         return errno == ENOENT ? make_error_code(errc::not_found) : last_system_error();
     // Only what iofwd made is removed (a stranger's file stays, and says so).
-    if (st.st_uid != ::geteuid())
+    if (st.st_uid != me())
         return make_error_code(errc::unsafe_path);
     const bool is_dir = S_ISDIR(st.st_mode);
     if (::unlinkat(dir.get(), base.c_str(), is_dir ? AT_REMOVEDIR : 0) != 0)
         return errno == ENOENT ? make_error_code(errc::not_found) : last_system_error();
     if (is_dir)
         dirs_->forget(name);
-    return fsync_fd(dir.get());
+    return sync ? fsync_fd(dir.get()) : std::error_code();
 }
 
 namespace {
@@ -704,12 +721,12 @@ std::error_code directory_backend::remove_arrivals(const std::string& tally)
         return last_system_error();
     if (auto ec = read_names(std::move(listing), names, nullptr))
         return ec;
-    // One fsync for the lot, in remove() of the directory: a tally half
-    // removed by a crash is removed again with its version.
+    // No fsync: a tally half removed by a crash is removed again with its
+    // version (backend.hpp).
     for (const auto& n : names)
         if (::unlinkat(dir.get(), n.c_str(), 0) != 0 && errno != ENOENT)
             return last_system_error();
-    if (auto ec = remove(rel); ec && ec != errc::not_found)
+    if (auto ec = remove_entry(rel, false); ec && ec != errc::not_found)
         return ec;
     return {};
 }

@@ -43,6 +43,7 @@ public:
     std::error_code size(const std::string& name, std::uint64_t& out) override;
     std::error_code list(const std::string& prefix, std::vector<std::string>& out) override;
     std::error_code remove(const std::string& name) override;
+    std::error_code remove_lazily(const std::string& name) override;
     std::error_code modified(const std::string& name, std::int64_t& out) override;
     // Temporaries: ".<name>.tmp-<pid>-<n>" (create()).
     std::error_code leftovers(const std::string& dir, std::vector<std::string>& out) override;
@@ -92,6 +93,10 @@ private:
     // unless it is a regular file of ours with one name.
     std::error_code open_node_file(const std::string& job, const std::string& name,
                                    unique_fd& out) const;
+
+    // remove() and remove_lazily(): with `sync`, the directory the name was
+    // in is fsynced after.
+    std::error_code remove_entry(const std::string& name, bool sync);
 
     std::string root_;
     unique_fd root_fd_;  // everything is reached through it

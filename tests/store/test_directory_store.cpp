@@ -356,6 +356,65 @@ TEST_CASE("retention paused after a version goes on where it stopped", "[store]"
     CHECK(read_back(*st, store::data_object("job", 4, "n", 0), 4096) == data_of(4096, 4));
 }
 
+TEST_CASE("retention waits for COMPLETE's removal only; what a crash brings back goes again",
+          "[store][fault]")
+{
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    auto complete_version = [&](std::uint64_t v) {
+        const auto bytes = data_of(4096, static_cast<unsigned>(v));
+        REQUIRE_FALSE(st->put(store::data_object("job", v, "n", 0), bytes));
+        const store::manifest m{"job", "n", v, 1, {{0, bytes.size(), 0}}};
+        const auto text = store::format_manifest(m);
+        REQUIRE_FALSE(st->put(store::manifest_object("job", v, "n"), std::as_bytes(std::span(text))));
+        bool completed = false;
+        std::string why;
+        REQUIRE_FALSE(store::try_complete(*st, m, crc32c(std::as_bytes(std::span(text))), 1,
+                                          completed, why));
+        REQUIRE(completed);
+    };
+    for (std::uint64_t v = 1; v <= 3; ++v)
+        complete_version(v);
+    {
+        // fsync fails: COMPLETE's removal is not durable, so nothing after
+        // it is touched (a crash could bring COMPLETE back over missing data).
+        fault_guard guard;
+        sys::inject(sys::fault{sys::call::fsync, EIO});
+        CHECK(store::remove_version(*st, "job", 1) == std::errc::io_error);
+    }
+    std::uint64_t size = 0;
+    CHECK_FALSE(st->size(store::data_object("job", 1, "n", 0), size));
+    CHECK_FALSE(st->size(store::manifest_object("job", 1, "n"), size));
+    {
+        // Only COMPLETE's removal waits for an fsync: with every fsync
+        // after the first failing, the version still goes whole.
+        fault_guard guard;
+        sys::inject(sys::fault{sys::call::fsync, EIO, false, 1});
+        REQUIRE_FALSE(store::remove_version(*st, "job", 1));
+    }
+    std::vector<std::string> dirs;
+    REQUIRE_FALSE(st->list("job/", dirs));
+    CHECK(dirs == std::vector<std::string>{"v00000002", "v00000003"});
+    // A crash before the lazy removals reached the disk: version 2's objects
+    // and manifest come back without COMPLETE. Incomplete, never taken for a
+    // restart, and removed by the next retention.
+    REQUIRE_FALSE(store::remove_version(*st, "job", 2));
+    const auto bytes = data_of(4096, 2);
+    REQUIRE_FALSE(st->put(store::data_object("job", 2, "n", 0), bytes));
+    const auto text = store::format_manifest({"job", "n", 2, 1, {{0, bytes.size(), 0}}});
+    REQUIRE_FALSE(st->put(store::manifest_object("job", 2, "n"), std::as_bytes(std::span(text))));
+    complete_version(4);
+    std::vector<std::uint64_t> complete;
+    REQUIRE_FALSE(store::complete_versions(*st, "job", complete));
+    CHECK(complete == std::vector<std::uint64_t>{3, 4});
+    std::vector<std::uint64_t> removed;
+    REQUIRE_FALSE(store::prune(*st, "job", 1, removed));
+    CHECK(removed == std::vector<std::uint64_t>{2, 3});
+    REQUIRE_FALSE(st->list("job/", dirs));
+    CHECK(dirs == std::vector<std::string>{"v00000004"});
+    CHECK(read_back(*st, store::data_object("job", 4, "n", 0), 4096) == data_of(4096, 4));
+}
+
 TEST_CASE("put_new takes a free name once and never replaces", "[store]")
 {
     test::temp_dir tmp;
