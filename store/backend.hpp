@@ -92,12 +92,13 @@ public:
     // without the prefix, sorted. Uncommitted objects are never listed.
     virtual std::error_code list(const std::string& prefix, std::vector<std::string>& out) = 0;
 
+    // Durable when it returns, also when it says not_found (a name gone
+    // only in memory, after a removal a crash or a failed fsync cut short).
     virtual std::error_code remove(const std::string& name) = 0;
     // The same, without waiting until the removal is durable: for what may
     // come back after a crash without harm (a version's objects once its
-    // COMPLETE record is removed: an incomplete version, removed again by
-    // the next retention or gc). Backends whose removals are durable at once
-    // keep remove().
+    // COMPLETE record is removed: an incomplete version, removed again with
+    // it). Backends whose removals are durable at once keep remove().
     virtual std::error_code remove_lazily(const std::string& name) { return remove(name); }
 
     // When `name` was last written, in seconds since the epoch (for listings).

@@ -96,6 +96,8 @@ std::error_code try_complete(backend& st, const manifest& m, std::uint32_t manif
 // never taken as complete), then its objects and its directory, with what
 // crashed writers left in it when that is what keeps the directory
 // (backend::leftovers). A version that is not there is not an error.
+// Durable when it returns; a crash in the middle may leave part of it, as an
+// incomplete version.
 std::error_code remove_version(backend& st, const std::string& job, std::uint64_t version);
 
 // The versions prune() would delete: every version directory older than the

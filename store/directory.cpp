@@ -618,15 +618,25 @@ std::error_code directory_backend::remove_entry(const std::string& name, bool sy
     unique_fd dir;
     if (auto ec = open_dir(dir_name, false, dir))
         return ec;
+    // A name already gone may be gone only in memory: a removal whose fsync
+    // failed, or that a crash interrupted. remove() makes that durable too
+    // before it says not_found, so that what follows it (a version's
+    // objects after its COMPLETE) never goes before it.
+    const auto gone = [&] {
+        if (sync)
+            if (auto ec = fsync_fd(dir.get()))
+                return ec;
+        return make_error_code(errc::not_found);
+    };
     struct stat st {};
     if (::fstatat(dir.get(), base.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
-        return errno == ENOENT ? make_error_code(errc::not_found) : last_system_error();
+        return errno == ENOENT ? gone() : last_system_error();
     // Only what iofwd made is removed (a stranger's file stays, and says so).
     if (st.st_uid != me())
         return make_error_code(errc::unsafe_path);
     const bool is_dir = S_ISDIR(st.st_mode);
     if (::unlinkat(dir.get(), base.c_str(), is_dir ? AT_REMOVEDIR : 0) != 0)
-        return errno == ENOENT ? make_error_code(errc::not_found) : last_system_error();
+        return errno == ENOENT ? gone() : last_system_error();
     if (is_dir)
         dirs_->forget(name);
     return sync ? fsync_fd(dir.get()) : std::error_code();

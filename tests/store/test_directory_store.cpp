@@ -356,7 +356,7 @@ TEST_CASE("retention paused after a version goes on where it stopped", "[store]"
     CHECK(read_back(*st, store::data_object("job", 4, "n", 0), 4096) == data_of(4096, 4));
 }
 
-TEST_CASE("retention waits for COMPLETE's removal only; what a crash brings back goes again",
+TEST_CASE("a version's removal waits for COMPLETE's removal and its directory's only",
           "[store][fault]")
 {
     test::temp_dir tmp;
@@ -373,38 +373,46 @@ TEST_CASE("retention waits for COMPLETE's removal only; what a crash brings back
                                           completed, why));
         REQUIRE(completed);
     };
-    for (std::uint64_t v = 1; v <= 3; ++v)
+    for (std::uint64_t v = 1; v <= 4; ++v)
         complete_version(v);
+    auto objects_of = [&](std::uint64_t v) {
+        std::vector<std::string> names;
+        const auto ec = st->list(store::version_dir("job", v) + "/", names);
+        return ec ? std::vector<std::string>{ec.message()} : names;
+    };
+    const std::vector<std::string> whole{"n.manifest", "n.r0000"};
+    std::vector<std::uint64_t> complete;
     {
-        // fsync fails: COMPLETE's removal is not durable, so nothing after
-        // it is touched (a crash could bring COMPLETE back over missing data).
+        // COMPLETE's removal cannot be made durable: nothing after it is
+        // touched (a crash could bring COMPLETE back over missing data).
         fault_guard guard;
         sys::inject(sys::fault{sys::call::fsync, EIO});
         CHECK(store::remove_version(*st, "job", 1) == std::errc::io_error);
+        REQUIRE_FALSE(store::complete_versions(*st, "job", complete));
+        CHECK(complete == std::vector<std::uint64_t>{2, 3, 4});  // gone, in memory only
+        CHECK(objects_of(1) == whole);
+        // Nor on a retry, which finds COMPLETE gone already: its absence
+        // must be durable before the objects go.
+        CHECK(store::remove_version(*st, "job", 1) == std::errc::io_error);
+        CHECK(objects_of(1) == whole);
     }
-    std::uint64_t size = 0;
-    CHECK_FALSE(st->size(store::data_object("job", 1, "n", 0), size));
-    CHECK_FALSE(st->size(store::manifest_object("job", 1, "n"), size));
+    REQUIRE_FALSE(store::remove_version(*st, "job", 1));
     {
-        // Only COMPLETE's removal waits for an fsync: with every fsync
-        // after the first failing, the version still goes whole.
+        // Two fsyncs for a whole version: COMPLETE's removal, the directory's.
         fault_guard guard;
-        sys::inject(sys::fault{sys::call::fsync, EIO, false, 1});
-        REQUIRE_FALSE(store::remove_version(*st, "job", 1));
+        sys::inject(sys::fault{sys::call::fsync, EIO, false, 2});
+        REQUIRE_FALSE(store::remove_version(*st, "job", 2));
     }
     std::vector<std::string> dirs;
     REQUIRE_FALSE(st->list("job/", dirs));
-    CHECK(dirs == std::vector<std::string>{"v00000002", "v00000003"});
-    // A crash before the lazy removals reached the disk: version 2's objects
-    // and manifest come back without COMPLETE. Incomplete, never taken for a
-    // restart, and removed by the next retention.
-    REQUIRE_FALSE(store::remove_version(*st, "job", 2));
+    CHECK(dirs == std::vector<std::string>{"v00000003", "v00000004"});
+    // What a crash may leave of a removal: objects and manifest without
+    // COMPLETE. Incomplete, never taken for a restart, and removed by the
+    // next retention.
     const auto bytes = data_of(4096, 2);
     REQUIRE_FALSE(st->put(store::data_object("job", 2, "n", 0), bytes));
     const auto text = store::format_manifest({"job", "n", 2, 1, {{0, bytes.size(), 0}}});
     REQUIRE_FALSE(st->put(store::manifest_object("job", 2, "n"), std::as_bytes(std::span(text))));
-    complete_version(4);
-    std::vector<std::uint64_t> complete;
     REQUIRE_FALSE(store::complete_versions(*st, "job", complete));
     CHECK(complete == std::vector<std::uint64_t>{3, 4});
     std::vector<std::uint64_t> removed;
