@@ -501,13 +501,32 @@ int MPI_File_open(MPI_Comm comm, const char* filename, int amode, MPI_Info info,
                                                    path));
         return rc;
     }
-    std::lock_guard lock(s.mutex);
+    std::unique_lock lock(s.mutex);
     open_file f;
     f.id = next_id++;
     f.path = path;
-    if (auto ec = s.conn.file_open(f.id, path)) {
-        warn_once("open:" + path, fmt::format("cannot forward {}: {}; it goes to MPI-IO",
+    const bool taken = !s.conn.file_open(f.id, path);
+    if (!taken)
+        warn_once("open:" + path, fmt::format("cannot forward {}: {}; it goes to MPI-IO on "
+                                              "every rank",
                                               path, s.conn.why()));
+    lock.unlock();
+    // Every rank of `comm` forwards the file or none does: a rank that does
+    // not would do a collective write in MPI-IO, which the ranks that forward
+    // never enter (a daemon killed between two ranks' FILE_OPEN hung both).
+    int here = taken ? 1 : 0, everywhere = 0;
+    if (PMPI_Allreduce(&here, &everywhere, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
+        everywhere = 0;
+    lock.lock();
+    if (!everywhere) {
+        if (taken) {
+            warn_once("open:" + path, fmt::format("another rank cannot forward {}; it goes to "
+                                                  "MPI-IO on every rank",
+                                                  path));
+            if (auto ec = s.conn.file_sync(f.id, iofwd::proto::file_sync_close))
+                warn_once("close:" + path, fmt::format("closing {} on the daemon: {}", path,
+                                                       s.conn.why()));
+        }
         return rc;
     }
     ++s.stats.files;

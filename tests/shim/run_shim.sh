@@ -3,7 +3,7 @@
 # and their files compared byte for byte.
 #   run_shim.sh SCENARIO MPIEXEC SHIM_LIB WRAPPER MPIIO_APP [HDF5_APP|TOOL_LIB]
 # SCENARIO: mpiio | views | hdf5 | hdf5-chunked | pnetcdf | stack | enospc | fortran | daemon-killed |
-#           ranks-killed | attach-split
+#           ranks-killed | attach-split | open-split
 set -euo pipefail
 scenario=$1 mpiexec=$2 shim=$3 wrapper=$4 app=$5 extra=${6:-}
 work=$(mktemp -d /tmp/iofwd-shim-XXXXXX)
@@ -178,6 +178,33 @@ attach-split)
   cmp "$work/plain/data.bin" "$work/shim/data.bin" || fail "data.bin differs"
   [ "$(grep -c 'unforwarded, on every rank' "$work/err")" -eq 2 ] || fail "not every rank fell back"
   if grep -q "attached to iod" "$work/err"; then fail "a rank still forwards"; fi
+  ;;
+open-split)
+  # The daemon takes the file for one rank and not for the other (two ranks,
+  # each with a daemon of its own, session sb's unable to open files): the
+  # file must go to MPI-IO on both. A rank forwarding while the other did
+  # MPI-IO's collective write hung both (seen when a daemon was killed
+  # between two ranks' FILE_OPEN). Each daemon waits in vain for the node's
+  # other rank at MPI_Finalize: bounded to 2 s here.
+  run "$mpiexec" -n 2 "$app" "$work/plain" "$work/outside-plain"
+  common=(-env LD_PRELOAD "$shim" -env IOFWD_SHIM_PREFIXES "$work/shim" -env IOFWD_SHIM_VERBOSE 2)
+  IOFWD_FINALIZE_TIMEOUT=2 timeout --kill-after=5 60 "$mpiexec" \
+    -n 1 -env IOFWD_SESSION sa "${common[@]}" "$app" "$work/shim" "$work/outside" : \
+    -n 1 -env IOFWD_SESSION sb -env IOFWD_FAULT open:EACCES "${common[@]}" "$app" "$work/shim" \
+    "$work/outside" > "$work/out" 2> "$work/err" || {
+    rc=$?
+    cat "$work/err" >&2
+    [ "$rc" -ne 124 ] || fail "the ranks hung"
+  }
+  cat "$work/err" >&2
+  grep -q "0 failed checks" "$work/out" || fail "the program's own checks failed"
+  cmp "$work/plain/data.bin" "$work/shim/data.bin" || fail "data.bin differs"
+  grep -q "(rank 1): cannot forward $work/shim/data.bin: .*Permission denied; it goes to MPI-IO on every rank" "$work/err" ||
+    fail "rank 1 did not say why it cannot forward"
+  grep -q "(rank 0): another rank cannot forward $work/shim/data.bin; it goes to MPI-IO on every rank" "$work/err" ||
+    fail "rank 0 did not give the file up"
+  # Verbose 2 says every forwarded write: none.
+  if grep -q "bytes to $work/shim/data.bin in" "$work/err"; then fail "a rank still forwarded"; fi
   ;;
 daemon-killed)
   # The daemon dies while ranks wait for it (its writes made slow): every rank
