@@ -520,9 +520,9 @@ int MPI_File_open(MPI_Comm comm, const char* filename, int amode, MPI_Info info,
     lock.lock();
     if (!everywhere) {
         if (taken) {
-            warn_once("open:" + path, fmt::format("another rank cannot forward {}; it goes to "
-                                                  "MPI-IO on every rank",
-                                                  path));
+            warn_once("open-other:" + path, fmt::format("another rank cannot forward {}; it "
+                                                        "goes to MPI-IO on every rank",
+                                                        path));
             if (auto ec = s.conn.file_sync(f.id, iofwd::proto::file_sync_close))
                 warn_once("close:" + path, fmt::format("closing {} on the daemon: {}", path,
                                                        s.conn.why()));
