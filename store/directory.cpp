@@ -30,10 +30,6 @@
 namespace iofwd::store {
 namespace {
 
-// What the store may hold: directories and files of the user running iofwd
-// that nobody else can write to. Anything else (another user's, a symlink, a
-// FIFO, a device, group- or world-writable) is refused, never followed into
-// or opened for reading.
 // geteuid() once: the store's walks ask for every directory and file.
 uid_t me()
 {
@@ -41,6 +37,10 @@ uid_t me()
     return uid;
 }
 
+// What the store may hold: directories and files of the user running iofwd
+// that nobody else can write to. Anything else (another user's, a symlink, a
+// FIFO, a device, group- or world-writable) is refused, never followed into
+// or opened for reading.
 bool safe_dir(const struct stat& st)
 {
     return S_ISDIR(st.st_mode) && st.st_uid == me() && !(st.st_mode & (S_IWGRP | S_IWOTH));

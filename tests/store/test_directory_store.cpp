@@ -56,6 +56,24 @@ std::unique_ptr<store::backend> open_store(const test::temp_dir& tmp)
     return st;
 }
 
+// Version `v` of a one-node ("n"), one-rank job "job": its 4 KiB of bytes
+// and its manifest, and with `complete` its COMPLETE record (try_complete).
+void put_version(store::backend& st, std::uint64_t v, bool complete)
+{
+    const auto bytes = data_of(4096, static_cast<unsigned>(v));
+    REQUIRE_FALSE(st.put(store::data_object("job", v, "n", 0), bytes));
+    const store::manifest m{"job", "n", v, 1, {{0, bytes.size(), 0}}};
+    const auto text = store::format_manifest(m);
+    REQUIRE_FALSE(st.put(store::manifest_object("job", v, "n"), std::as_bytes(std::span(text))));
+    if (!complete)
+        return;
+    bool completed = false;
+    std::string why;
+    REQUIRE_FALSE(
+        store::try_complete(st, m, crc32c(std::as_bytes(std::span(text))), 1, completed, why));
+    REQUIRE(completed);
+}
+
 // Disarms the seam even when a CHECK fails halfway.
 struct fault_guard {
     ~fault_guard() { sys::inject(std::nullopt); }
@@ -322,18 +340,8 @@ TEST_CASE("retention paused after a version goes on where it stopped", "[store]"
     test::temp_dir tmp;
     auto st = open_store(tmp);
     // Versions 1-4 of a one-node, one-rank job, each complete.
-    for (std::uint64_t v = 1; v <= 4; ++v) {
-        const auto bytes = data_of(4096, static_cast<unsigned>(v));
-        REQUIRE_FALSE(st->put(store::data_object("job", v, "n", 0), bytes));
-        const store::manifest m{"job", "n", v, 1, {{0, bytes.size(), 0}}};
-        const auto text = store::format_manifest(m);
-        REQUIRE_FALSE(st->put(store::manifest_object("job", v, "n"), std::as_bytes(std::span(text))));
-        bool completed = false;
-        std::string why;
-        REQUIRE_FALSE(store::try_complete(*st, m, crc32c(std::as_bytes(std::span(text))), 1,
-                                          completed, why));
-        REQUIRE(completed);
-    }
+    for (std::uint64_t v = 1; v <= 4; ++v)
+        put_version(*st, v, true);
     // Keep 1: versions 1-3 go. Asked to pause, it stops after the first.
     std::vector<std::uint64_t> removed;
     int asked = 0;
@@ -361,20 +369,8 @@ TEST_CASE("a version's removal waits for COMPLETE's removal and its directory's 
 {
     test::temp_dir tmp;
     auto st = open_store(tmp);
-    auto complete_version = [&](std::uint64_t v) {
-        const auto bytes = data_of(4096, static_cast<unsigned>(v));
-        REQUIRE_FALSE(st->put(store::data_object("job", v, "n", 0), bytes));
-        const store::manifest m{"job", "n", v, 1, {{0, bytes.size(), 0}}};
-        const auto text = store::format_manifest(m);
-        REQUIRE_FALSE(st->put(store::manifest_object("job", v, "n"), std::as_bytes(std::span(text))));
-        bool completed = false;
-        std::string why;
-        REQUIRE_FALSE(store::try_complete(*st, m, crc32c(std::as_bytes(std::span(text))), 1,
-                                          completed, why));
-        REQUIRE(completed);
-    };
     for (std::uint64_t v = 1; v <= 4; ++v)
-        complete_version(v);
+        put_version(*st, v, true);
     auto objects_of = [&](std::uint64_t v) {
         std::vector<std::string> names;
         const auto ec = st->list(store::version_dir("job", v) + "/", names);
@@ -409,10 +405,7 @@ TEST_CASE("a version's removal waits for COMPLETE's removal and its directory's 
     // What a crash may leave of a removal: objects and manifest without
     // COMPLETE. Incomplete, never taken for a restart, and removed by the
     // next retention.
-    const auto bytes = data_of(4096, 2);
-    REQUIRE_FALSE(st->put(store::data_object("job", 2, "n", 0), bytes));
-    const auto text = store::format_manifest({"job", "n", 2, 1, {{0, bytes.size(), 0}}});
-    REQUIRE_FALSE(st->put(store::manifest_object("job", 2, "n"), std::as_bytes(std::span(text))));
+    put_version(*st, 2, false);
     REQUIRE_FALSE(store::complete_versions(*st, "job", complete));
     CHECK(complete == std::vector<std::uint64_t>{3, 4});
     std::vector<std::uint64_t> removed;
