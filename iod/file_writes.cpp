@@ -154,25 +154,27 @@ void file_writes::start(std::shared_ptr<forwarded_file> f, proto::file_write_msg
     r.finished = [this, f, runs, cookie, id, what](
                      std::error_code ec, const std::string& why, const store::manifest_entry&,
                      transfer::flush_span, bool waiting) {
-        f->finished(runs);
-        if (!ec)
-            return;
-        log_error("{}: {} lost: {}", s_.who(), what, why);
-        if (waiting) {
-            // The MPI write is still waiting: it fails, nothing was taken.
-            s_.send(proto::error_msg::from(ec, why, cookie));
-        } else if (ec != errc::peer_gone) {
-            // Reported at the file's next sync, or at the end of the session.
-            const auto h = files_.find(id);
-            if (h != files_.end() && h->second.file == f) {
-                if (!h->second.error) {
-                    h->second.error = ec;
-                    h->second.why = why;
+        if (ec) {
+            log_error("{}: {} lost: {}", s_.who(), what, why);
+            if (waiting) {
+                // The MPI write is still waiting: it fails, nothing was taken.
+                s_.send(proto::error_msg::from(ec, why, cookie));
+            } else if (ec != errc::peer_gone) {
+                // Reported at the file's next sync, or at the end of the session.
+                const auto h = files_.find(id);
+                if (h != files_.end() && h->second.file == f) {
+                    if (!h->second.error) {
+                        h->second.error = ec;
+                        h->second.why = why;
+                    }
+                } else {
+                    s_.remember_failure(ec, why);
                 }
-            } else {
-                s_.remember_failure(ec, why);
             }
         }
+        // Last: a sync waiting for the file to go idle runs from here, and
+        // must find this write's failure already recorded.
+        f->finished(runs);
     };
     s_.writes().start(std::move(r));
 }
