@@ -193,6 +193,30 @@ int before_passing(MPI_File fh, const char* call, const char* why_not_forwarded 
     return settle(fh, *f, call);
 }
 
+// How a call the shim hands to MPI-IO goes on when the rank's forwarded
+// writes did not land (settle failed, its words on stderr already).
+enum class passing {
+    independent,       // it fails with that error, MPI-IO not called
+    collective,        // the other ranks are in MPI-IO's collective: this one
+                       // joins them, then fails with that error
+    collective_start,  // the same, for a call that starts an operation (a
+                       // request, a split collective's begin): MPI-IO's
+                       // answer, so that the program completes it; the error
+                       // comes back at the file's next sync and MPI_Finalize
+};
+
+template <class Next>
+int pass(MPI_File fh, const char* call, passing kind, const char* why_not_forwarded, Next&& next)
+{
+    const int rc = before_passing(fh, call, why_not_forwarded);
+    if (rc == MPI_SUCCESS)
+        return next();
+    if (kind == passing::independent)
+        return rc;
+    const int joined = next();
+    return kind == passing::collective && joined == MPI_SUCCESS ? rc : joined;
+}
+
 enum class where { explicit_offset, individual_pointer };
 
 // A write the shim forwards when it can; otherwise MPI-IO's `next` does it
@@ -564,6 +588,7 @@ int MPI_File_close(MPI_File* fh)
 int MPI_File_sync(MPI_File fh)
 {
     auto& s = shared();
+    int failed = MPI_SUCCESS;
     {
         std::lock_guard lock(s.mutex);
         if (open_file* f = forwarded(fh)) {
@@ -571,12 +596,18 @@ int MPI_File_sync(MPI_File fh)
                 const int cls = mpi_error_class(ec);
                 std::fprintf(stderr, "iofwd shim (rank %d): MPI_File_sync on %s: %s\n",
                              s.world_rank, f->path.c_str(), s.conn.why().c_str());
-                return PMPI_File_call_errhandler(fh, cls), cls;
+                failed = cls;
+            } else {
+                f->dirty = false;
             }
-            f->dirty = false;
         }
     }
-    return IOFWD_NEXT(MPI_File_sync)(fh);
+    // Collective in MPI-IO: joined even when the daemon failed (the other
+    // ranks are in it), the error returned after.
+    const int rc = IOFWD_NEXT(MPI_File_sync)(fh);
+    if (failed != MPI_SUCCESS)
+        return PMPI_File_call_errhandler(fh, failed), failed;
+    return rc;
 }
 
 int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype,
@@ -594,21 +625,24 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
 
 int MPI_File_set_atomicity(MPI_File fh, int flag)
 {
+    int failed = MPI_SUCCESS;  // settle() called the error handler already
     if (flag) {
         auto& s = shared();
         std::lock_guard lock(s.mutex);
         if (open_file* f = forwarded(fh)) {
             // Atomic mode promises other ranks see each write at once: only
-            // MPI-IO itself can keep that promise.
-            if (int rc = settle(fh, *f, "MPI_File_set_atomicity"); rc != MPI_SUCCESS)
-                return rc;
+            // MPI-IO itself can keep that promise. Off on every rank, even
+            // one whose writes did not land (its error after MPI-IO's call,
+            // which the other ranks are in).
+            failed = settle(fh, *f, "MPI_File_set_atomicity");
             f->forward = false;
             warn_once("atomic:" + f->path, fmt::format("{} is in atomic mode; it goes to "
                                                        "MPI-IO from now on",
                                                        f->path));
         }
     }
-    return IOFWD_NEXT(MPI_File_set_atomicity)(fh, flag);
+    const int rc = IOFWD_NEXT(MPI_File_set_atomicity)(fh, flag);
+    return failed != MPI_SUCCESS ? failed : rc;
 }
 
 // `name` is forwarded when it can be; otherwise MPI-IO's `independent` does
@@ -721,82 +755,79 @@ int MPI_File_write_all_end(MPI_File fh, const void* buf, MPI_Status* status)
 
 // Calls MPI-IO serves on a forwarded file once the rank's forwarded writes
 // are in it: reads see every byte written before them, sizes count them.
-#define IOFWD_SETTLED(name, params, args)                                                     \
+// `kind` (pass()): independent, collective, or collective_start.
+#define IOFWD_SETTLED(name, kind, params, args)                                               \
     int name params                                                                           \
     {                                                                                         \
-        if (int rc = before_passing(fh, #name); rc != MPI_SUCCESS)                            \
-            return rc;                                                                        \
-        return IOFWD_NEXT(name) args;                                                         \
+        return pass(fh, #name, passing::kind, nullptr, [&] { return IOFWD_NEXT(name) args; }); \
     }
 // The same for writes the shim does not forward (shared file pointer, split
 // collectives): said once, then to MPI-IO.
-#define IOFWD_PASSED_WRITE(name, params, args)                                                \
+#define IOFWD_PASSED_WRITE(name, kind, params, args)                                          \
     int name params                                                                           \
     {                                                                                         \
-        if (int rc = before_passing(fh, #name, "this kind of write is not forwarded");        \
-            rc != MPI_SUCCESS)                                                                \
-            return rc;                                                                        \
-        return IOFWD_NEXT(name) args;                                                         \
+        return pass(fh, #name, passing::kind, "this kind of write is not forwarded",          \
+                    [&] { return IOFWD_NEXT(name) args; });                                   \
     }
 
-#define IOFWD_READ_AT(name, Count)                                                            \
-    IOFWD_SETTLED(name,                                                                       \
+#define IOFWD_READ_AT(name, kind, Count)                                                      \
+    IOFWD_SETTLED(name, kind,                                                                 \
                   (MPI_File fh, MPI_Offset offset, void* buf, Count count, MPI_Datatype type, \
                    MPI_Status* status),                                                       \
                   (fh, offset, buf, count, type, status))
-#define IOFWD_READ(name, Count)                                                               \
-    IOFWD_SETTLED(name, (MPI_File fh, void* buf, Count count, MPI_Datatype type,              \
-                         MPI_Status* status),                                                 \
+#define IOFWD_READ(name, kind, Count)                                                         \
+    IOFWD_SETTLED(name, kind, (MPI_File fh, void* buf, Count count, MPI_Datatype type,        \
+                               MPI_Status* status),                                           \
                   (fh, buf, count, type, status))
-#define IOFWD_IREAD_AT(name, Count)                                                           \
-    IOFWD_SETTLED(name,                                                                       \
+#define IOFWD_IREAD_AT(name, kind, Count)                                                     \
+    IOFWD_SETTLED(name, kind,                                                                 \
                   (MPI_File fh, MPI_Offset offset, void* buf, Count count, MPI_Datatype type, \
                    MPI_Request* request),                                                     \
                   (fh, offset, buf, count, type, request))
-#define IOFWD_IREAD(name, Count)                                                              \
-    IOFWD_SETTLED(name, (MPI_File fh, void* buf, Count count, MPI_Datatype type,              \
-                         MPI_Request* request),                                               \
+#define IOFWD_IREAD(name, kind, Count)                                                        \
+    IOFWD_SETTLED(name, kind, (MPI_File fh, void* buf, Count count, MPI_Datatype type,        \
+                               MPI_Request* request),                                         \
                   (fh, buf, count, type, request))
 
-IOFWD_READ_AT(MPI_File_read_at, int)
-IOFWD_READ_AT(MPI_File_read_at_all, int)
-IOFWD_READ_AT(MPI_File_read_at_c, MPI_Count)
-IOFWD_READ_AT(MPI_File_read_at_all_c, MPI_Count)
-IOFWD_READ(MPI_File_read, int)
-IOFWD_READ(MPI_File_read_all, int)
-IOFWD_READ(MPI_File_read_c, MPI_Count)
-IOFWD_READ(MPI_File_read_all_c, MPI_Count)
-IOFWD_READ(MPI_File_read_shared, int)
-IOFWD_READ(MPI_File_read_ordered, int)
-IOFWD_IREAD_AT(MPI_File_iread_at, int)
-IOFWD_IREAD_AT(MPI_File_iread_at_all, int)
-IOFWD_IREAD(MPI_File_iread, int)
-IOFWD_IREAD(MPI_File_iread_all, int)
-IOFWD_IREAD(MPI_File_iread_shared, int)
-IOFWD_SETTLED(MPI_File_read_at_all_begin,
+IOFWD_READ_AT(MPI_File_read_at, independent, int)
+IOFWD_READ_AT(MPI_File_read_at_all, collective, int)
+IOFWD_READ_AT(MPI_File_read_at_c, independent, MPI_Count)
+IOFWD_READ_AT(MPI_File_read_at_all_c, collective, MPI_Count)
+IOFWD_READ(MPI_File_read, independent, int)
+IOFWD_READ(MPI_File_read_all, collective, int)
+IOFWD_READ(MPI_File_read_c, independent, MPI_Count)
+IOFWD_READ(MPI_File_read_all_c, collective, MPI_Count)
+IOFWD_READ(MPI_File_read_shared, independent, int)
+IOFWD_READ(MPI_File_read_ordered, collective, int)
+IOFWD_IREAD_AT(MPI_File_iread_at, independent, int)
+IOFWD_IREAD_AT(MPI_File_iread_at_all, collective_start, int)
+IOFWD_IREAD(MPI_File_iread, independent, int)
+IOFWD_IREAD(MPI_File_iread_all, collective_start, int)
+IOFWD_IREAD(MPI_File_iread_shared, independent, int)
+IOFWD_SETTLED(MPI_File_read_at_all_begin, collective_start,
               (MPI_File fh, MPI_Offset offset, void* buf, int count, MPI_Datatype type),
               (fh, offset, buf, count, type))
-IOFWD_SETTLED(MPI_File_read_all_begin, (MPI_File fh, void* buf, int count, MPI_Datatype type),
-              (fh, buf, count, type))
-IOFWD_SETTLED(MPI_File_read_ordered_begin,
+IOFWD_SETTLED(MPI_File_read_all_begin, collective_start,
               (MPI_File fh, void* buf, int count, MPI_Datatype type), (fh, buf, count, type))
-IOFWD_SETTLED(MPI_File_get_size, (MPI_File fh, MPI_Offset* size), (fh, size))
-IOFWD_SETTLED(MPI_File_set_size, (MPI_File fh, MPI_Offset size), (fh, size))
-IOFWD_SETTLED(MPI_File_preallocate, (MPI_File fh, MPI_Offset size), (fh, size))
+IOFWD_SETTLED(MPI_File_read_ordered_begin, collective_start,
+              (MPI_File fh, void* buf, int count, MPI_Datatype type), (fh, buf, count, type))
+IOFWD_SETTLED(MPI_File_get_size, independent, (MPI_File fh, MPI_Offset* size), (fh, size))
+IOFWD_SETTLED(MPI_File_set_size, collective, (MPI_File fh, MPI_Offset size), (fh, size))
+IOFWD_SETTLED(MPI_File_preallocate, collective, (MPI_File fh, MPI_Offset size), (fh, size))
 
-IOFWD_PASSED_WRITE(MPI_File_write_shared,
+IOFWD_PASSED_WRITE(MPI_File_write_shared, independent,
                    (MPI_File fh, const void* buf, int count, MPI_Datatype type,
                     MPI_Status* status),
                    (fh, buf, count, type, status))
-IOFWD_PASSED_WRITE(MPI_File_write_ordered,
+IOFWD_PASSED_WRITE(MPI_File_write_ordered, collective,
                    (MPI_File fh, const void* buf, int count, MPI_Datatype type,
                     MPI_Status* status),
                    (fh, buf, count, type, status))
-IOFWD_PASSED_WRITE(MPI_File_iwrite_shared,
+IOFWD_PASSED_WRITE(MPI_File_iwrite_shared, independent,
                    (MPI_File fh, const void* buf, int count, MPI_Datatype type,
                     MPI_Request* request),
                    (fh, buf, count, type, request))
-IOFWD_PASSED_WRITE(MPI_File_write_ordered_begin,
+IOFWD_PASSED_WRITE(MPI_File_write_ordered_begin, collective_start,
                    (MPI_File fh, const void* buf, int count, MPI_Datatype type),
                    (fh, buf, count, type))
 

@@ -3,7 +3,7 @@
 # and their files compared byte for byte.
 #   run_shim.sh SCENARIO MPIEXEC SHIM_LIB WRAPPER MPIIO_APP [HDF5_APP|TOOL_LIB]
 # SCENARIO: mpiio | views | hdf5 | hdf5-chunked | pnetcdf | stack | enospc | fortran | daemon-killed |
-#           ranks-killed | attach-split | open-split
+#           ranks-killed | attach-split | open-split | settle-split
 set -euo pipefail
 scenario=$1 mpiexec=$2 shim=$3 wrapper=$4 app=$5 extra=${6:-}
 work=$(mktemp -d /tmp/iofwd-shim-XXXXXX)
@@ -207,6 +207,35 @@ open-split)
     fail "rank 0 did not give the file up"
   # Verbose 2 says every forwarded write: none.
   if grep -q "bytes to $work/shim/data.bin in" "$work/err"; then fail "a rank still forwarded"; fi
+  ;;
+settle-split)
+  # A rank's forwarded write fails on its daemon (session sb's pwrite EIO, a
+  # second late, so that the rank's settling waits for it), the other rank's
+  # lands; then both call a collective MPI-IO serves (read_at_all), whose
+  # settling of the writes fails on one rank only. That rank must still enter
+  # the collective, then return the error: returning at once left the other
+  # rank in it for good. And the settling must see the failure: the daemon
+  # once answered a sync before it recorded the failure of the write the sync
+  # waited for.
+  split_app=$extra
+  common=(-env LD_PRELOAD "$shim" -env IOFWD_SHIM_PREFIXES "$work/shim")
+  IOFWD_FINALIZE_TIMEOUT=2 timeout --kill-after=5 60 "$mpiexec" \
+    -n 1 -env IOFWD_SESSION sa "${common[@]}" "$split_app" "$work/shim" : \
+    -n 1 -env IOFWD_SESSION sb -env IOFWD_FAULT pwrite:DELAY1+EIO "${common[@]}" "$split_app" \
+    "$work/shim" > "$work/out" 2> "$work/err" || {
+    rc=$?
+    cat "$work/out" "$work/err" >&2
+    [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] || fail "the ranks hung"
+    fail "the program failed (exit status $rc)"
+  }
+  cat "$work/out" "$work/err" >&2
+  grep -qx "rank 0: write_at class 0 read_at_all class 0 block a" "$work/out" ||
+    fail "rank 0 did not read its block back"
+  # MPI_ERR_IO is class 32 in MPICH.
+  grep -qx "rank 1: write_at class 0 read_at_all class 32 block -" "$work/out" ||
+    fail "rank 1 did not get MPI_ERR_IO from read_at_all"
+  grep -q "(rank 1): .*split.bin.*Input/output error" "$work/err" ||
+    fail "rank 1 did not say its write failed"
   ;;
 daemon-killed)
   # The daemon dies while ranks wait for it (its writes made slow): every rank
