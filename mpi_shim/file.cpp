@@ -507,19 +507,29 @@ extern "C" {
 int MPI_File_open(MPI_Comm comm, const char* filename, int amode, MPI_Info info, MPI_File* fh)
 {
     auto& s = shared();
+    bool attached = false;  // on every rank or on none (MPI_Init agreed)
+    {
+        std::lock_guard lock(s.mutex);
+        attached = s.attached;
+    }
     std::string path;
     // Writes to this path that other handles on this node forwarded land
-    // first; the barrier extends that to every node of `comm`.
+    // first; the barrier extends that to every node of `comm`. Every rank
+    // takes part in the barrier and the agreement below, the path under its
+    // prefixes or not: ranks whose prefixes or working directories differ
+    // must not leave the others waiting.
     const bool match = drain_if_forwarded(filename, path);
-    if (match)
+    if (attached)
         PMPI_Barrier(comm);
+    // MPI-IO's open fails on every rank or on none.
     const int rc = IOFWD_NEXT(MPI_File_open)(comm, filename, amode, info, fh);
-    if (rc != MPI_SUCCESS || !match)
+    if (rc != MPI_SUCCESS || !attached)
         return rc;
+    // The same on every rank (MPI requires one amode).
     const int unforwardable = MPI_MODE_RDONLY | MPI_MODE_APPEND | MPI_MODE_SEQUENTIAL |
                               MPI_MODE_DELETE_ON_CLOSE;
     if (amode & unforwardable) {
-        if (!(amode & MPI_MODE_RDONLY))
+        if (match && !(amode & MPI_MODE_RDONLY))
             warn_once("amode:" + path, fmt::format("{} is opened in append, sequential or "
                                                    "delete-on-close mode; it goes to MPI-IO",
                                                    path));
@@ -529,8 +539,8 @@ int MPI_File_open(MPI_Comm comm, const char* filename, int amode, MPI_Info info,
     open_file f;
     f.id = next_id++;
     f.path = path;
-    const bool taken = !s.conn.file_open(f.id, path);
-    if (!taken)
+    const bool taken = match && !s.conn.file_open(f.id, path);
+    if (match && !taken)
         warn_once("open:" + path, fmt::format("cannot forward {}: {}; it goes to MPI-IO on "
                                               "every rank",
                                               path, s.conn.why()));
@@ -538,15 +548,21 @@ int MPI_File_open(MPI_Comm comm, const char* filename, int amode, MPI_Info info,
     // Every rank of `comm` forwards the file or none does: a rank that does
     // not would do a collective write in MPI-IO, which the ranks that forward
     // never enter (a daemon killed between two ranks' FILE_OPEN hung both).
-    int here = taken ? 1 : 0, everywhere = 0;
-    if (PMPI_Allreduce(&here, &everywhere, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
-        everywhere = 0;
+    int here[2] = {match ? 1 : 0, taken ? 1 : 0}, everywhere[2] = {0, 0};
+    if (PMPI_Allreduce(here, everywhere, 2, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
+        everywhere[0] = everywhere[1] = 0;
     lock.lock();
-    if (!everywhere) {
+    if (!everywhere[1]) {
         if (taken) {
-            warn_once("open-other:" + path, fmt::format("another rank cannot forward {}; it "
-                                                        "goes to MPI-IO on every rank",
-                                                        path));
+            warn_once("open-other:" + path,
+                      everywhere[0] ? fmt::format("another rank cannot forward {}; it goes to "
+                                                  "MPI-IO on every rank",
+                                                  path)
+                                    : fmt::format("{} is not under IOFWD_SHIM_PREFIXES on "
+                                                  "every rank (their prefixes or working "
+                                                  "directories differ); it goes to MPI-IO on "
+                                                  "every rank",
+                                                  path));
             if (auto ec = s.conn.file_sync(f.id, iofwd::proto::file_sync_close))
                 warn_once("close:" + path, fmt::format("closing {} on the daemon: {}", path,
                                                        s.conn.why()));

@@ -81,12 +81,10 @@ void attach()
         return;
     s.cfg = read_config();
     PMPI_Comm_rank(MPI_COMM_WORLD, &s.world_rank);
-    if (s.cfg.prefixes.empty()) {
-        if (s.cfg.verbose && s.world_rank == 0)
-            std::fprintf(stderr, "iofwd shim: IOFWD_SHIM_PREFIXES is empty; nothing is "
-                                 "forwarded\n");
-        return;
-    }
+    // From here every rank takes part in the same collectives, whether it
+    // has prefixes or not: ranks launched with different environments must
+    // not leave the others waiting.
+    const bool wanted = !s.cfg.prefixes.empty();
     // The ranks of this job on this node share one daemon; the job's nodes
     // are counted here, as io_init_comm does, rather than taken from the
     // environment (IOFWD_NODES, Slurm's), which a launcher may not set.
@@ -101,16 +99,27 @@ void attach()
         if (PMPI_Allreduce(&leader, &nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS)
             nodes = 0;
     }
-    const bool blocking = env_or("IOFWD_SHIM_POLL", "0") == "0";
-    iofwd::client::run_info run;
-    run.nodes = static_cast<std::uint32_t>(std::max(nodes, 0));
-    const auto ec = s.conn.init_files(static_cast<std::uint32_t>(rank),
-                                      static_cast<std::uint32_t>(ranks), blocking, run);
+    std::error_code ec;
+    if (wanted) {
+        const bool blocking = env_or("IOFWD_SHIM_POLL", "0") == "0";
+        iofwd::client::run_info run;
+        run.nodes = static_cast<std::uint32_t>(std::max(nodes, 0));
+        ec = s.conn.init_files(static_cast<std::uint32_t>(rank),
+                               static_cast<std::uint32_t>(ranks), blocking, run);
+    }
     // Every rank forwards or none does: what the shim adds to collective
-    // calls (the barrier of a reopened file) must happen on all of them. A
-    // rank that cannot reach its daemon turns forwarding off for the job.
-    int here = ec ? 0 : 1, everywhere = 0;
-    PMPI_Allreduce(&here, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    // calls (the barrier and agreement of MPI_File_open) must happen on all
+    // of them. A rank without prefixes, or that cannot reach its daemon,
+    // turns forwarding off for the job.
+    int here[2] = {wanted ? 1 : 0, wanted && !ec ? 1 : 0}, everywhere[2] = {0, 0};
+    if (PMPI_Allreduce(here, everywhere, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS)
+        everywhere[0] = everywhere[1] = 0;
+    if (!wanted) {
+        if (s.cfg.verbose && s.world_rank == 0)
+            std::fprintf(stderr, "iofwd shim: IOFWD_SHIM_PREFIXES is empty; nothing is "
+                                 "forwarded\n");
+        return;
+    }
     if (ec) {
         // Without a daemon the program still runs, through MPI-IO alone.
         warn_once("attach", fmt::format("cannot reach the iofwd daemon ({}): {}; every file "
@@ -118,10 +127,14 @@ void attach()
                                         ec.message(), s.conn.why()));
         return;
     }
-    if (!everywhere) {
+    if (!everywhere[1]) {
         s.conn.detach();
-        warn_once("attach", "another rank could not reach its iofwd daemon; every file goes "
-                            "through MPI-IO unforwarded, on every rank");
+        warn_once("attach", everywhere[0]
+                                ? "another rank could not reach its iofwd daemon; every file "
+                                  "goes through MPI-IO unforwarded, on every rank"
+                                : "IOFWD_SHIM_PREFIXES is empty on another rank (its "
+                                  "environment differs from this one's); every file goes "
+                                  "through MPI-IO unforwarded, on every rank");
         return;
     }
     s.attached = true;

@@ -3,7 +3,7 @@
 # and their files compared byte for byte.
 #   run_shim.sh SCENARIO MPIEXEC SHIM_LIB WRAPPER MPIIO_APP [HDF5_APP|TOOL_LIB]
 # SCENARIO: mpiio | views | hdf5 | hdf5-chunked | pnetcdf | stack | enospc | fortran | daemon-killed |
-#           ranks-killed | attach-split | open-split | settle-split
+#           ranks-killed | attach-split | open-split | settle-split | prefix-split
 set -euo pipefail
 scenario=$1 mpiexec=$2 shim=$3 wrapper=$4 app=$5 extra=${6:-}
 work=$(mktemp -d /tmp/iofwd-shim-XXXXXX)
@@ -236,6 +236,39 @@ settle-split)
     fail "rank 1 did not get MPI_ERR_IO from read_at_all"
   grep -q "(rank 1): .*split.bin.*Input/output error" "$work/err" ||
     fail "rank 1 did not say its write failed"
+  ;;
+prefix-split)
+  # Ranks launched with different IOFWD_SHIM_PREFIXES (MPMD, or a launcher
+  # that passes the environment per node): data.bin is under rank 0's
+  # prefix and not under rank 1's, then rank 1 has none at all. The shim's
+  # own collectives (MPI_Init's agreement, MPI_File_open's barrier and
+  # agreement) ran on the matching rank only, and the ranks hung. Now the
+  # file goes to MPI-IO on both, and rank 0 says why.
+  run "$mpiexec" -n 2 "$app" "$work/plain" "$work/outside-plain"
+  for other in "$work/elsewhere" ":"; do
+    rm -f "$work/shim/data.bin" "$work/outside/other.bin"
+    IOFWD_FINALIZE_TIMEOUT=2 timeout --kill-after=5 60 "$mpiexec" -genv LD_PRELOAD "$shim" \
+      -genv IOFWD_SHIM_VERBOSE 2 -n 1 -env IOFWD_SHIM_PREFIXES "$work/shim" \
+      "$app" "$work/shim" "$work/outside" : -n 1 -env IOFWD_SHIM_PREFIXES "$other" \
+      "$app" "$work/shim" "$work/outside" > "$work/out" 2> "$work/err" || {
+      rc=$?
+      cat "$work/err" >&2
+      [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] || fail "the ranks hung (rank 1's prefixes: $other)"
+      fail "the program failed (exit status $rc, rank 1's prefixes: $other)"
+    }
+    cat "$work/err" >&2
+    grep -q "0 failed checks" "$work/out" || fail "the program's own checks failed"
+    cmp "$work/plain/data.bin" "$work/shim/data.bin" || fail "data.bin differs"
+    cmp "$work/outside-plain/other.bin" "$work/outside/other.bin" || fail "other.bin differs"
+    if [ "$other" = ":" ]; then
+      grep -q "(rank 0): IOFWD_SHIM_PREFIXES is empty on another rank (its environment differs from this one's); every file goes through MPI-IO unforwarded, on every rank" "$work/err" ||
+        fail "rank 0 did not say why nothing is forwarded"
+    else
+      grep -q "(rank 0): $work/shim/data.bin is not under IOFWD_SHIM_PREFIXES on every rank (their prefixes or working directories differ); it goes to MPI-IO on every rank" "$work/err" ||
+        fail "rank 0 did not say why data.bin is not forwarded"
+    fi
+    if grep -q "bytes to $work/shim/data.bin in" "$work/err"; then fail "a rank still forwarded"; fi
+  done
   ;;
 daemon-killed)
   # The daemon dies while ranks wait for it (its writes made slow): every rank
