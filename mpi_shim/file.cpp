@@ -21,6 +21,7 @@
 #include <limits>
 #include <memory>
 #include <unordered_map>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -39,6 +40,9 @@ struct open_file {
     bool dirty = false;            // forwarded writes MPI-IO may not see yet
     file_view view;                // the default view until MPI_File_set_view
     std::string view_problem;      // why writes through the view are not forwarded
+    int unreported = MPI_SUCCESS;  // a failure of forwarded writes the program was not
+                                   // told of (a collective started anyway): at the next
+                                   // MPI_File_sync or MPI_File_close
 };
 
 std::unordered_map<MPI_File, open_file>& files()
@@ -202,7 +206,7 @@ enum class passing {
     collective_start,  // the same, for a call that starts an operation (a
                        // request, a split collective's begin): MPI-IO's
                        // answer, so that the program completes it; the error
-                       // comes back at the file's next sync and MPI_Finalize
+                       // comes back at the file's next MPI_File_sync or close
 };
 
 template <class Next>
@@ -213,6 +217,12 @@ int pass(MPI_File fh, const char* call, passing kind, const char* why_not_forwar
         return next();
     if (kind == passing::independent)
         return rc;
+    if (kind == passing::collective_start) {
+        auto& s = shared();
+        std::lock_guard lock(s.mutex);
+        if (const auto it = files().find(fh); it != files().end())
+            it->second.unreported = rc;
+    }
     const int joined = next();
     return kind == passing::collective && joined == MPI_SUCCESS ? rc : joined;
 }
@@ -584,10 +594,12 @@ int MPI_File_delete(const char* filename, MPI_Info info)
 int MPI_File_close(MPI_File* fh)
 {
     auto& s = shared();
+    int unreported = MPI_SUCCESS;
     {
         std::lock_guard lock(s.mutex);
         const auto it = files().find(*fh);
         if (it != files().end()) {
+            unreported = it->second.unreported;
             // The daemon finishes and fsyncs this file's writes on its own;
             // MPI_Finalize waits for them.
             if (s.attached && it->second.forward)
@@ -598,7 +610,8 @@ int MPI_File_close(MPI_File* fh)
             files().erase(it);
         }
     }
-    return IOFWD_NEXT(MPI_File_close)(fh);
+    const int rc = IOFWD_NEXT(MPI_File_close)(fh);
+    return rc == MPI_SUCCESS ? unreported : rc;
 }
 
 int MPI_File_sync(MPI_File fh)
@@ -616,6 +629,12 @@ int MPI_File_sync(MPI_File fh)
             } else {
                 f->dirty = false;
             }
+        }
+        // A failure the program was not told of yet is told now.
+        if (const auto it = files().find(fh); it != files().end()) {
+            const int earlier = std::exchange(it->second.unreported, MPI_SUCCESS);
+            if (failed == MPI_SUCCESS)
+                failed = earlier;
         }
     }
     // Collective in MPI-IO: joined even when the daemon failed (the other

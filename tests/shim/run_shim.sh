@@ -236,6 +236,12 @@ settle-split)
     fail "rank 1 did not get MPI_ERR_IO from read_at_all"
   grep -q "(rank 1): .*split.bin.*Input/output error" "$work/err" ||
     fail "rank 1 did not say its write failed"
+  # A collective that starts a request is entered and its request completes;
+  # the failure comes back at the next MPI_File_sync.
+  grep -qx "rank 0: write_at class 0 iread_at_all class 0 wait class 0 sync class 0" "$work/out" ||
+    fail "rank 0's nonblocking collective or sync failed"
+  grep -qx "rank 1: write_at class 0 iread_at_all class 0 wait class 0 sync class 32" "$work/out" ||
+    fail "rank 1's failure did not come back at MPI_File_sync"
   ;;
 prefix-split)
   # Ranks launched with different IOFWD_SHIM_PREFIXES (MPMD, or a launcher

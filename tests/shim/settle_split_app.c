@@ -4,7 +4,11 @@
  * first call that settles the writes. Prints, per rank, the error classes of
  * both calls and the letter its block reads back as ('-' if it does not):
  *   rank R: write_at class C read_at_all class C block L
- * and exits 0 once every rank is out of the collective.
+ * Then the same with a collective that starts a request: write_at,
+ * MPI_File_iread_at_all, MPI_Wait, MPI_File_sync (where the failure must
+ * come back):
+ *   rank R: iread_at_all class C wait class C sync class C
+ * and exits 0 once every rank is out of the collectives.
  *   settle_split_app DIR */
 #include <mpi.h>
 #include <stdio.h>
@@ -44,6 +48,15 @@ int main(int argc, char** argv)
     const int same = rrc == MPI_SUCCESS && memcmp(got, block, block_size) == 0;
     printf("rank %d: write_at class %d read_at_all class %d block %c\n", rank, error_class(wrc),
            error_class(rrc), same ? 'a' + rank : '-');
+    fflush(stdout);
+
+    const int w2 = MPI_File_write_at(fh, at, block, block_size, MPI_BYTE, MPI_STATUS_IGNORE);
+    MPI_Request req = MPI_REQUEST_NULL;
+    const int irc = MPI_File_iread_at_all(fh, at, got, block_size, MPI_BYTE, &req);
+    const int wait_rc = irc == MPI_SUCCESS ? MPI_Wait(&req, MPI_STATUS_IGNORE) : MPI_SUCCESS;
+    const int src = MPI_File_sync(fh);
+    printf("rank %d: write_at class %d iread_at_all class %d wait class %d sync class %d\n", rank,
+           error_class(w2), error_class(irc), error_class(wait_rc), error_class(src));
     fflush(stdout);
     MPI_File_close(&fh);
     MPI_Finalize();
