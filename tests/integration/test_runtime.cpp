@@ -224,7 +224,10 @@ TEST_CASE("ranks attach to a daemon started by hand, which keeps serving", "[int
 TEST_CASE("waiting ranks and an idle daemon sleep instead of spinning", "[integration][idle]")
 {
     cluster c;
-    auto d = c.daemon();
+    // Its staging faulted in before it answers: faulted in the background,
+    // the pages are real work of the daemon's, which can fall inside the
+    // window below (0.23 s of CPU in one run of four, 2026-11-25).
+    auto d = c.daemon({"--staging-prefault", "1"});
     // The rank connects, then sleeps 1.5 s before writing.
     auto r0 = c.rank(0, 1, {"--size", "4096", "--versions", "1", "--pause-ms", "1500"});
     REQUIRE(wait_until([&] { return count(c.log(), "connect job") == 1; }, 20s));
