@@ -162,8 +162,18 @@ bool plan_requests(const file_view& view, std::int64_t at, std::int64_t begin, s
     return true;
 }
 
+// Calls the error handler of `fh` and returns `cls`. Never under the state
+// mutex: a handler may call MPI-IO on the file, which the shim wraps.
+int raise(MPI_File fh, int cls)
+{
+    PMPI_File_call_errhandler(fh, cls);
+    return cls;
+}
+
 // Makes the rank's forwarded writes to `f` visible to MPI-IO (in the file).
-int settle(MPI_File fh, open_file& f, const char* call)
+// A failure is said on stderr and returned; the caller raises it (raise())
+// once it holds no lock and has joined any collective the call is.
+int settle(open_file& f, const char* call)
 {
     if (!f.dirty)
         return MPI_SUCCESS;
@@ -173,14 +183,14 @@ int settle(MPI_File fh, open_file& f, const char* call)
         std::fprintf(stderr, "iofwd shim (rank %d): %s on %s: the rank's forwarded writes did "
                              "not land: %s\n",
                      s.world_rank, call, f.path.c_str(), s.conn.why().c_str());
-        return PMPI_File_call_errhandler(fh, cls), cls;
+        return cls;
     }
     f.dirty = false;
     return MPI_SUCCESS;
 }
 
 // Before a call the shim hands to MPI-IO on file `fh`: settle, count it, and
-// say once why a write was not forwarded.
+// say once why a write was not forwarded. A failure is returned, not raised.
 int before_passing(MPI_File fh, const char* call, const char* why_not_forwarded = nullptr)
 {
     auto& s = shared();
@@ -194,7 +204,7 @@ int before_passing(MPI_File fh, const char* call, const char* why_not_forwarded 
                   fmt::format("{} on {}: {}; this call and others like it go to MPI-IO "
                               "(same bytes, not forwarded)",
                               call, f->path, why_not_forwarded));
-    return settle(fh, *f, call);
+    return settle(*f, call);
 }
 
 // How a call the shim hands to MPI-IO goes on when the rank's forwarded
@@ -216,15 +226,18 @@ int pass(MPI_File fh, const char* call, passing kind, const char* why_not_forwar
     if (rc == MPI_SUCCESS)
         return next();
     if (kind == passing::independent)
-        return rc;
+        return raise(fh, rc);
     if (kind == passing::collective_start) {
         auto& s = shared();
         std::lock_guard lock(s.mutex);
         if (const auto it = files().find(fh); it != files().end())
             it->second.unreported = rc;
     }
+    // The error handler runs once: MPI-IO's, if its call failed too.
     const int joined = next();
-    return kind == passing::collective && joined == MPI_SUCCESS ? rc : joined;
+    if (kind == passing::collective_start || joined != MPI_SUCCESS)
+        return joined;
+    return raise(fh, rc);
 }
 
 enum class where { explicit_offset, individual_pointer };
@@ -284,8 +297,9 @@ int write_common(const char* call, where w, MPI_File fh, MPI_Offset offset, cons
     if (why_not) {
         const std::string why = why_not;  // the view's text may change once unlocked
         lock.unlock();
+        // `next` is independent: no other rank waits for this one in it.
         if (int rc = before_passing(fh, call, why.c_str()); rc != MPI_SUCCESS)
-            return rc;
+            return raise(fh, rc);
         return next();
     }
     const auto start = std::chrono::steady_clock::now();
@@ -300,7 +314,8 @@ int write_common(const char* call, where w, MPI_File fh, MPI_Offset offset, cons
                 std::fprintf(stderr, "iofwd shim (rank %d): %s on %s: MPI_Pack of the "
                                      "non-contiguous memory failed\n",
                              s.world_rank, call, f->path.c_str());
-                return PMPI_File_call_errhandler(fh, MPI_ERR_TYPE), MPI_ERR_TYPE;
+                lock.unlock();
+                return raise(fh, MPI_ERR_TYPE);
             }
             base = packed.data();
             base_at = b.first * mem.size;
@@ -316,7 +331,8 @@ int write_common(const char* call, where w, MPI_File fh, MPI_Offset offset, cons
                              static_cast<unsigned long long>(r.runs.front().offset),
                              f->path.c_str(), static_cast<long long>(r.begin),
                              s.conn.why().c_str());
-                return PMPI_File_call_errhandler(fh, cls), cls;
+                lock.unlock();
+                return raise(fh, cls);
             }
             f->dirty = true;
             if (s.cfg.trace)
@@ -335,7 +351,8 @@ int write_common(const char* call, where w, MPI_File fh, MPI_Offset offset, cons
             std::fprintf(stderr, "iofwd shim (rank %d): %s on %s: the write was forwarded but "
                                  "the file pointer could not be moved past it\n",
                          s.world_rank, call, f->path.c_str());
-            return PMPI_File_call_errhandler(fh, rc), rc;
+            lock.unlock();
+            return raise(fh, rc);
         }
     }
     s.stats.writes += 1;
@@ -508,6 +525,42 @@ bool drain_if_forwarded(const char* filename, std::string& path)
     return true;
 }
 
+// Split collective writes' begins (int and MPI_Count counts): forwarded, or
+// when they cannot be, MPI-IO's independent write (other ranks may have
+// forwarded theirs and will not enter MPI-IO's collective); the end only
+// fills in the status.
+template <typename Count, typename Begin, typename Independent>
+int write_at_all_begin(const char* call, MPI_File fh, MPI_Offset offset, const void* buf,
+                       Count count, MPI_Datatype type, Begin begin, Independent independent)
+{
+    return write_common(
+        call, where::explicit_offset, fh, offset, buf, count, type,
+        [&] { return begin(fh, offset, buf, count, type); },
+        [&] {
+            const int rc = independent(fh, offset, buf, count, type, MPI_STATUS_IGNORE);
+            if (rc == MPI_SUCCESS)
+                begin_split(fh, type, count);
+            return rc;
+        },
+        [&] { begin_split(fh, type, count); });
+}
+
+template <typename Count, typename Begin, typename Independent>
+int write_all_begin(const char* call, MPI_File fh, const void* buf, Count count,
+                    MPI_Datatype type, Begin begin, Independent independent)
+{
+    return write_common(
+        call, where::individual_pointer, fh, 0, buf, count, type,
+        [&] { return begin(fh, buf, count, type); },
+        [&] {
+            const int rc = independent(fh, buf, count, type, MPI_STATUS_IGNORE);
+            if (rc == MPI_SUCCESS)
+                begin_split(fh, type, count);
+            return rc;
+        },
+        [&] { begin_split(fh, type, count); });
+}
+
 }  // namespace iofwd::shim
 
 using namespace iofwd::shim;
@@ -640,9 +693,16 @@ int MPI_File_sync(MPI_File fh)
     // Collective in MPI-IO: joined even when the daemon failed (the other
     // ranks are in it), the error returned after.
     const int rc = IOFWD_NEXT(MPI_File_sync)(fh);
-    if (failed != MPI_SUCCESS)
-        return PMPI_File_call_errhandler(fh, failed), failed;
-    return rc;
+    if (failed == MPI_SUCCESS)
+        return rc;
+    if (rc != MPI_SUCCESS) {
+        // MPI-IO's error is this call's; the daemon's waits for the next.
+        std::lock_guard lock(s.mutex);
+        if (const auto it = files().find(fh); it != files().end())
+            it->second.unreported = failed;
+        return rc;
+    }
+    return raise(fh, failed);
 }
 
 int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype,
@@ -660,7 +720,7 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
 
 int MPI_File_set_atomicity(MPI_File fh, int flag)
 {
-    int failed = MPI_SUCCESS;  // settle() called the error handler already
+    int failed = MPI_SUCCESS;
     if (flag) {
         auto& s = shared();
         std::lock_guard lock(s.mutex);
@@ -669,7 +729,7 @@ int MPI_File_set_atomicity(MPI_File fh, int flag)
             // MPI-IO itself can keep that promise. Off on every rank, even
             // one whose writes did not land (its error after MPI-IO's call,
             // which the other ranks are in).
-            failed = settle(fh, *f, "MPI_File_set_atomicity");
+            failed = settle(*f, "MPI_File_set_atomicity");
             f->forward = false;
             warn_once("atomic:" + f->path, fmt::format("{} is in atomic mode; it goes to "
                                                        "MPI-IO from now on",
@@ -677,7 +737,9 @@ int MPI_File_set_atomicity(MPI_File fh, int flag)
         }
     }
     const int rc = IOFWD_NEXT(MPI_File_set_atomicity)(fh, flag);
-    return failed != MPI_SUCCESS ? failed : rc;
+    if (rc != MPI_SUCCESS || failed == MPI_SUCCESS)
+        return rc;
+    return raise(fh, failed);
 }
 
 // `name` is forwarded when it can be; otherwise MPI-IO's `independent` does
@@ -741,37 +803,32 @@ IOFWD_IWRITE(MPI_File_iwrite_all, MPI_File_iwrite, int)
 IOFWD_IWRITE(MPI_File_iwrite_c, MPI_File_iwrite_c, MPI_Count)
 IOFWD_IWRITE(MPI_File_iwrite_all_c, MPI_File_iwrite_c, MPI_Count)
 
-// Split collectives: the begin is forwarded (or, when it cannot be, done as
-// MPI-IO's independent write: other ranks may have forwarded theirs and
-// will not enter MPI-IO's collective); the end only fills in the status.
+// Split collectives (write_at_all_begin() above).
 int MPI_File_write_at_all_begin(MPI_File fh, MPI_Offset offset, const void* buf, int count,
                                 MPI_Datatype type)
 {
-    return write_common(
-        "MPI_File_write_at_all_begin", where::explicit_offset, fh, offset, buf, count, type,
-        [&] { return IOFWD_NEXT(MPI_File_write_at_all_begin)(fh, offset, buf, count, type); },
-        [&] {
-            const int rc =
-                IOFWD_NEXT(MPI_File_write_at)(fh, offset, buf, count, type, MPI_STATUS_IGNORE);
-            if (rc == MPI_SUCCESS)
-                begin_split(fh, type, count);
-            return rc;
-        },
-        [&] { begin_split(fh, type, count); });
+    return write_at_all_begin("MPI_File_write_at_all_begin", fh, offset, buf, count, type,
+                              IOFWD_NEXT(MPI_File_write_at_all_begin), IOFWD_NEXT(MPI_File_write_at));
+}
+
+int MPI_File_write_at_all_begin_c(MPI_File fh, MPI_Offset offset, const void* buf,
+                                  MPI_Count count, MPI_Datatype type)
+{
+    return write_at_all_begin("MPI_File_write_at_all_begin_c", fh, offset, buf, count, type,
+                              IOFWD_NEXT(MPI_File_write_at_all_begin_c),
+                              IOFWD_NEXT(MPI_File_write_at_c));
 }
 
 int MPI_File_write_all_begin(MPI_File fh, const void* buf, int count, MPI_Datatype type)
 {
-    return write_common(
-        "MPI_File_write_all_begin", where::individual_pointer, fh, 0, buf, count, type,
-        [&] { return IOFWD_NEXT(MPI_File_write_all_begin)(fh, buf, count, type); },
-        [&] {
-            const int rc = IOFWD_NEXT(MPI_File_write)(fh, buf, count, type, MPI_STATUS_IGNORE);
-            if (rc == MPI_SUCCESS)
-                begin_split(fh, type, count);
-            return rc;
-        },
-        [&] { begin_split(fh, type, count); });
+    return write_all_begin("MPI_File_write_all_begin", fh, buf, count, type,
+                           IOFWD_NEXT(MPI_File_write_all_begin), IOFWD_NEXT(MPI_File_write));
+}
+
+int MPI_File_write_all_begin_c(MPI_File fh, const void* buf, MPI_Count count, MPI_Datatype type)
+{
+    return write_all_begin("MPI_File_write_all_begin_c", fh, buf, count, type,
+                           IOFWD_NEXT(MPI_File_write_all_begin_c), IOFWD_NEXT(MPI_File_write_c));
 }
 
 int MPI_File_write_at_all_end(MPI_File fh, const void* buf, MPI_Status* status)
@@ -839,6 +896,13 @@ IOFWD_IREAD_AT(MPI_File_iread_at_all, collective_start, int)
 IOFWD_IREAD(MPI_File_iread, independent, int)
 IOFWD_IREAD(MPI_File_iread_all, collective_start, int)
 IOFWD_IREAD(MPI_File_iread_shared, independent, int)
+IOFWD_READ(MPI_File_read_shared_c, independent, MPI_Count)
+IOFWD_READ(MPI_File_read_ordered_c, collective, MPI_Count)
+IOFWD_IREAD_AT(MPI_File_iread_at_c, independent, MPI_Count)
+IOFWD_IREAD_AT(MPI_File_iread_at_all_c, collective_start, MPI_Count)
+IOFWD_IREAD(MPI_File_iread_c, independent, MPI_Count)
+IOFWD_IREAD(MPI_File_iread_all_c, collective_start, MPI_Count)
+IOFWD_IREAD(MPI_File_iread_shared_c, independent, MPI_Count)
 IOFWD_SETTLED(MPI_File_read_at_all_begin, collective_start,
               (MPI_File fh, MPI_Offset offset, void* buf, int count, MPI_Datatype type),
               (fh, offset, buf, count, type))
@@ -846,6 +910,15 @@ IOFWD_SETTLED(MPI_File_read_all_begin, collective_start,
               (MPI_File fh, void* buf, int count, MPI_Datatype type), (fh, buf, count, type))
 IOFWD_SETTLED(MPI_File_read_ordered_begin, collective_start,
               (MPI_File fh, void* buf, int count, MPI_Datatype type), (fh, buf, count, type))
+IOFWD_SETTLED(MPI_File_read_at_all_begin_c, collective_start,
+              (MPI_File fh, MPI_Offset offset, void* buf, MPI_Count count, MPI_Datatype type),
+              (fh, offset, buf, count, type))
+IOFWD_SETTLED(MPI_File_read_all_begin_c, collective_start,
+              (MPI_File fh, void* buf, MPI_Count count, MPI_Datatype type),
+              (fh, buf, count, type))
+IOFWD_SETTLED(MPI_File_read_ordered_begin_c, collective_start,
+              (MPI_File fh, void* buf, MPI_Count count, MPI_Datatype type),
+              (fh, buf, count, type))
 IOFWD_SETTLED(MPI_File_get_size, independent, (MPI_File fh, MPI_Offset* size), (fh, size))
 IOFWD_SETTLED(MPI_File_set_size, collective, (MPI_File fh, MPI_Offset size), (fh, size))
 IOFWD_SETTLED(MPI_File_preallocate, collective, (MPI_File fh, MPI_Offset size), (fh, size))
@@ -864,6 +937,21 @@ IOFWD_PASSED_WRITE(MPI_File_iwrite_shared, independent,
                    (fh, buf, count, type, request))
 IOFWD_PASSED_WRITE(MPI_File_write_ordered_begin, collective_start,
                    (MPI_File fh, const void* buf, int count, MPI_Datatype type),
+                   (fh, buf, count, type))
+IOFWD_PASSED_WRITE(MPI_File_write_shared_c, independent,
+                   (MPI_File fh, const void* buf, MPI_Count count, MPI_Datatype type,
+                    MPI_Status* status),
+                   (fh, buf, count, type, status))
+IOFWD_PASSED_WRITE(MPI_File_write_ordered_c, collective,
+                   (MPI_File fh, const void* buf, MPI_Count count, MPI_Datatype type,
+                    MPI_Status* status),
+                   (fh, buf, count, type, status))
+IOFWD_PASSED_WRITE(MPI_File_iwrite_shared_c, independent,
+                   (MPI_File fh, const void* buf, MPI_Count count, MPI_Datatype type,
+                    MPI_Request* request),
+                   (fh, buf, count, type, request))
+IOFWD_PASSED_WRITE(MPI_File_write_ordered_begin_c, collective_start,
+                   (MPI_File fh, const void* buf, MPI_Count count, MPI_Datatype type),
                    (fh, buf, count, type))
 
 }  // extern "C"

@@ -218,9 +218,12 @@ settle-split)
   # once answered a sync before it recorded the failure of the write the sync
   # waited for.
   split_app=$extra
+  # Session sa's writes land, a second late each: a read that did not wait
+  # for them would miss them.
   common=(-env LD_PRELOAD "$shim" -env IOFWD_SHIM_PREFIXES "$work/shim")
   IOFWD_FINALIZE_TIMEOUT=2 timeout --kill-after=5 60 "$mpiexec" \
-    -n 1 -env IOFWD_SESSION sa "${common[@]}" "$split_app" "$work/shim" : \
+    -n 1 -env IOFWD_SESSION sa -env IOFWD_FAULT pwrite:DELAY1 "${common[@]}" "$split_app" \
+    "$work/shim" : \
     -n 1 -env IOFWD_SESSION sb -env IOFWD_FAULT pwrite:DELAY1+EIO "${common[@]}" "$split_app" \
     "$work/shim" > "$work/out" 2> "$work/err" || {
     rc=$?
@@ -242,6 +245,19 @@ settle-split)
     fail "rank 0's nonblocking collective or sync failed"
   grep -qx "rank 1: write_at class 0 iread_at_all class 0 wait class 0 sync class 32" "$work/out" ||
     fail "rank 1's failure did not come back at MPI_File_sync"
+  # The large-count calls settle too (they once went to MPI-IO unwrapped:
+  # rank 0 read zeros).
+  grep -qx "rank 0: iread_at_c class 0 wait class 0 block A" "$work/out" ||
+    fail "rank 0's MPI_File_iread_at_c did not read its forwarded write"
+  grep -qx "rank 1: iread_at_c class 32 wait class 0 block -" "$work/out" ||
+    fail "rank 1's MPI_File_iread_at_c did not fail with MPI_ERR_IO"
+  # The error handler runs once per error returned (read_at_all, sync,
+  # iread_at_c), never under the shim's lock (its MPI_File_get_size once
+  # deadlocked), never for the error a started collective could not return.
+  grep -qx "rank 0: handler calls 0 get_size class 0" "$work/out" ||
+    fail "rank 0's error handler ran"
+  grep -qx "rank 1: handler calls 3 get_size class 0" "$work/out" ||
+    fail "rank 1's error handler did not run exactly 3 times"
   ;;
 prefix-split)
   # Ranks launched with different IOFWD_SHIM_PREFIXES (MPMD, or a launcher

@@ -7,7 +7,13 @@
  * Then the same with a collective that starts a request: write_at,
  * MPI_File_iread_at_all, MPI_Wait, MPI_File_sync (where the failure must
  * come back):
- *   rank R: iread_at_all class C wait class C sync class C
+ *   rank R: write_at class C iread_at_all class C wait class C sync class C
+ * Then a large-count call: write_at a second block, MPI_File_iread_at_c it
+ * back, MPI_Wait:
+ *   rank R: iread_at_c class C wait class C block L
+ * The file's error handler counts its calls and asks MPI_File_get_size (as
+ * a handler may), which must neither deadlock nor fail:
+ *   rank R: handler calls N get_size class C
  * and exits 0 once every rank is out of the collectives.
  *   settle_split_app DIR */
 #include <mpi.h>
@@ -15,6 +21,18 @@
 #include <string.h>
 
 enum { block_size = 4096 };
+
+static int handler_calls = 0, handler_size_class = 0;
+
+static void handler(MPI_File* fh, int* code, ...)
+{
+    (void)code;
+    ++handler_calls;
+    MPI_Offset size = 0;
+    const int rc = MPI_File_get_size(*fh, &size);
+    if (rc != MPI_SUCCESS)
+        MPI_Error_class(rc, &handler_size_class);
+}
 
 static int error_class(int rc)
 {
@@ -39,7 +57,9 @@ int main(int argc, char** argv)
     if (MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL, &fh) !=
         MPI_SUCCESS)
         MPI_Abort(MPI_COMM_WORLD, 3);
-    MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN);
+    MPI_Errhandler eh;
+    MPI_File_create_errhandler(handler, &eh);
+    MPI_File_set_errhandler(fh, eh);
     static char block[block_size], got[block_size];
     memset(block, 'a' + rank, sizeof block);
     const MPI_Offset at = (MPI_Offset)rank * block_size;
@@ -58,7 +78,23 @@ int main(int argc, char** argv)
     printf("rank %d: write_at class %d iread_at_all class %d wait class %d sync class %d\n", rank,
            error_class(w2), error_class(irc), error_class(wait_rc), error_class(src));
     fflush(stdout);
+
+    static char block2[block_size];
+    memset(block2, 'A' + rank, sizeof block2);
+    const MPI_Offset at2 = (MPI_Offset)(2 + rank) * block_size;
+    MPI_File_write_at(fh, at2, block2, block_size, MPI_BYTE, MPI_STATUS_IGNORE);
+    memset(got, 0, sizeof got);
+    req = MPI_REQUEST_NULL;
+    const int crc = MPI_File_iread_at_c(fh, at2, got, block_size, MPI_BYTE, &req);
+    const int cwait = crc == MPI_SUCCESS ? MPI_Wait(&req, MPI_STATUS_IGNORE) : MPI_SUCCESS;
+    const int same2 = crc == MPI_SUCCESS && memcmp(got, block2, block_size) == 0;
+    printf("rank %d: iread_at_c class %d wait class %d block %c\n", rank, error_class(crc),
+           error_class(cwait), same2 ? 'A' + rank : '-');
+    printf("rank %d: handler calls %d get_size class %d\n", rank, handler_calls,
+           handler_size_class);
+    fflush(stdout);
     MPI_File_close(&fh);
+    MPI_Errhandler_free(&eh);
     MPI_Finalize();
     return 0;
 }
