@@ -881,6 +881,16 @@ int MPI_File_write_all_end(MPI_File fh, const void* buf, MPI_Status* status)
                                MPI_Request* request),                                         \
                   (fh, buf, count, type, request))
 
+// Split collective reads' begins: they start an operation.
+#define IOFWD_READ_AT_BEGIN(name, Count)                                                      \
+    IOFWD_SETTLED(name, collective_start,                                                     \
+                  (MPI_File fh, MPI_Offset offset, void* buf, Count count, MPI_Datatype type), \
+                  (fh, offset, buf, count, type))
+#define IOFWD_READ_BEGIN(name, Count)                                                         \
+    IOFWD_SETTLED(name, collective_start,                                                     \
+                  (MPI_File fh, void* buf, Count count, MPI_Datatype type),                   \
+                  (fh, buf, count, type))
+
 IOFWD_READ_AT(MPI_File_read_at, independent, int)
 IOFWD_READ_AT(MPI_File_read_at_all, collective, int)
 IOFWD_READ_AT(MPI_File_read_at_c, independent, MPI_Count)
@@ -903,55 +913,39 @@ IOFWD_IREAD_AT(MPI_File_iread_at_all_c, collective_start, MPI_Count)
 IOFWD_IREAD(MPI_File_iread_c, independent, MPI_Count)
 IOFWD_IREAD(MPI_File_iread_all_c, collective_start, MPI_Count)
 IOFWD_IREAD(MPI_File_iread_shared_c, independent, MPI_Count)
-IOFWD_SETTLED(MPI_File_read_at_all_begin, collective_start,
-              (MPI_File fh, MPI_Offset offset, void* buf, int count, MPI_Datatype type),
-              (fh, offset, buf, count, type))
-IOFWD_SETTLED(MPI_File_read_all_begin, collective_start,
-              (MPI_File fh, void* buf, int count, MPI_Datatype type), (fh, buf, count, type))
-IOFWD_SETTLED(MPI_File_read_ordered_begin, collective_start,
-              (MPI_File fh, void* buf, int count, MPI_Datatype type), (fh, buf, count, type))
-IOFWD_SETTLED(MPI_File_read_at_all_begin_c, collective_start,
-              (MPI_File fh, MPI_Offset offset, void* buf, MPI_Count count, MPI_Datatype type),
-              (fh, offset, buf, count, type))
-IOFWD_SETTLED(MPI_File_read_all_begin_c, collective_start,
-              (MPI_File fh, void* buf, MPI_Count count, MPI_Datatype type),
-              (fh, buf, count, type))
-IOFWD_SETTLED(MPI_File_read_ordered_begin_c, collective_start,
-              (MPI_File fh, void* buf, MPI_Count count, MPI_Datatype type),
-              (fh, buf, count, type))
+IOFWD_READ_AT_BEGIN(MPI_File_read_at_all_begin, int)
+IOFWD_READ_BEGIN(MPI_File_read_all_begin, int)
+IOFWD_READ_BEGIN(MPI_File_read_ordered_begin, int)
+IOFWD_READ_AT_BEGIN(MPI_File_read_at_all_begin_c, MPI_Count)
+IOFWD_READ_BEGIN(MPI_File_read_all_begin_c, MPI_Count)
+IOFWD_READ_BEGIN(MPI_File_read_ordered_begin_c, MPI_Count)
 IOFWD_SETTLED(MPI_File_get_size, independent, (MPI_File fh, MPI_Offset* size), (fh, size))
 IOFWD_SETTLED(MPI_File_set_size, collective, (MPI_File fh, MPI_Offset size), (fh, size))
 IOFWD_SETTLED(MPI_File_preallocate, collective, (MPI_File fh, MPI_Offset size), (fh, size))
 
-IOFWD_PASSED_WRITE(MPI_File_write_shared, independent,
-                   (MPI_File fh, const void* buf, int count, MPI_Datatype type,
-                    MPI_Status* status),
-                   (fh, buf, count, type, status))
-IOFWD_PASSED_WRITE(MPI_File_write_ordered, collective,
-                   (MPI_File fh, const void* buf, int count, MPI_Datatype type,
-                    MPI_Status* status),
-                   (fh, buf, count, type, status))
-IOFWD_PASSED_WRITE(MPI_File_iwrite_shared, independent,
-                   (MPI_File fh, const void* buf, int count, MPI_Datatype type,
-                    MPI_Request* request),
-                   (fh, buf, count, type, request))
-IOFWD_PASSED_WRITE(MPI_File_write_ordered_begin, collective_start,
-                   (MPI_File fh, const void* buf, int count, MPI_Datatype type),
-                   (fh, buf, count, type))
-IOFWD_PASSED_WRITE(MPI_File_write_shared_c, independent,
-                   (MPI_File fh, const void* buf, MPI_Count count, MPI_Datatype type,
-                    MPI_Status* status),
-                   (fh, buf, count, type, status))
-IOFWD_PASSED_WRITE(MPI_File_write_ordered_c, collective,
-                   (MPI_File fh, const void* buf, MPI_Count count, MPI_Datatype type,
-                    MPI_Status* status),
-                   (fh, buf, count, type, status))
-IOFWD_PASSED_WRITE(MPI_File_iwrite_shared_c, independent,
-                   (MPI_File fh, const void* buf, MPI_Count count, MPI_Datatype type,
-                    MPI_Request* request),
-                   (fh, buf, count, type, request))
-IOFWD_PASSED_WRITE(MPI_File_write_ordered_begin_c, collective_start,
-                   (MPI_File fh, const void* buf, MPI_Count count, MPI_Datatype type),
-                   (fh, buf, count, type))
+// The shared file pointer's writes, by the form of their arguments.
+#define IOFWD_SHARED_WRITE(name, kind, Count)                                                 \
+    IOFWD_PASSED_WRITE(name, kind,                                                            \
+                       (MPI_File fh, const void* buf, Count count, MPI_Datatype type,         \
+                        MPI_Status* status),                                                  \
+                       (fh, buf, count, type, status))
+#define IOFWD_SHARED_IWRITE(name, kind, Count)                                                \
+    IOFWD_PASSED_WRITE(name, kind,                                                            \
+                       (MPI_File fh, const void* buf, Count count, MPI_Datatype type,         \
+                        MPI_Request* request),                                                \
+                       (fh, buf, count, type, request))
+#define IOFWD_SHARED_WRITE_BEGIN(name, kind, Count)                                           \
+    IOFWD_PASSED_WRITE(name, kind,                                                            \
+                       (MPI_File fh, const void* buf, Count count, MPI_Datatype type),        \
+                       (fh, buf, count, type))
+
+IOFWD_SHARED_WRITE(MPI_File_write_shared, independent, int)
+IOFWD_SHARED_WRITE(MPI_File_write_ordered, collective, int)
+IOFWD_SHARED_IWRITE(MPI_File_iwrite_shared, independent, int)
+IOFWD_SHARED_WRITE_BEGIN(MPI_File_write_ordered_begin, collective_start, int)
+IOFWD_SHARED_WRITE(MPI_File_write_shared_c, independent, MPI_Count)
+IOFWD_SHARED_WRITE(MPI_File_write_ordered_c, collective, MPI_Count)
+IOFWD_SHARED_IWRITE(MPI_File_iwrite_shared_c, independent, MPI_Count)
+IOFWD_SHARED_WRITE_BEGIN(MPI_File_write_ordered_begin_c, collective_start, MPI_Count)
 
 }  // extern "C"

@@ -16,6 +16,23 @@ cd "$work"
 run() { timeout --kill-after=5 120 "$@"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 daemon_log() { cat "$IOFWD_RUNTIME_DIR"/*.log 2>/dev/null || true; }
+# An MPMD run whose ranks disagree about something: it must end by itself
+# (exit status 124 or 137: killed by the timeout, the ranks hung). Each
+# rank's daemon waits at MPI_Finalize for a node's other rank it never
+# sees: bounded to 2 s. Its output in $work/out and $work/err.
+#   run_split WHAT MPIEXEC_ARGS...
+run_split() {
+  local what=$1
+  shift
+  IOFWD_FINALIZE_TIMEOUT=2 timeout --kill-after=5 60 "$mpiexec" "$@" > "$work/out" \
+    2> "$work/err" || {
+    local rc=$?
+    cat "$work/out" "$work/err" >&2
+    [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] || fail "the ranks hung$what"
+    fail "the program failed (exit status $rc$what)"
+  }
+  cat "$work/out" "$work/err" >&2
+}
 
 case "$scenario" in
 mpiio)
@@ -184,20 +201,13 @@ open-split)
   # each with a daemon of its own, session sb's unable to open files): the
   # file must go to MPI-IO on both. A rank forwarding while the other did
   # MPI-IO's collective write hung both (seen when a daemon was killed
-  # between two ranks' FILE_OPEN). Each daemon waits in vain for the node's
-  # other rank at MPI_Finalize: bounded to 2 s here.
+  # between two ranks' FILE_OPEN).
   run "$mpiexec" -n 2 "$app" "$work/plain" "$work/outside-plain"
   common=(-env LD_PRELOAD "$shim" -env IOFWD_SHIM_PREFIXES "$work/shim" -env IOFWD_SHIM_VERBOSE 2)
-  IOFWD_FINALIZE_TIMEOUT=2 timeout --kill-after=5 60 "$mpiexec" \
+  run_split "" \
     -n 1 -env IOFWD_SESSION sa "${common[@]}" "$app" "$work/shim" "$work/outside" : \
     -n 1 -env IOFWD_SESSION sb -env IOFWD_FAULT open:EACCES "${common[@]}" "$app" "$work/shim" \
-    "$work/outside" > "$work/out" 2> "$work/err" || {
-    rc=$?
-    cat "$work/err" >&2
-    [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] || fail "the ranks hung"
-    fail "the program failed (exit status $rc)"
-  }
-  cat "$work/err" >&2
+    "$work/outside"
   grep -q "0 failed checks" "$work/out" || fail "the program's own checks failed"
   cmp "$work/plain/data.bin" "$work/shim/data.bin" || fail "data.bin differs"
   cmp "$work/outside-plain/other.bin" "$work/outside/other.bin" || fail "other.bin differs"
@@ -221,17 +231,11 @@ settle-split)
   # Session sa's writes land, a second late each: a read that did not wait
   # for them would miss them.
   common=(-env LD_PRELOAD "$shim" -env IOFWD_SHIM_PREFIXES "$work/shim")
-  IOFWD_FINALIZE_TIMEOUT=2 timeout --kill-after=5 60 "$mpiexec" \
+  run_split "" \
     -n 1 -env IOFWD_SESSION sa -env IOFWD_FAULT pwrite:DELAY1 "${common[@]}" "$split_app" \
     "$work/shim" : \
     -n 1 -env IOFWD_SESSION sb -env IOFWD_FAULT pwrite:DELAY1+EIO "${common[@]}" "$split_app" \
-    "$work/shim" > "$work/out" 2> "$work/err" || {
-    rc=$?
-    cat "$work/out" "$work/err" >&2
-    [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] || fail "the ranks hung"
-    fail "the program failed (exit status $rc)"
-  }
-  cat "$work/out" "$work/err" >&2
+    "$work/shim"
   grep -qx "rank 0: write_at class 0 read_at_all class 0 block a" "$work/out" ||
     fail "rank 0 did not read its block back"
   # MPI_ERR_IO is class 32 in MPICH.
@@ -269,16 +273,10 @@ prefix-split)
   run "$mpiexec" -n 2 "$app" "$work/plain" "$work/outside-plain"
   for other in "$work/elsewhere" ":"; do
     rm -f "$work/shim/data.bin" "$work/outside/other.bin"
-    IOFWD_FINALIZE_TIMEOUT=2 timeout --kill-after=5 60 "$mpiexec" -genv LD_PRELOAD "$shim" \
+    run_split " (rank 1's prefixes: $other)" -genv LD_PRELOAD "$shim" \
       -genv IOFWD_SHIM_VERBOSE 2 -n 1 -env IOFWD_SHIM_PREFIXES "$work/shim" \
       "$app" "$work/shim" "$work/outside" : -n 1 -env IOFWD_SHIM_PREFIXES "$other" \
-      "$app" "$work/shim" "$work/outside" > "$work/out" 2> "$work/err" || {
-      rc=$?
-      cat "$work/err" >&2
-      [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] || fail "the ranks hung (rank 1's prefixes: $other)"
-      fail "the program failed (exit status $rc, rank 1's prefixes: $other)"
-    }
-    cat "$work/err" >&2
+      "$app" "$work/shim" "$work/outside"
     grep -q "0 failed checks" "$work/out" || fail "the program's own checks failed"
     cmp "$work/plain/data.bin" "$work/shim/data.bin" || fail "data.bin differs"
     cmp "$work/outside-plain/other.bin" "$work/outside/other.bin" || fail "other.bin differs"
