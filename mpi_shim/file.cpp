@@ -10,9 +10,9 @@
 // writes are in the file and then goes to MPI-IO: the bytes are always those
 // MPI-IO would write.
 //
-// About 600 lines: one thin wrapper per MPI-IO write call and its variants
-// (explicit offset, individual pointer, collective, nonblocking, large
-// count), each a few lines over the shared forward().
+// One thin wrapper per MPI-IO call and its forms (explicit offset,
+// individual pointer, collective, nonblocking, split, large count): writes
+// over write_common(), the calls MPI-IO serves over pass_to_mpiio().
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,8 +41,9 @@ struct open_file {
     file_view view;                // the default view until MPI_File_set_view
     std::string view_problem;      // why writes through the view are not forwarded
     int unreported = MPI_SUCCESS;  // a failure of forwarded writes the program was not
-                                   // told of (a collective started anyway): at the next
-                                   // MPI_File_sync or MPI_File_close
+                                   // told of (a collective started anyway, or MPI-IO's
+                                   // own call failed too): at the next MPI_File_sync
+                                   // or MPI_File_close
 };
 
 std::unordered_map<MPI_File, open_file>& files()
@@ -164,15 +165,40 @@ bool plan_requests(const file_view& view, std::int64_t at, std::int64_t begin, s
 
 // Calls the error handler of `fh` and returns `cls`. Never under the state
 // mutex: a handler may call MPI-IO on the file, which the shim wraps.
-int raise(MPI_File fh, int cls)
+int call_errhandler(MPI_File fh, int cls)
 {
     PMPI_File_call_errhandler(fh, cls);
     return cls;
 }
 
+// Keeps `cls` on `fh` for its next MPI_File_sync or MPI_File_close.
+void keep_unreported(MPI_File fh, int cls)
+{
+    auto& s = shared();
+    std::lock_guard lock(s.mutex);
+    if (const auto it = files().find(fh); it != files().end())
+        it->second.unreported = cls;
+}
+
+// After a collective MPI-IO call (`joined`, its answer) that the rank
+// entered although its forwarded writes had failed (`failed`): the call's
+// error is MPI-IO's if it failed too (its handler ran; `failed` is kept for
+// the next sync or close), else `failed`, raised once.
+int after_joining(MPI_File fh, int failed, int joined)
+{
+    if (failed == MPI_SUCCESS)
+        return joined;
+    if (joined != MPI_SUCCESS) {
+        keep_unreported(fh, failed);
+        return joined;
+    }
+    return call_errhandler(fh, failed);
+}
+
 // Makes the rank's forwarded writes to `f` visible to MPI-IO (in the file).
-// A failure is said on stderr and returned; the caller raises it (raise())
-// once it holds no lock and has joined any collective the call is.
+// A failure is said on stderr and returned; the caller raises it
+// (call_errhandler()) once it holds no lock and has joined any collective
+// the call is.
 int settle(open_file& f, const char* call)
 {
     if (!f.dirty)
@@ -207,37 +233,34 @@ int before_passing(MPI_File fh, const char* call, const char* why_not_forwarded 
     return settle(*f, call);
 }
 
-// How a call the shim hands to MPI-IO goes on when the rank's forwarded
+// What a call the shim hands to MPI-IO does when the rank's forwarded
 // writes did not land (settle failed, its words on stderr already).
-enum class passing {
+enum class call_kind {
     independent,       // it fails with that error, MPI-IO not called
     collective,        // the other ranks are in MPI-IO's collective: this one
                        // joins them, then fails with that error
-    collective_start,  // the same, for a call that starts an operation (a
-                       // request, a split collective's begin): MPI-IO's
-                       // answer, so that the program completes it; the error
-                       // comes back at the file's next MPI_File_sync or close
+    collective_start,  // a collective that starts an operation (a request, a
+                       // split collective's begin): joined too, but it
+                       // returns MPI-IO's answer, so that the program
+                       // completes the operation; the error is kept for the
+                       // file's next MPI_File_sync or MPI_File_close
 };
 
+// A call MPI-IO serves on a file the shim may forward: the rank's forwarded
+// writes first (settled), then MPI-IO's `next`.
 template <class Next>
-int pass(MPI_File fh, const char* call, passing kind, const char* why_not_forwarded, Next&& next)
+int pass_to_mpiio(MPI_File fh, const char* call, call_kind kind, const char* why_not_forwarded,
+                  Next&& next)
 {
     const int rc = before_passing(fh, call, why_not_forwarded);
     if (rc == MPI_SUCCESS)
         return next();
-    if (kind == passing::independent)
-        return raise(fh, rc);
-    if (kind == passing::collective_start) {
-        auto& s = shared();
-        std::lock_guard lock(s.mutex);
-        if (const auto it = files().find(fh); it != files().end())
-            it->second.unreported = rc;
+    switch (kind) {
+    case call_kind::independent: return call_errhandler(fh, rc);
+    case call_kind::collective: return after_joining(fh, rc, next());
+    case call_kind::collective_start: keep_unreported(fh, rc); return next();
     }
-    // The error handler runs once: MPI-IO's, if its call failed too.
-    const int joined = next();
-    if (kind == passing::collective_start || joined != MPI_SUCCESS)
-        return joined;
-    return raise(fh, rc);
+    return rc;
 }
 
 enum class where { explicit_offset, individual_pointer };
@@ -299,7 +322,7 @@ int write_common(const char* call, where w, MPI_File fh, MPI_Offset offset, cons
         lock.unlock();
         // `next` is independent: no other rank waits for this one in it.
         if (int rc = before_passing(fh, call, why.c_str()); rc != MPI_SUCCESS)
-            return raise(fh, rc);
+            return call_errhandler(fh, rc);
         return next();
     }
     const auto start = std::chrono::steady_clock::now();
@@ -315,7 +338,7 @@ int write_common(const char* call, where w, MPI_File fh, MPI_Offset offset, cons
                                      "non-contiguous memory failed\n",
                              s.world_rank, call, f->path.c_str());
                 lock.unlock();
-                return raise(fh, MPI_ERR_TYPE);
+                return call_errhandler(fh, MPI_ERR_TYPE);
             }
             base = packed.data();
             base_at = b.first * mem.size;
@@ -332,7 +355,7 @@ int write_common(const char* call, where w, MPI_File fh, MPI_Offset offset, cons
                              f->path.c_str(), static_cast<long long>(r.begin),
                              s.conn.why().c_str());
                 lock.unlock();
-                return raise(fh, cls);
+                return call_errhandler(fh, cls);
             }
             f->dirty = true;
             if (s.cfg.trace)
@@ -352,7 +375,7 @@ int write_common(const char* call, where w, MPI_File fh, MPI_Offset offset, cons
                                  "the file pointer could not be moved past it\n",
                          s.world_rank, call, f->path.c_str());
             lock.unlock();
-            return raise(fh, rc);
+            return call_errhandler(fh, rc);
         }
     }
     s.stats.writes += 1;
@@ -611,21 +634,23 @@ int MPI_File_open(MPI_Comm comm, const char* filename, int amode, MPI_Info info,
     // Every rank of `comm` forwards the file or none does: a rank that does
     // not would do a collective write in MPI-IO, which the ranks that forward
     // never enter (a daemon killed between two ranks' FILE_OPEN hung both).
-    int here[2] = {match ? 1 : 0, taken ? 1 : 0}, everywhere[2] = {0, 0};
-    if (PMPI_Allreduce(here, everywhere, 2, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
-        everywhere[0] = everywhere[1] = 0;
+    const agreement all = agree(comm, match, taken);
     lock.lock();
-    if (!everywhere[1]) {
+    if (!all.second) {
         if (taken) {
             warn_once("open-other:" + path,
-                      everywhere[0] ? fmt::format("another rank cannot forward {}; it goes to "
-                                                  "MPI-IO on every rank",
-                                                  path)
-                                    : fmt::format("{} is not under IOFWD_SHIM_PREFIXES on "
-                                                  "every rank (their prefixes or working "
-                                                  "directories differ); it goes to MPI-IO on "
-                                                  "every rank",
-                                                  path));
+                      !all.reached ? fmt::format("the ranks could not agree to forward {} "
+                                                 "(MPI_Allreduce failed); it goes to MPI-IO on "
+                                                 "every rank",
+                                                 path)
+                      : all.first  ? fmt::format("another rank cannot forward {}; it goes to "
+                                                 "MPI-IO on every rank",
+                                                 path)
+                                   : fmt::format("{} is not under IOFWD_SHIM_PREFIXES on "
+                                                 "every rank (their prefixes or working "
+                                                 "directories differ); it goes to MPI-IO on "
+                                                 "every rank",
+                                                 path));
             if (auto ec = s.conn.file_sync(f.id, iofwd::proto::file_sync_close))
                 warn_once("close:" + path, fmt::format("closing {} on the daemon: {}", path,
                                                        s.conn.why()));
@@ -663,6 +688,10 @@ int MPI_File_close(MPI_File* fh)
             files().erase(it);
         }
     }
+    // A failure the program was not told of: raised while the handle is
+    // still the file's, then the file is closed all the same (collective).
+    if (unreported != MPI_SUCCESS)
+        call_errhandler(*fh, unreported);
     const int rc = IOFWD_NEXT(MPI_File_close)(fh);
     return rc == MPI_SUCCESS ? unreported : rc;
 }
@@ -683,7 +712,9 @@ int MPI_File_sync(MPI_File fh)
                 f->dirty = false;
             }
         }
-        // A failure the program was not told of yet is told now.
+        // A failure the program was not told of yet is told now (unless
+        // the daemon's sync failed too: then that one, and the earlier is
+        // dropped, as a second fsync error would replace the first).
         if (const auto it = files().find(fh); it != files().end()) {
             const int earlier = std::exchange(it->second.unreported, MPI_SUCCESS);
             if (failed == MPI_SUCCESS)
@@ -692,17 +723,7 @@ int MPI_File_sync(MPI_File fh)
     }
     // Collective in MPI-IO: joined even when the daemon failed (the other
     // ranks are in it), the error returned after.
-    const int rc = IOFWD_NEXT(MPI_File_sync)(fh);
-    if (failed == MPI_SUCCESS)
-        return rc;
-    if (rc != MPI_SUCCESS) {
-        // MPI-IO's error is this call's; the daemon's waits for the next.
-        std::lock_guard lock(s.mutex);
-        if (const auto it = files().find(fh); it != files().end())
-            it->second.unreported = failed;
-        return rc;
-    }
-    return raise(fh, failed);
+    return after_joining(fh, failed, IOFWD_NEXT(MPI_File_sync)(fh));
 }
 
 int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype,
@@ -736,10 +757,7 @@ int MPI_File_set_atomicity(MPI_File fh, int flag)
                                                        f->path));
         }
     }
-    const int rc = IOFWD_NEXT(MPI_File_set_atomicity)(fh, flag);
-    if (rc != MPI_SUCCESS || failed == MPI_SUCCESS)
-        return rc;
-    return raise(fh, failed);
+    return after_joining(fh, failed, IOFWD_NEXT(MPI_File_set_atomicity)(fh, flag));
 }
 
 // `name` is forwarded when it can be; otherwise MPI-IO's `independent` does
@@ -845,21 +863,22 @@ int MPI_File_write_all_end(MPI_File fh, const void* buf, MPI_Status* status)
     return IOFWD_NEXT(MPI_File_write_all_end)(fh, buf, status);
 }
 
-// Calls MPI-IO serves on a forwarded file once the rank's forwarded writes
-// are in it: reads see every byte written before them, sizes count them.
-// `kind` (pass()): independent, collective, or collective_start.
+// Calls MPI-IO serves on a forwarded file after the rank's forwarded writes
+// are settled: reads see every byte written before them, sizes count them.
+// `kind` (call_kind): what the call does when settling failed.
 #define IOFWD_SETTLED(name, kind, params, args)                                               \
     int name params                                                                           \
     {                                                                                         \
-        return pass(fh, #name, passing::kind, nullptr, [&] { return IOFWD_NEXT(name) args; }); \
+        return pass_to_mpiio(fh, #name, call_kind::kind, nullptr,                             \
+                             [&] { return IOFWD_NEXT(name) args; });                          \
     }
-// The same for writes the shim does not forward (shared file pointer, split
-// collectives): said once, then to MPI-IO.
+// The same for writes the shim does not forward (the shared file pointer's,
+// write_ordered_begin's too): said once, then to MPI-IO.
 #define IOFWD_PASSED_WRITE(name, kind, params, args)                                          \
     int name params                                                                           \
     {                                                                                         \
-        return pass(fh, #name, passing::kind, "this kind of write is not forwarded",          \
-                    [&] { return IOFWD_NEXT(name) args; });                                   \
+        return pass_to_mpiio(fh, #name, call_kind::kind, "this kind of write is not forwarded", \
+                             [&] { return IOFWD_NEXT(name) args; });                          \
     }
 
 #define IOFWD_READ_AT(name, kind, Count)                                                      \

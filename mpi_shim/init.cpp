@@ -60,6 +60,14 @@ void warn_once(const std::string& key, const std::string& text)
         std::fprintf(stderr, "iofwd shim (rank %d): %s\n", shared().world_rank, text.c_str());
 }
 
+agreement agree(MPI_Comm comm, bool first, bool second)
+{
+    int here[2] = {first ? 1 : 0, second ? 1 : 0}, everywhere[2] = {0, 0};
+    if (PMPI_Allreduce(here, everywhere, 2, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS)
+        return {};
+    return {everywhere[0] == 1, everywhere[1] == 1, true};
+}
+
 int mpi_error_class(std::error_code ec)
 {
     switch (to_errno(ec)) {
@@ -111,9 +119,7 @@ void attach()
     // calls (the barrier and agreement of MPI_File_open) must happen on all
     // of them. A rank without prefixes, or that cannot reach its daemon,
     // turns forwarding off for the job.
-    int here[2] = {wanted ? 1 : 0, wanted && !ec ? 1 : 0}, everywhere[2] = {0, 0};
-    if (PMPI_Allreduce(here, everywhere, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS)
-        everywhere[0] = everywhere[1] = 0;
+    const agreement all = agree(MPI_COMM_WORLD, wanted, wanted && !ec);
     if (!wanted) {
         if (s.cfg.verbose && s.world_rank == 0)
             std::fprintf(stderr, "iofwd shim: IOFWD_SHIM_PREFIXES is empty; nothing is "
@@ -127,9 +133,12 @@ void attach()
                                         ec.message(), s.conn.why()));
         return;
     }
-    if (!everywhere[1]) {
+    if (!all.second) {
         s.conn.detach();
-        warn_once("attach", everywhere[0]
+        warn_once("attach", !all.reached
+                                ? "the ranks could not agree to forward (MPI_Allreduce failed); "
+                                  "every file goes through MPI-IO unforwarded, on every rank"
+                            : all.first
                                 ? "another rank could not reach its iofwd daemon; every file "
                                   "goes through MPI-IO unforwarded, on every rank"
                                 : "IOFWD_SHIM_PREFIXES is empty on another rank (its "

@@ -90,6 +90,17 @@ bool matches(const config& cfg, const char* filename, std::string& out);
 // path in `path`.
 bool drain_if_forwarded(const char* filename, std::string& path);
 
+// Whether every rank of `comm` has each of two conditions, in one
+// MPI_Allreduce (a collective: every rank of `comm` calls it, whatever it
+// holds). `reached` is false when the reduction itself failed; the two are
+// then false as well.
+struct agreement {
+    bool first = false;
+    bool second = false;
+    bool reached = false;
+};
+agreement agree(MPI_Comm comm, bool first, bool second);
+
 // An MPI error class for an error the daemon or the connection reported.
 int mpi_error_class(std::error_code ec);
 

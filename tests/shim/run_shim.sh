@@ -17,7 +17,8 @@ run() { timeout --kill-after=5 120 "$@"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 daemon_log() { cat "$IOFWD_RUNTIME_DIR"/*.log 2>/dev/null || true; }
 # An MPMD run whose ranks disagree about something: it must end by itself
-# (exit status 124 or 137: killed by the timeout, the ranks hung). Each
+# within 60 s (exit status 124 or 137 means the timeout killed it: the ranks
+# hung). Each
 # rank's daemon waits at MPI_Finalize for a node's other rank it never
 # sees: bounded to 2 s. Its output in $work/out and $work/err.
 #   run_split WHAT MPIEXEC_ARGS...
@@ -255,13 +256,19 @@ settle-split)
     fail "rank 0's MPI_File_iread_at_c did not read its forwarded write"
   grep -qx "rank 1: iread_at_c class 32 wait class 0 block -" "$work/out" ||
     fail "rank 1's MPI_File_iread_at_c did not fail with MPI_ERR_IO"
+  # A failure a started collective could not return comes back at close.
+  grep -qx "rank 0: iread_at_all class 0 wait class 0 close class 0" "$work/out" ||
+    fail "rank 0's last nonblocking collective or close failed"
+  grep -qx "rank 1: iread_at_all class 0 wait class 0 close class 32" "$work/out" ||
+    fail "rank 1's failure did not come back at MPI_File_close"
   # The error handler runs once per error returned (read_at_all, sync,
-  # iread_at_c), never under the shim's lock (its MPI_File_get_size once
-  # deadlocked), never for the error a started collective could not return.
+  # iread_at_c, close), never under the shim's lock (its MPI_File_get_size
+  # once deadlocked), never for the error a started collective could not
+  # return.
   grep -qx "rank 0: handler calls 0 get_size class 0" "$work/out" ||
     fail "rank 0's error handler ran"
-  grep -qx "rank 1: handler calls 3 get_size class 0" "$work/out" ||
-    fail "rank 1's error handler did not run exactly 3 times"
+  grep -qx "rank 1: handler calls 4 get_size class 0" "$work/out" ||
+    fail "rank 1's error handler did not run exactly 4 times"
   ;;
 prefix-split)
   # Ranks launched with different IOFWD_SHIM_PREFIXES (MPMD, or a launcher

@@ -11,6 +11,9 @@
  * Then a large-count call: write_at a second block, MPI_File_iread_at_c it
  * back, MPI_Wait:
  *   rank R: iread_at_c class C wait class C block L
+ * Then write_at, MPI_File_iread_at_all, MPI_Wait and MPI_File_close (where
+ * the failure must come back, no sync between):
+ *   rank R: iread_at_all class C wait class C close class C
  * The file's error handler counts its calls and asks MPI_File_get_size (as
  * a handler may), which must neither deadlock nor fail:
  *   rank R: handler calls N get_size class C
@@ -90,10 +93,18 @@ int main(int argc, char** argv)
     const int same2 = crc == MPI_SUCCESS && memcmp(got, block2, block_size) == 0;
     printf("rank %d: iread_at_c class %d wait class %d block %c\n", rank, error_class(crc),
            error_class(cwait), same2 ? 'A' + rank : '-');
+
+    const MPI_Offset at3 = (MPI_Offset)(4 + rank) * block_size;
+    MPI_File_write_at(fh, at3, block, block_size, MPI_BYTE, MPI_STATUS_IGNORE);
+    req = MPI_REQUEST_NULL;
+    const int irc3 = MPI_File_iread_at_all(fh, at3, got, block_size, MPI_BYTE, &req);
+    const int wait3 = irc3 == MPI_SUCCESS ? MPI_Wait(&req, MPI_STATUS_IGNORE) : MPI_SUCCESS;
+    const int close_rc = MPI_File_close(&fh);
+    printf("rank %d: iread_at_all class %d wait class %d close class %d\n", rank,
+           error_class(irc3), error_class(wait3), error_class(close_rc));
     printf("rank %d: handler calls %d get_size class %d\n", rank, handler_calls,
            handler_size_class);
     fflush(stdout);
-    MPI_File_close(&fh);
     MPI_Errhandler_free(&eh);
     MPI_Finalize();
     return 0;
