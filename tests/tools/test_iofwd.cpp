@@ -315,10 +315,12 @@ TEST_CASE("rm and gc refuse a version a live daemon may be writing, and say who 
     CHECK(::kill(pids[0], 0) == 0);
     CHECK(run_iofwd(c, {"ls", "itest"}).out.find("live: " + live + "\n") != std::string::npos);
 
-    r0.signal(SIGKILL);
-    r1.signal(SIGKILL);
+    // The daemon first: one that saw its ranks die would write the job's
+    // summary (reports/) before its own end.
     for (const pid_t pid : daemon_pids(c.log()))
         ::kill(pid, SIGKILL);
+    r0.signal(SIGKILL);
+    r1.signal(SIGKILL);
     REQUIRE(wait_until([&] { return run_iofwd(c, {"gc", "itest"}).code == 0; }, 30s));
     CHECK(names_in(c.store() + "/itest") ==
           std::vector<std::string>{".nodeA.claim", ".nodeA.journal"});
