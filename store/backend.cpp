@@ -8,9 +8,7 @@
 #include <fmt/format.h>
 
 #include "store/directory.hpp"
-#if IOFWD_HAVE_RADOS
 #include "store/rados.hpp"
-#endif
 #include "errors.hpp"
 #include "rendezvous.hpp"
 

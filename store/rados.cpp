@@ -835,10 +835,8 @@ private:
     index_cache cache_;
 };
 
-}  // namespace
-
-std::error_code open_rados(const std::string& pool, std::unique_ptr<backend>& out,
-                           std::string& why)
+std::error_code open_pool(const std::string& pool, std::unique_ptr<backend>& out,
+                          std::string& why)
 {
     if (pool.empty()) {
         why = "rados store needs a pool: rados:POOL";
@@ -888,4 +886,23 @@ std::error_code open_rados(const std::string& pool, std::unique_ptr<backend>& ou
     return {};
 }
 
+}  // namespace
 }  // namespace iofwd::store
+
+extern "C" {
+
+const char iofwd_rados_module_version[] = IOFWD_VERSION;
+
+void iofwd_rados_module_open(const std::string& pool,
+                             std::unique_ptr<iofwd::store::backend>& out, std::string& why,
+                             std::error_code& ec) noexcept
+{
+    try {
+        ec = iofwd::store::open_pool(pool, out, why);
+    } catch (const std::exception& e) {
+        why = fmt::format("opening the rados store failed: {}", e.what());
+        ec = make_error_code(iofwd::errc::store_error);
+    }
+}
+
+}

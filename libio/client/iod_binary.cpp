@@ -1,30 +1,17 @@
 #include "iod_binary.hpp"
 
-#include <dlfcn.h>
 #include <sys/stat.h>
 
-#include <climits>
 #include <cstdlib>
 #include <filesystem>
 #include <string_view>
 
 #include <fmt/format.h>
 
+#include "loaded_from.hpp"
+
 namespace iofwd::client {
 namespace {
-
-// The real path of the shared object (or program) this code is part of.
-std::string own_file()
-{
-    Dl_info info{};
-    if (::dladdr(reinterpret_cast<void*>(&choose_iod), &info) == 0 || !info.dli_fname ||
-        !*info.dli_fname)
-        return {};
-    char real[PATH_MAX];
-    if (!::realpath(info.dli_fname, real))
-        return {};
-    return real;
-}
 
 bool same_directory(const std::string& a, const std::string& b)
 {
@@ -51,7 +38,7 @@ iod_choice choose_iod()
 {
     if (const char* v = std::getenv("IOFWD_IOD"); v && *v)
         return {v, "IOFWD_IOD"};
-    const std::string self = own_file();
+    const std::string self = loaded_from(reinterpret_cast<const void*>(&choose_iod));
     if (self.empty())
         return {IOFWD_IOD_INSTALL_PATH, "the configured install path"};
     const std::string dir = self.substr(0, self.rfind('/'));

@@ -9,14 +9,17 @@
 #   3. a checkpoint of 3 versions and a restart under mpiexec, inside a mount
 #      namespace where the build directory is an empty tmpfs, and the MPI-IO
 #      program through the prefix's iofwd-mpiexec there too;
-#   4. a run with the build tree in plain sight: still the prefix's iod.
+#   4. a run with the build tree in plain sight: still the prefix's iod;
+#   5. librados only in the rados module: no program or library of the
+#      prefix loads it, the module loads from the prefix when a rados: store
+#      is opened, and a missing module is an error in words.
 # Which daemon ran is proven by its binary: the example prints
 # /proc/<daemon pid>/exe and the daemon logs its own. Every byte is checked:
 # by the restart, by build/examples/verify (run outside, on the store), and
 # by cmp against a run without the shim.
-#   run_install.sh MESON BUILD_DIR SOURCE_DIR MPIEXEC VERIFY
+#   run_install.sh MESON BUILD_DIR SOURCE_DIR MPIEXEC VERIFY RADOS(0|1)
 set -euo pipefail
-meson=$1 build=$(realpath "$2") src=$(realpath "$3") mpiexec=$4 verify=$5
+meson=$1 build=$(realpath "$2") src=$(realpath "$3") mpiexec=$4 verify=$5 rados=$6
 fail() { echo "FAIL: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || fail "needs root: the build tree is hidden in a mount namespace"
 work=$(mktemp -d /tmp/iofwd-install-XXXXXX)
@@ -104,4 +107,35 @@ installed=$(cat "$IOFWD_RUNTIME_DIR"/*.log | grep -c "\] iod [0-9.]* at $(realpa
 echo "daemons started: $started, all of them $(realpath "$iod"): $installed"
 [ "$started" -eq 4 ] || fail "expected 4 daemons (3 example jobs, 1 shim job), the logs show $started"
 [ "$installed" -eq "$started" ] || fail "a daemon ran another binary than the installed one"
-echo "PASS: built against $prefix only; checkpoint, restart and shim ran the installed iod"
+
+# 5. The internals from the prefix; librados in the rados module alone.
+libdir=$(realpath "$(pkg-config --variable=libdir iofwd)")
+for f in "$iod" "$prefix/bin/iofwd" "$libdir/libiofwd.so" "$libdir/libiofwd_shim.so" \
+         "$work/app/checkpoint"; do
+  internal=$(ldd "$f" | awk '/libiofwd_internal\.so/ {print $3}')
+  case "$(realpath "${internal:-/nonexistent}" 2>/dev/null)" in "$libdir/"*) ;;
+    *) fail "$f loads libiofwd_internal from '$internal', not from $libdir" ;; esac
+  if ldd "$f" | grep -q librados; then fail "$f loads librados"; fi
+done
+module=$libdir/libiofwd_rados.so
+if [ "$rados" = 1 ]; then
+  [ -f "$module" ] || fail "no rados module installed at $module"
+  if ldd "$module" | grep -q 'not found'; then ldd "$module" >&2; fail "the module's libraries are not found"; fi
+  # The module loads from the prefix: what stops the command is the cluster's
+  # configuration, which only the module reads.
+  out=$(IOFWD_CEPH_CONF=$work/no-ceph.conf bounded 60 "$prefix/bin/iofwd" ls --store rados:p 2>&1) &&
+    fail "iofwd ls of a rados store without a cluster succeeded: $out"
+  echo "$out"
+  case "$out" in *"cannot read the Ceph configuration $work/no-ceph.conf"*) ;;
+    *) fail "iofwd ls did not reach the rados module: $out" ;; esac
+  mv "$module" "$module.aside"
+  out=$(IOFWD_CEPH_CONF=$work/no-ceph.conf bounded 60 "$prefix/bin/iofwd" ls --store rados:p 2>&1) &&
+    fail "iofwd ls of a rados store without the module succeeded: $out"
+  mv "$module.aside" "$module"
+  echo "$out"
+  case "$out" in *"iofwd's rados module is not installed: no $module"*) ;;
+    *) fail "a missing module is not said in words: $out" ;; esac
+else
+  [ ! -e "$module" ] || fail "a build without librados installed $module"
+fi
+echo "PASS: built against $prefix only; checkpoint, restart and shim ran the installed iod; librados only in its module"

@@ -353,3 +353,28 @@ TEST_CASE("on a slow store the oldest version is flushed first, whichever rank w
     d.signal(SIGTERM);
     CHECK(d.wait(scaled(10s)).has_value());
 }
+
+TEST_CASE("a daemon and a rank of a directory store never load librados", "[integration][no-rados]")
+{
+    // Loading librados costs a process about 28 ms of CPU before main; the
+    // rados backend is a module (store/rados_loader.cpp) loaded only for a
+    // rados: store. The maps are read while both processes are up: the rank
+    // waits at its gate after io_init, connected to the daemon.
+    cluster c;
+    auto d = c.daemon();
+    auto r0 = c.rank(0, 1, {"--size", "4096", "--versions", "1", "--go-file", gate(c)});
+    REQUIRE(wait_until([&] { return has_line(r0, "init 0"); }, 20s));
+    for (const auto& [who, pid] : {std::pair{"daemon", d.pid()}, std::pair{"rank", r0.pid()}}) {
+        const auto maps = read_file("/proc/" + std::to_string(pid) + "/maps");
+        INFO(who << " " << pid);
+        CHECK(maps.find("libiofwd_internal.so") != std::string::npos);
+        CHECK(maps.find("librados") == std::string::npos);
+        CHECK(maps.find("libiofwd_rados") == std::string::npos);
+    }
+    open_gate(c);
+    require_success(r0, "rank 0");
+    std::string out;
+    CHECK(c.verify(1, 1, out) == 0);
+    d.signal(SIGTERM);
+    CHECK(d.wait(10s).has_value());
+}
