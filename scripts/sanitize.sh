@@ -88,6 +88,11 @@ PY
 }
 
 status=0
+# Every report goes to a file of its own in $dir/sanitizer-reports (named
+# after the sanitizer and the process id), also from processes whose stderr
+# no test keeps (a daemon a rank launched logs into a runtime directory the
+# test removes); they are printed after the run.
+reports_of() { echo "$root/$1/sanitizer-reports"; }
 # The tests' bounds on how long real things take (a killed daemon noticed
 # within 2 s) stretch by this much: the instrumented builds are slower.
 export IOFWD_TEST_TIME_SCALE=4
@@ -96,9 +101,10 @@ for b in "${builds[@]}"; do
     asan)
       dir=build-asan
       configure "$dir" address,undefined || { echo "sanitize.sh: cannot configure $dir"; status=1; continue; }
-      export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0:suppressions=$root/tests/sanitizers/asan.supp"
-      export LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0"
-      export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$root/tests/sanitizers/ubsan.supp"
+      reports=$(reports_of "$dir")
+      export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0:suppressions=$root/tests/sanitizers/asan.supp:log_path=$reports/asan"
+      export LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0:log_path=$reports/lsan"
+      export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$root/tests/sanitizers/ubsan.supp:log_path=$reports/ubsan"
       # UCX's memory hooks (malloc, and madvise/mmap patched in place) and the
       # sanitizer's interceptors must not both wrap the same calls: under TSan
       # a thread's exit crashed in UCX's madvise hook.
@@ -111,7 +117,8 @@ for b in "${builds[@]}"; do
     tsan)
       dir=build-tsan
       configure "$dir" thread || { echo "sanitize.sh: cannot configure $dir"; status=1; continue; }
-      export TSAN_OPTIONS="halt_on_error=1:exitcode=66:second_deadlock_stack=1:suppressions=$root/tests/sanitizers/tsan.supp"
+      reports=$(reports_of "$dir")
+      export TSAN_OPTIONS="halt_on_error=1:exitcode=66:second_deadlock_stack=1:suppressions=$root/tests/sanitizers/tsan.supp:log_path=$reports/tsan"
       unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS
       export UCX_MEM_MALLOC_HOOKS=no UCX_MEM_EVENTS=no UCX_MEM_MMAP_HOOK_MODE=none
       suites=(--suite integration --suite failure --suite lifecycle)
@@ -126,6 +133,7 @@ for b in "${builds[@]}"; do
   build_for "$dir" "${tests[@]}" || { echo "sanitize.sh: cannot build $dir"; status=1; continue; }
   echo "== $dir: ${suites[*]} (${#tests[@]} tests; not: ${excluded[*]}; built at $((SECONDS / 60)) min)"
   rm -f "$dir/meson-logs/testlog.json"  # only this run's results count
+  rm -rf "$reports" && mkdir -p "$reports"
   meson test -C "$dir" --no-rebuild --num-processes 1 --print-errorlogs --timeout-multiplier 3 \
     "${tests[@]}" > "$dir/sanitize.log" 2>&1 || status=1
   grep -E '^ *[0-9]+/[0-9]+ ' "$dir/sanitize.log"
@@ -133,6 +141,14 @@ for b in "${builds[@]}"; do
   grep -q 'FAIL\|TIMEOUT' "$dir/sanitize.log" &&
     grep -E -A6 'FAILED:|WARNING: ThreadSanitizer|ERROR: AddressSanitizer|runtime error|SUMMARY:' \
       "$dir/sanitize.log" | head -120
+  # Every report, whichever process wrote it (the first 80 lines of each of
+  # the first eight): a report fails its test, or it came from a process
+  # whose status no test looked at, which is worth seeing too.
+  mapfile -t found < <(find "$reports" -type f | sort | head -8)
+  if [ ${#found[@]} -gt 0 ]; then
+    echo "== $dir: $(find "$reports" -type f | wc -l) sanitizer report(s) in $reports"
+    for f in "${found[@]}"; do echo "-- $f"; head -80 "$f"; done
+  fi
   echo "$dir: $(count "$dir/meson-logs/testlog.json")"
 done
 exit $status
