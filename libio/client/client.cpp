@@ -321,7 +321,7 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
     w.blocking = blocking_;
     w.push = push;
     w.rank = rank_;
-    w.eager_limit = std::min<std::uint64_t>(settings_.eager_limit, proto::max_eager);
+    w.eager_limit = settings_.eager_limit;
     w.silence = settings_.daemon_timeout;
     if (auto ec = writer_.open(std::move(w)))
         return undo(ec, why_);

@@ -87,7 +87,7 @@ std::error_code writer::write(const void* buffer, std::uint64_t len, ucp_mem_h m
     }
     const std::uint64_t cookie = conn_.next_cookie();
     proto::write_req_msg req{cookie, len, {}};
-    if (travels_inline(len)) {
+    if (len <= inline_limit()) {
         // Small: the bytes travel in the request; no pull round trip.
         const auto* p = static_cast<const std::byte*>(buffer);
         req.data.assign(p, p + len);
@@ -112,7 +112,7 @@ std::error_code writer::write(const void* buffer, std::uint64_t len, ucp_mem_h m
 
 bool writer::mail(std::uint64_t len, const std::function<bool(std::uint64_t, bool&)>& put)
 {
-    if (!mailbox_ || len == 0 || len > std::min<std::uint64_t>(eager_limit_, mailbox_.max_length()))
+    if (!mailbox_ || len == 0 || len > mail_limit())
         return false;
     // No round trip: once the record is published the daemon holds the
     // bytes. The socket path instead when the mailbox is full, or when the
@@ -315,8 +315,8 @@ std::error_code writer::file_write(std::uint64_t file, std::uint64_t offset, con
     proto::file_write_msg req{cookie, file, offset, len, 0, {}, {}, std::move(runs)};
     ucx::memory region;  // registered only while the daemon pulls
     const push_source src{data, len, nullptr};  // UCX registers what it pushes
-    const bool pushed = len > eager_limit_ && !daemon_eps_.empty();
-    if (len <= eager_limit_) {
+    const bool pushed = len > inline_limit() && !daemon_eps_.empty();
+    if (len <= inline_limit()) {
         const auto* p = static_cast<const std::byte*>(data);
         req.data.assign(p, p + len);
     } else if (!pushed) {

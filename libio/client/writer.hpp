@@ -39,7 +39,7 @@ public:
         bool blocking = true;
         bool push = false;  // large writes are pushed (else the daemon gets them)
         std::uint32_t rank = 0;  // node-local: where each write's first chunk goes
-        std::uint64_t eager_limit = 0;
+        std::uint64_t eager_limit = 0;  // IOFWD_EAGER_LIMIT: through the mailbox or inline
         std::chrono::milliseconds silence{60'000};  // IOFWD_DAEMON_TIMEOUT
     };
     // After ACCEPT: the mailbox, and an endpoint to each of the daemon's pullers.
@@ -54,9 +54,13 @@ public:
     std::uint64_t next_version() const noexcept { return next_version_; }
     // The newest version this rank wrote (0: none).
     std::uint64_t last_written() const noexcept { return last_written_; }
-    // Whether a write of `len` bytes travels in its request (or the
-    // mailbox): the daemon then never reads the caller's buffer.
-    bool travels_inline(std::uint64_t len) const noexcept { return len <= eager_limit_; }
+    // Whether a write of `len` bytes travels in the mailbox or its request:
+    // the daemon then never reads the caller's buffer (but for a write the
+    // mailbox has no room for just then, larger than a request carries).
+    bool travels_inline(std::uint64_t len) const noexcept
+    {
+        return len <= inline_limit() || len <= mail_limit();
+    }
 
     // The shim's files; `file` is the caller's nonzero number for it.
     std::error_code file_open(std::uint64_t file, const std::string& path);
@@ -109,6 +113,15 @@ private:
     int efd_ = -1;
     bool blocking_ = true;
     std::uint64_t eager_limit_ = 0;
+    // What a request carries inline, and what goes through the mailbox.
+    std::uint64_t inline_limit() const noexcept
+    {
+        return std::min<std::uint64_t>(eager_limit_, proto::max_eager);
+    }
+    std::uint64_t mail_limit() const noexcept
+    {
+        return std::min<std::uint64_t>(eager_limit_, mailbox_.max_length());
+    }
     std::chrono::milliseconds silence_{60'000};
     std::vector<ucx::endpoint> daemon_eps_;  // to push writes to, a puller each
     std::size_t home_ep_ = 0;                // where each write's first chunk goes

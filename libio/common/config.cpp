@@ -75,8 +75,10 @@ const std::vector<variable> table = {
      "thread after io_init returns (a write right after io_init is slowed\n"
      "while that runs); init, within io_init (40-250 ms per 64 MiB here);\n"
      "0, leave its pages alone"},
-    {"IOFWD_EAGER_LIMIT", bytes, "64K", 0, 65536, {}, reader::client,
-     "writes up to this size go through the mailbox or inside the request"},
+    {"IOFWD_EAGER_LIMIT", bytes, "64K", 0, 1ull << 30, {}, reader::client,
+     "writes up to this size are copied by the rank, never read by the daemon\n"
+     "from its buffer: into the mailbox when they fit (half its size), else\n"
+     "inside the request (up to 64K)"},
     // The daemon.
     {"IOFWD_STAGING_SIZE", bytes, "256M", 65536, 1ull << 50, {}, reader::daemon,
      "staging memory, the daemon's bound on buffered data", "--staging-size", "BYTES"},

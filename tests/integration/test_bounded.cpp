@@ -133,7 +133,7 @@ TEST_CASE("a bad value of any setting is refused at io_init, naming the variable
 {
     cluster c;
     const std::pair<const char*, const char*> bad[] = {
-        {"IOFWD_EAGER_LIMIT", "abc"},        {"IOFWD_EAGER_LIMIT", "10000000"},
+        {"IOFWD_EAGER_LIMIT", "abc"},        {"IOFWD_EAGER_LIMIT", "2000000000"},
         {"IOFWD_LAUNCH_TIMEOUT", "-1"},      {"IOFWD_FINALIZE_TIMEOUT", "abc"},
         {"IOFWD_HUGEPAGES", "10000000"},     {"IOFWD_DAEMON_TIMEOUT", "0"},
         {"IOFWD_NODES", "0"},                {"IOFWD_RUN", "../etc"},

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "fixture.hpp"
@@ -101,6 +102,40 @@ TEST_CASE("small writes queued in the mailbox behind a busy staging keep their o
     CHECK(out.find("12 complete versions, 0 incomplete, 24 objects") != std::string::npos);
     CHECK(count(c.log(), "mailbox 256 KiB") == 2);
     CHECK(count(c.log(), "exit status 0") == 1);
+}
+
+TEST_CASE("a write up to the eager limit and half the mailbox returns with the daemon stopped",
+          "[integration][mailbox-large]")
+{
+    // Past the 64 KiB a request carries, a write within IOFWD_EAGER_LIMIT
+    // that fits the mailbox is copied there by the rank: io_write needs no
+    // answer, so it returns while the daemon is stopped. One byte over the
+    // eager limit it is read by the daemon: it waits for the daemon.
+    cluster c;
+    auto d = c.daemon({"--mailbox-size", "4M"});
+    const std::map<std::string, std::string> eager{{"IOFWD_EAGER_LIMIT", "1M"}};
+    for (const std::uint64_t size : {std::uint64_t{1} << 20, (std::uint64_t{1} << 20) + 1}) {
+        INFO("size " << size);
+        auto r = c.rank(0, 1, {"--size", std::to_string(size), "--versions", "1", "--go-file",
+                               gate(c)},
+                        eager);
+        REQUIRE(wait_until([&] { return has_line(r, "init 0"); }, 20s));
+        d.signal(SIGSTOP);
+        open_gate(c);
+        const bool returned = wait_until([&] { return r.output().find("write 0 0 ") !=
+                                                      std::string::npos; },
+                                         size == (1u << 20) ? 10s : 2s);
+        d.signal(SIGCONT);
+        CHECK(returned == (size == (1u << 20)));
+        require_success(r, "rank 0");
+        std::filesystem::remove(gate(c));
+    }
+    std::string out;
+    CHECK(c.verify(2, 1, out) == 0);
+    INFO(out);
+    CHECK(count(c.log(), "mailbox 4 MiB") == 2);
+    d.signal(SIGTERM);
+    CHECK(d.wait(10s).has_value());
 }
 
 TEST_CASE("a buffer far larger than the staging memory streams through it in chunks",
