@@ -54,20 +54,21 @@ transfer::transfer(transfer_resources r, source src, std::uint32_t rank, std::ui
                    std::vector<std::byte> inline_data)
     : r_(r), src_(src), rank_(rank), version_(version), length_(length),
       object_(std::move(object)), open_(std::move(open)), target_(std::make_shared<target>()), h_(std::move(h)),
-      inline_(std::move(inline_data)), started_ns_(proto::monotonic_ns()), order_(started_ns_)
+      inline_(std::move(inline_data)), from_inline_(!inline_.empty()),
+      started_ns_(proto::monotonic_ns()), order_(started_ns_)
 {
     const std::uint64_t chunks = (length_ + r_.slots.slot_size() - 1) / r_.slots.slot_size();
     crcs_.resize(chunks);
     sizes_.resize(chunks);
     held_.resize(chunks);
-    if (src_.push && inline_.empty())
+    if (src_.push && !from_inline_)
         announced_.resize(chunks);
 }
 
 ucs_status_t transfer::arrived(std::uint64_t offset, std::uint64_t length, pushed_chunk p)
 {
     const std::uint64_t slot = r_.slots.slot_size();
-    const bool fits = src_.push && inline_.empty() && offset % slot == 0 && offset < length_ &&
+    const bool fits = src_.push && !from_inline_ && offset % slot == 0 && offset < length_ &&
                       length == std::min(slot, length_ - offset);
     if (!fits || announced_[offset / slot]) {
         log_warn("rank {}: a pushed chunk [{}, {}) that is not one of write {}'s ({} bytes in "
@@ -132,7 +133,7 @@ void transfer::start()
 
 void transfer::request_slot()
 {
-    const bool pushed = src_.push && inline_.empty();
+    const bool pushed = src_.push && !from_inline_;
     if (error_ || waiting_for_slot_ || (pushed ? pending_.empty() : next_offset_ >= length_))
         return;
     waiting_for_slot_ = true;
@@ -151,7 +152,7 @@ void transfer::on_slot(slot s)
         check_done();
         return;
     }
-    if (src_.push && inline_.empty()) {
+    if (src_.push && !from_inline_) {
         // The next pushed chunk, read from the rank by UCX (cma) into the slot.
         const pushed p = pending_.front();
         pending_.pop_front();
@@ -169,8 +170,12 @@ void transfer::on_slot(slot s)
     }
     chunk c{next_index_++, next_offset_, std::min(s.size, length_ - next_offset_)};
     next_offset_ += c.size;
-    if (!inline_.empty()) {
+    if (from_inline_) {
         std::memcpy(s.data, inline_.data() + c.offset, c.size);
+        // Staged whole: the daemon's bound is its staging, not staging and
+        // a copy of every mailbox write until it is durable.
+        if (next_offset_ == length_)
+            std::vector<std::byte>().swap(inline_);
         ++pulls_in_flight_;
         on_pulled(s, c, UCS_OK);
         request_slot();

@@ -175,7 +175,8 @@ private:
     struct target;
     std::shared_ptr<target> target_;
     handlers h_;
-    std::vector<std::byte> inline_;
+    std::vector<std::byte> inline_;  // freed once staged
+    const bool from_inline_;         // the bytes came with the request or the mailbox
     // What a flush job needs of the journal (journal_into), by value: the
     // job must not hold the transfer, whose last reference would then be
     // dropped on the flusher thread (and the session's with it).

@@ -399,7 +399,8 @@ std::error_code client::write(std::uint64_t len, std::uint64_t& version)
                                 length_));
     if (conn_.broken())
         return conn_.broken_error();
-    // Only a write the daemon reads from the buffer itself holds the
+    // Only a write the daemon may read from the buffer itself (one larger
+    // than a request carries: the mailbox may turn it down) holds the
     // collapse back, so that back-to-back small writes cannot starve it.
     const counted pause(writer_.travels_inline(len) ? nullptr : writing_.get());
     return writer_.write(buffer_, len, memory_.get(), version);

@@ -54,13 +54,10 @@ public:
     std::uint64_t next_version() const noexcept { return next_version_; }
     // The newest version this rank wrote (0: none).
     std::uint64_t last_written() const noexcept { return last_written_; }
-    // Whether a write of `len` bytes travels in the mailbox or its request:
-    // the daemon then never reads the caller's buffer (but for a write the
-    // mailbox has no room for just then, larger than a request carries).
-    bool travels_inline(std::uint64_t len) const noexcept
-    {
-        return len <= inline_limit() || len <= mail_limit();
-    }
+    // Whether a write of `len` bytes travels inside its request whatever
+    // happens: the daemon then never reads the caller's buffer. (A larger
+    // one the mailbox may take goes over UCX when the mailbox is full.)
+    bool travels_inline(std::uint64_t len) const noexcept { return len <= inline_limit(); }
 
     // The shim's files; `file` is the caller's nonzero number for it.
     std::error_code file_open(std::uint64_t file, const std::string& path);
