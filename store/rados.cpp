@@ -897,12 +897,23 @@ void iofwd_rados_module_open(const std::string& pool,
                              std::unique_ptr<iofwd::store::backend>& out, std::string& why,
                              std::error_code& ec) noexcept
 {
+    // Nothing thrown crosses into the loader (a bad_alloc in librados's
+    // setup, or in a message).
     try {
         ec = iofwd::store::open_pool(pool, out, why);
+        return;
     } catch (const std::exception& e) {
-        why = fmt::format("opening the rados store failed: {}", e.what());
-        ec = make_error_code(iofwd::errc::store_error);
+        try {
+            why = std::string("opening the rados store failed: ") + e.what();
+        } catch (...) {
+        }
+    } catch (...) {
+        try {
+            why = "opening the rados store failed: an unknown exception";
+        } catch (...) {
+        }
     }
+    ec = make_error_code(iofwd::errc::store_error);
 }
 
 }
