@@ -88,10 +88,11 @@ PY
 }
 
 status=0
-# Every report goes to a file of its own in $dir/sanitizer-reports (named
-# after the sanitizer and the process id), also from processes whose stderr
-# no test keeps (a daemon a rank launched logs into a runtime directory the
-# test removes); they are printed after the run.
+# Every report goes to a file of its own in $dir/sanitizer-reports (report.
+# <program>.<pid>), also from processes whose stderr no test keeps (a daemon
+# a rank launched logs into a runtime directory the test removes); they are
+# printed after the run. One log_path in every variable: ASan reads the
+# common flags from LSAN_OPTIONS too, and the last one read wins.
 reports_of() { echo "$root/$1/sanitizer-reports"; }
 # The tests' bounds on how long real things take (a killed daemon noticed
 # within 2 s) stretch by this much: the instrumented builds are slower.
@@ -102,9 +103,10 @@ for b in "${builds[@]}"; do
       dir=build-asan
       configure "$dir" address,undefined || { echo "sanitize.sh: cannot configure $dir"; status=1; continue; }
       reports=$(reports_of "$dir")
-      export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0:suppressions=$root/tests/sanitizers/asan.supp:log_path=$reports/asan"
-      export LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0:log_path=$reports/lsan"
-      export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$root/tests/sanitizers/ubsan.supp:log_path=$reports/ubsan"
+      log="log_path=$reports/report:log_exe_name=1"
+      export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0:suppressions=$root/tests/sanitizers/asan.supp:$log"
+      export LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0:$log"
+      export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$root/tests/sanitizers/ubsan.supp:$log"
       # UCX's memory hooks (malloc, and madvise/mmap patched in place) and the
       # sanitizer's interceptors must not both wrap the same calls: under TSan
       # a thread's exit crashed in UCX's madvise hook.
@@ -118,7 +120,7 @@ for b in "${builds[@]}"; do
       dir=build-tsan
       configure "$dir" thread || { echo "sanitize.sh: cannot configure $dir"; status=1; continue; }
       reports=$(reports_of "$dir")
-      export TSAN_OPTIONS="halt_on_error=1:exitcode=66:second_deadlock_stack=1:suppressions=$root/tests/sanitizers/tsan.supp:log_path=$reports/tsan"
+      export TSAN_OPTIONS="halt_on_error=1:exitcode=66:second_deadlock_stack=1:suppressions=$root/tests/sanitizers/tsan.supp:log_path=$reports/report:log_exe_name=1"
       unset ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS
       export UCX_MEM_MALLOC_HOOKS=no UCX_MEM_EVENTS=no UCX_MEM_MMAP_HOOK_MODE=none
       suites=(--suite integration --suite failure --suite lifecycle)
@@ -142,9 +144,9 @@ for b in "${builds[@]}"; do
     grep -E -A6 'FAILED:|WARNING: ThreadSanitizer|ERROR: AddressSanitizer|runtime error|SUMMARY:' \
       "$dir/sanitize.log" | head -120
   # Every report, whichever process wrote it (the first 80 lines of each of
-  # the first eight): a report fails its test, or it came from a process
-  # whose status no test looked at, which is worth seeing too.
-  mapfile -t found < <(find "$reports" -type f | sort | head -8)
+  # the first eight, oldest first): a report fails its test, or it came from
+  # a process whose status no test looked at, which is worth seeing too.
+  mapfile -t found < <(ls -1tr "$reports" | head -8 | sed "s|^|$reports/|")
   if [ ${#found[@]} -gt 0 ]; then
     echo "== $dir: $(find "$reports" -type f | wc -l) sanitizer report(s) in $reports"
     for f in "${found[@]}"; do echo "-- $f"; head -80 "$f"; done
