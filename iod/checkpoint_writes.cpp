@@ -85,6 +85,8 @@ void checkpoint_writes::begin(std::uint64_t cookie, std::uint64_t length,
         r.journal = j;
         r.journal_job = hello.job;
         r.journal_node = d.opts().node;
+        r.journal_ranks = hello.ranks;
+        r.journal_nodes = d.job().nodes();
         r.logged = [this, version](std::uint32_t crc, transfer::flush_span span) {
             versions_.journaled(version, crc, span.start_ns, span.durable_ns);
             send_all(versions_.answer_waits(version, s_.rank()));

@@ -87,6 +87,8 @@ std::error_code job::recover_journal(const std::string& job, std::uint64_t& last
         // No daemon numbers that far; the versions after it must not wrap.
         constexpr std::uint64_t max_version = 1ull << 48;
         unsigned restored = 0;
+        // The records of each version to restore, by node-local rank.
+        std::map<std::uint64_t, std::map<std::uint32_t, const store::journal::record*>> parts;
         for (const auto& r : records) {
             if (r.job != job || r.node != opts_.node || r.version == 0 ||
                 r.version >= max_version || r.rank >= proto::max_ranks) {
@@ -98,6 +100,7 @@ std::error_code job::recover_journal(const std::string& job, std::uint64_t& last
             last = std::max(last, r.version);
             if (r.version <= newest)
                 continue;
+            parts[r.version][r.rank] = &r;
             const auto name = store::data_object(job, r.version, opts_.node, r.rank);
             std::string ignored;
             if (!store::check_object(store_, name, r.data.size(), r.crc32c, ignored))
@@ -118,8 +121,16 @@ std::error_code job::recover_journal(const std::string& job, std::uint64_t& last
                      "reporting it durable and before committing it",
                      name, human_bytes(r.data.size()));
         }
-        log_info("node {}'s journal of job '{}': {} records, {} restored", opts_.node, job,
-                 records.size(), restored);
+        unsigned completed = 0;
+        for (const auto& [version, ranks] : parts) {
+            bool done = false;
+            if (auto ec = complete_from_journal(job, version, ranks, done, why))
+                return ec;
+            completed += done ? 1 : 0;
+        }
+        log_info("node {}'s journal of job '{}': {} records, {} restored, {} version{} completed "
+                 "on the node",
+                 opts_.node, job, records.size(), restored, completed, completed == 1 ? "" : "s");
     }
     if (records.empty() && opts_.journal_max == 0)
         return {};
@@ -136,6 +147,61 @@ std::error_code job::recover_journal(const std::string& job, std::uint64_t& last
         return {};
     j->prepare();
     out = std::move(j);
+    return {};
+}
+
+std::error_code job::complete_from_journal(
+    const std::string& job, std::uint64_t version,
+    const std::map<std::uint32_t, const store::journal::record*>& parts, bool& done,
+    std::string& why)
+{
+    done = false;
+    // Every record of the version must say the same ranks and nodes, and
+    // there must be one for each of the node's ranks: a version some rank
+    // never handed over stays incomplete, as it would have.
+    const auto* first = parts.begin()->second;
+    const std::uint32_t ranks = first->ranks, nodes = first->nodes;
+    if (ranks == 0 || nodes == 0 || ranks > proto::max_ranks || parts.size() != ranks)
+        return {};
+    store::manifest m{job, opts_.node, version, ranks, {}};
+    for (const auto& [rank, r] : parts) {
+        if (r->ranks != ranks || r->nodes != nodes || rank >= ranks)
+            return {};
+        m.entries.push_back({rank, r->data.size(), r->crc32c});
+    }
+    const std::string text = store::format_manifest(m);
+    const std::uint32_t crc = crc32c(std::as_bytes(std::span(text)));
+    const std::string name = store::manifest_object(job, version, opts_.node);
+    std::string existing;
+    if (auto ec = store::read_all(store_, name, existing); ec == errc::not_found) {
+        if (auto pec = store_.put(name, std::as_bytes(std::span(text)))) {
+            why = fmt::format("cannot write {} for the versions in node {}'s journal: {}", name,
+                              opts_.node, store::failure(store_, name, pec));
+            return pec;
+        }
+    } else if (ec) {
+        why = fmt::format("cannot read {}: {}", name, store::failure(store_, name, ec));
+        return ec;
+    } else if (existing != text) {
+        log_warn("{} does not list what node {}'s journal holds of version {}: the version is "
+                 "left as it is",
+                 name, opts_.node, version);
+        return {};
+    }
+    // The daemon before may have arrived at the version's tally already:
+    // arriving again is harmless (try_complete).
+    bool complete = false;
+    std::string cwhy;
+    if (auto ec = store::try_complete(store_, m, crc, nodes, complete, cwhy)) {
+        why = fmt::format("cannot commit version {} from node {}'s journal: {}", version,
+                          opts_.node, cwhy);
+        return ec;
+    }
+    log_warn("version {} of node {} completed from the node's journal ({} rank{}){}", version,
+             opts_.node, ranks, ranks == 1 ? "" : "s",
+             complete ? fmt::format(": complete on all {} nodes", nodes)
+                      : std::string(", waiting for the job's other nodes"));
+    done = true;
     return {};
 }
 

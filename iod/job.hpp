@@ -134,6 +134,16 @@ private:
     // lost, or their versions numbered again).
     std::error_code recover_journal(const std::string& job, std::uint64_t& last,
                                     std::shared_ptr<store::journal>& out, std::string& why);
+    // For recover_journal: `version`'s records by node-local rank, its
+    // objects committed. When they are every rank of the node (each record
+    // says how many), writes the node's manifest of the version and counts
+    // the node in at its tally, COMPLETE following when the node is the
+    // last of the job's (`done`). Otherwise nothing: the version stays
+    // incomplete, as a version some rank never handed over is.
+    std::error_code complete_from_journal(
+        const std::string& job, std::uint64_t version,
+        const std::map<std::uint32_t, const store::journal::record*>& parts, bool& done,
+        std::string& why);
     // Versions some node-local rank wrote and another never will: those a
     // rank that said BYE left out count as lost (every rank must write every
     // version), those of a rank that died only as discarded.

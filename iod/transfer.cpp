@@ -111,17 +111,17 @@ struct transfer::journaling {
     std::shared_ptr<store::journal> log;
     std::string job, node;
     std::uint64_t version;
-    std::uint32_t rank;
+    std::uint32_t rank, ranks, nodes;
     boost::asio::io_context* loop;
     std::weak_ptr<transfer> to_tell;
 };
 
 void transfer::journal_into(std::shared_ptr<store::journal> log, std::string job,
-                            std::string node)
+                            std::string node, std::uint32_t ranks, std::uint32_t nodes)
 {
     journal_ = std::make_shared<const journaling>(journaling{
-        std::move(log), std::move(job), std::move(node), version_, rank_, &r_.loop,
-        weak_from_this()});
+        std::move(log), std::move(job), std::move(node), version_, rank_, ranks, nodes,
+        &r_.loop, weak_from_this()});
 }
 
 void transfer::start()
@@ -297,8 +297,9 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
             bool logged = false;
             if (jj) {
                 *crc = crc32c({s.data, c.size});
-                const auto aec = jj->log->append(jj->job, jj->node, jj->version, jj->rank,
-                                                 {s.data, c.size}, *crc);
+                const auto aec = jj->log->append(
+                    {jj->job, jj->node, jj->version, jj->rank, jj->ranks, jj->nodes},
+                    {s.data, c.size}, *crc);
                 logged = !aec;
                 if (aec && aec != std::errc::no_buffer_space)
                     log_warn("node {}'s journal of job {} failed ({}): version {} of rank {} is "

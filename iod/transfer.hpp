@@ -93,10 +93,14 @@ public:
              std::vector<std::byte> inline_data = {});
 
     // A write of one chunk is appended to `log` first (store/journal.hpp),
-    // as a record of `job` and `node`, before its object is written; it is
-    // then reported to handlers::logged. A journal that takes no more (full,
-    // not yet prepared) leaves the write as any other. Before start().
-    void journal_into(std::shared_ptr<store::journal> log, std::string job, std::string node);
+    // as a record of `job` and `node` (whose `ranks` node-local ranks and
+    // the job's `nodes` the record keeps, for a daemon that completes the
+    // version from the journal after a crash), before its object is
+    // written; it is then reported to handlers::logged. A journal that takes
+    // no more (full, not yet prepared) leaves the write as any other. Before
+    // start().
+    void journal_into(std::shared_ptr<store::journal> log, std::string job, std::string node,
+                      std::uint32_t ranks, std::uint32_t nodes);
     // Where this transfer's flushes and commit queue among the node's
     // (flusher::submit); by default when it was made. Before start().
     void order_flushes(std::uint64_t order) noexcept { order_ = order; }

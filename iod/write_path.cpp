@@ -74,7 +74,8 @@ std::shared_ptr<transfer> write_path::start(request r)
     if (r.order)
         t->order_flushes(r.order);
     if (r.journal)
-        t->journal_into(std::move(r.journal), std::move(r.journal_job), std::move(r.journal_node));
+        t->journal_into(std::move(r.journal), std::move(r.journal_job), std::move(r.journal_node),
+                        r.journal_ranks, r.journal_nodes);
     if (r.created)
         r.created(t);
     t->start();

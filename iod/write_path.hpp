@@ -55,6 +55,7 @@ public:
         // is said when the write is durable there, before `finished`.
         std::shared_ptr<store::journal> journal;
         std::string journal_job, journal_node;
+        std::uint32_t journal_ranks = 0, journal_nodes = 0;
         std::function<void(std::uint32_t crc, transfer::flush_span span)> logged;
         // The transfer's end; `waiting`: the rank still waits for this write's
         // answer (it was not staged: io_write fails with `ec`).

@@ -17,8 +17,14 @@ namespace iofwd::store {
 namespace {
 
 constexpr char header_magic[8] = {'I', 'O', 'F', 'W', 'D', 'J', 'N', 'L'};
-constexpr std::uint32_t record_magic = 0x524a4f49;  // "IOJR"
-constexpr std::size_t record_fixed = 44;             // the header block's fields before the names
+// A record's header block: magic, crc32c of what follows it (from offset 8
+// to the end of the names), generation, version, size, rank, the bytes'
+// crc32c, [ranks, nodes,] the names' lengths, the names.
+constexpr std::uint32_t record_magic = 0x324a4f49;  // "IOJ2"
+constexpr std::size_t record_fixed = 52;             // the fields before the names
+// An iofwd before ranks and nodes were kept wrote records without them.
+constexpr std::uint32_t record_magic_1 = 0x524a4f49;  // "IOJR"
+constexpr std::size_t record_fixed_1 = 44;
 
 template <typename T>
 void put(std::byte* at, T v)
@@ -98,13 +104,15 @@ std::error_code journal::replay(std::vector<record>& out)
         if (sys::pread_all(fd_.get(), head.data(), block, static_cast<off_t>(at)) != 0)
             return last_system_error();
         const std::byte* h = head.data();
-        if (get<std::uint32_t>(h) != record_magic || get<std::uint64_t>(h + 8) != generation_)
+        const auto magic = get<std::uint32_t>(h);
+        if ((magic != record_magic && magic != record_magic_1) ||
+            get<std::uint64_t>(h + 8) != generation_)
             break;
-        const auto job_len = get<std::uint16_t>(h + 40);
-        const auto node_len = get<std::uint16_t>(h + 42);
+        const std::size_t fixed = magic == record_magic ? record_fixed : record_fixed_1;
+        const auto job_len = get<std::uint16_t>(h + fixed - 4);
+        const auto node_len = get<std::uint16_t>(h + fixed - 2);
         if (job_len > max_name || node_len > max_name ||
-            crc32c(std::span(h + 8, record_fixed - 8 + job_len + node_len)) !=
-                get<std::uint32_t>(h + 4))
+            crc32c(std::span(h + 8, fixed - 8 + job_len + node_len)) != get<std::uint32_t>(h + 4))
             break;
         const auto size = get<std::uint64_t>(h + 24);
         if (size > end - at - block || footprint(size) > end - at || at + footprint(size) > capacity_)
@@ -113,8 +121,12 @@ std::error_code journal::replay(std::vector<record>& out)
         r.version = get<std::uint64_t>(h + 16);
         r.rank = get<std::uint32_t>(h + 32);
         r.crc32c = get<std::uint32_t>(h + 36);
-        r.job.assign(reinterpret_cast<const char*>(h + record_fixed), job_len);
-        r.node.assign(reinterpret_cast<const char*>(h + record_fixed + job_len), node_len);
+        if (magic == record_magic) {
+            r.ranks = get<std::uint32_t>(h + 40);
+            r.nodes = get<std::uint32_t>(h + 44);
+        }
+        r.job.assign(reinterpret_cast<const char*>(h + fixed), job_len);
+        r.node.assign(reinterpret_cast<const char*>(h + fixed + job_len), node_len);
         r.data.resize(size);
         if (size > 0 &&
             sys::pread_all(fd_.get(), r.data.data(), size, static_cast<off_t>(at + block)) != 0)
@@ -227,10 +239,10 @@ void journal::settled()
         --unsettled_;
 }
 
-std::error_code journal::append(std::string_view job, std::string_view node,
-                                std::uint64_t version, std::uint32_t rank,
-                                std::span<const std::byte> data, std::uint32_t crc)
+std::error_code journal::append(const origin& o, std::span<const std::byte> data,
+                                std::uint32_t crc)
 {
+    const std::string_view job = o.job, node = o.node;
     if (job.size() > max_name || node.size() > max_name)
         return make_error_code(errc::invalid_argument);
     const std::uint64_t need = footprint(data.size());
@@ -257,12 +269,14 @@ std::error_code journal::append(std::string_view job, std::string_view node,
     std::memset(h, 0, block);
     put(h, record_magic);
     put(h + 8, generation);
-    put(h + 16, version);
+    put(h + 16, o.version);
     put(h + 24, static_cast<std::uint64_t>(data.size()));
-    put(h + 32, rank);
+    put(h + 32, o.rank);
     put(h + 36, crc);
-    put(h + 40, static_cast<std::uint16_t>(job.size()));
-    put(h + 42, static_cast<std::uint16_t>(node.size()));
+    put(h + 40, o.ranks);
+    put(h + 44, o.nodes);
+    put(h + 48, static_cast<std::uint16_t>(job.size()));
+    put(h + 50, static_cast<std::uint16_t>(node.size()));
     std::memcpy(h + record_fixed, job.data(), job.size());
     std::memcpy(h + record_fixed + job.size(), node.data(), node.size());
     put(h + 4, crc32c(std::span(h + 8, record_fixed - 8 + job.size() + node.size())));

@@ -9,8 +9,10 @@
 // has returned the record is settled, no longer needed. A daemon that dies
 // in between leaves the record; the next daemon to claim the job on the node
 // replays the journal (replay()) and commits what is missing before it takes
-// new versions. Nothing a reader sees changes: objects, manifests and
-// COMPLETE are written as before, only later than the rank's answer.
+// new versions, and completes the versions whose every rank of the node it
+// finds there (a record says how many ranks the node has and nodes the job).
+// Nothing a reader sees changes: objects, manifests and COMPLETE are written
+// as before, only later than the rank's answer.
 //
 // The file (the directory store keeps it beside the node's claim, as
 // "<job>/.<node>.journal"; backend::open_journal):
@@ -18,8 +20,11 @@
 //                            the valid one with the higher generation counts
 //   from 8192, 4 KiB aligned records: a header block (magic, its crc32c,
 //                            generation, version, size, rank, the bytes'
-//                            crc32c, job and node names) and the bytes,
-//                            padded to 4 KiB
+//                            crc32c, the node's ranks and the job's nodes,
+//                            job and node names) and the bytes, padded to
+//                            4 KiB (records of an iofwd before the ranks
+//                            and nodes were kept, with another magic, are
+//                            read too, with 0 for both)
 // Only records of the current generation that follow one another from 8192,
 // each whole and matching both checksums, count: a torn append (a crash in
 // the middle of one) ends the journal there, and it was never reported
@@ -51,11 +56,25 @@ public:
     static constexpr std::uint64_t header_bytes = 2 * block;
     static constexpr std::size_t max_name = 255;
 
+    // Whose bytes a record holds: one node-local rank's part of a version,
+    // and how many ranks the node and nodes the job have (0: not known, a
+    // record of an older iofwd).
+    struct origin {
+        std::string_view job;
+        std::string_view node;
+        std::uint64_t version = 0;
+        std::uint32_t rank = 0;
+        std::uint32_t ranks = 0;
+        std::uint32_t nodes = 0;
+    };
+
     struct record {
         std::string job;
         std::string node;
         std::uint64_t version = 0;
         std::uint32_t rank = 0;
+        std::uint32_t ranks = 0;
+        std::uint32_t nodes = 0;
         std::uint32_t crc32c = 0;  // of data
         std::vector<std::byte> data;
     };
@@ -91,8 +110,7 @@ public:
     // larger than the journal, or the journal full of records not yet
     // settled): the caller commits the version without it. Any other error
     // is the file's (the record counts as not written).
-    std::error_code append(std::string_view job, std::string_view node, std::uint64_t version,
-                           std::uint32_t rank, std::span<const std::byte> data, std::uint32_t crc);
+    std::error_code append(const origin& o, std::span<const std::byte> data, std::uint32_t crc);
     // The object of one appended record is committed: its record is no
     // longer needed. When every record is settled and the next does not
     // fit, the journal starts over (reset()).

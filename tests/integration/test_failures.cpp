@@ -107,19 +107,101 @@ TEST_CASE("a version durable in the node's journal survives the daemon's death b
     REQUIRE(r.wait(10s).has_value());
 
     // The next daemon to claim the job on the node commits it, byte for
-    // byte, and numbers the next version after it.
-    auto next = c.rank(0, 1, {"--size", "5000", "--versions", "1"});
+    // byte, completes it (the node's one rank was all there was of it), and
+    // numbers the next version after it. Its rank finds version 2 the
+    // newest complete one before it writes.
+    auto next = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--probe", "2"});
     const auto s = next.wait(60s);
     INFO("next rank:\n" << next.output() << "log:\n" << c.log());
     REQUIRE(s.has_value());
     CHECK(exit_code(*s) == 0);
+    CHECK(has_line(next, "latest 0 2"));
+    CHECK(has_line(next, "verified 0 2"));
+    CHECK(has_line(next, "read 0 5000"));
     CHECK(has_line(next, "write 0 0 3 "));
     CHECK(c.log().find("restored itest/v00000002/nodeA.r0000 (") != std::string::npos);
+    CHECK(c.log().find("version 2 of node nodeA completed from the node's journal (1 rank): "
+                       "complete on all 1 nodes") != std::string::npos);
     std::vector<std::byte> expect(5000);
     example::fill_pattern(expect.data(), expect.size(), example::pattern_seed("nodeA", 0, 2));
     const std::string stored = read_file(object);
     REQUIRE(stored.size() == expect.size());
     CHECK(std::memcmp(stored.data(), expect.data(), expect.size()) == 0);
+    std::string out;
+    CHECK(c.verify(3, 1, out) == 0);
+    INFO(out);
+    CHECK(out.find("3 complete versions, 0 incomplete, 3 objects") != std::string::npos);
+}
+
+TEST_CASE("a version only some of the node's ranks had in the journal stays incomplete",
+          "[failure][journal-partial]")
+{
+    // Rank 0's version 2 is durable in the journal when the daemon dies;
+    // rank 1 never handed its part over. The next daemon restores rank 0's
+    // object and leaves the version incomplete: it is not a checkpoint.
+    cluster c;
+    const std::map<std::string, std::string> small{{"IOFWD_JOURNAL_SIZE", "1M"}};
+    const std::string journal = c.store() + "/itest/.nodeA.journal";
+    {
+        auto r0 = c.rank(0, 2, {"--size", "5000", "--versions", "1", "--go-file", gate(c)}, small);
+        auto r1 = c.rank(1, 2, {"--size", "5000", "--versions", "1", "--go-file", gate(c)}, small);
+        REQUIRE(wait_until([&] {
+            std::error_code ec;
+            return std::filesystem::file_size(journal, ec) == (1u << 20);
+        }, 20s));
+        std::this_thread::sleep_for(500ms);  // its fdatasync, after the last zeros
+        open_gate(c);
+        for (auto* r : {&r0, &r1}) {
+            const auto s = r->wait(60s);
+            INFO("first run:\n" << r->output() << "log:\n" << c.log());
+            REQUIRE(s.has_value());
+            REQUIRE(exit_code(*s) == 0);
+        }
+        REQUIRE(wait_until([&] { return count(c.log(), "exit status 0") == 1; }, 20s));
+        std::filesystem::remove(gate(c));
+    }
+    for (const pid_t pid : daemon_pids(c.log()))
+        REQUIRE(wait_until([&] { return ::kill(pid, 0) != 0; }, 10s));
+    auto extra = small;
+    extra["IOFWD_FAULT"] = "pwrite:DELAY30:1";  // the journal's record passes, the object hangs
+    auto d = c.daemon({}, extra);
+    // Ready before the ranks look for it (the first daemon's "ready:" is in
+    // the log already).
+    REQUIRE(wait_until([&] { return count(c.log(), "ready:") == 2 || !d.running(); }, 20s));
+    REQUIRE(d.running());
+    auto r0 = c.rank(0, 2, {"--size", "5000", "--versions", "1", "--wait", "--skip-finalize"},
+                     small);
+    auto r1 = c.rank(1, 2, {"--size", "5000", "--versions", "1", "--stall-at", "0"}, small);
+    const bool ready = wait_until([&] {
+        return has_line(r0, "durable 0 0 ") && has_line(r1, "stalled");
+    }, 20s);
+    INFO("rank 0:\n" << r0.output() << "rank 1:\n" << r1.output() << "log:\n" << c.log());
+    REQUIRE(ready);
+    REQUIRE(has_line(r0, "write 0 0 2 "));
+    d.signal(SIGKILL);
+    r0.signal(SIGKILL);
+    r1.signal(SIGKILL);
+    for (auto* p : {&d, &r0, &r1})
+        REQUIRE(p->wait(10s).has_value());
+
+    auto n0 = c.rank(0, 2, {"--size", "5000", "--versions", "1", "--probe", "1"});
+    auto n1 = c.rank(1, 2, {"--size", "5000", "--versions", "1"});
+    for (auto* r : {&n0, &n1}) {
+        const auto s = r->wait(60s);
+        INFO("next run:\n" << r->output() << "log:\n" << c.log());
+        REQUIRE(s.has_value());
+        CHECK(exit_code(*s) == 0);
+    }
+    INFO("log:\n" << c.log());
+    CHECK(has_line(n0, "latest 0 1"));
+    CHECK(has_line(n0, "write 0 0 3 "));
+    CHECK(c.log().find("restored itest/v00000002/nodeA.r0000 (") != std::string::npos);
+    CHECK(c.log().find("completed from the node's journal") == std::string::npos);
+    CHECK(c.log().find("1 restored, 0 versions completed on the node") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(c.store() + "/itest/v00000002/nodeA.manifest"));
+    std::string out;
+    CHECK(c.verify(2, 2, out) == 0);
+    CHECK(out.find("2 complete versions, 1 incomplete") != std::string::npos);
 }
 
 TEST_CASE("a rank killed mid-write loses only its partial version; the others finish",

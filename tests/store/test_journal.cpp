@@ -55,7 +55,7 @@ std::unique_ptr<journal> ready_journal(const std::string& path, std::uint64_t ca
 std::error_code append(journal& j, std::uint64_t version, std::uint32_t rank,
                        const std::vector<std::byte>& data)
 {
-    return j.append("job", "node7", version, rank, data, crc32c(data));
+    return j.append({"job", "node7", version, rank, 8, 2}, data, crc32c(data));
 }
 
 std::vector<journal::record> replay(const std::string& path, std::uint64_t capacity)
@@ -95,12 +95,53 @@ TEST_CASE("journal: replay gives back every appended record exactly", "[journal]
         CHECK(found[i].node == "node7");
         CHECK(found[i].version == 10 + i);
         CHECK(found[i].rank == i);
+        CHECK(found[i].ranks == 8);
+        CHECK(found[i].nodes == 2);
         CHECK(found[i].data == bytes_of(sizes[i], i));
         CHECK(found[i].crc32c == crc32c(bytes_of(sizes[i], i)));
     }
     struct stat st {};
     REQUIRE(::stat(path.c_str(), &st) == 0);
     CHECK(static_cast<std::uint64_t>(st.st_size) == 4u << 20);  // filled once, never grown
+}
+
+TEST_CASE("journal: a record of an older iofwd, without ranks and nodes, is read as such",
+          "[journal]")
+{
+    // The layout before the node's ranks and the job's nodes were kept:
+    // magic "IOJR", the names right after the lengths at 40 and 42. A daemon
+    // that died with such records is followed by one of this version.
+    test::temp_dir tmp;
+    const auto path = tmp / "j";
+    const auto data = bytes_of(100, 5);
+    {
+        auto j = ready_journal(path, 1u << 20);  // zeros, generation 0
+        std::vector<std::byte> h(journal::block + journal::block);
+        auto put = [&](std::size_t at, auto v) { std::memcpy(h.data() + at, &v, sizeof v); };
+        put(0, std::uint32_t{0x524a4f49});
+        put(8, std::uint64_t{0});
+        put(16, std::uint64_t{5});
+        put(24, std::uint64_t{data.size()});
+        put(32, std::uint32_t{3});
+        put(36, crc32c(data));
+        put(40, std::uint16_t{3});
+        put(42, std::uint16_t{5});
+        std::memcpy(h.data() + 44, "jobnode7", 8);
+        put(4, crc32c(std::span<const std::byte>(h.data() + 8, 44 - 8 + 8)));
+        std::memcpy(h.data() + journal::block, data.data(), data.size());
+        unique_fd fd = open_file(path);
+        REQUIRE(::pwrite(fd.get(), h.data(), h.size(), journal::header_bytes) ==
+                static_cast<ssize_t>(h.size()));
+    }
+    const auto found = replay(path, 1u << 20);
+    REQUIRE(found.size() == 1);
+    CHECK(found[0].job == "job");
+    CHECK(found[0].node == "node7");
+    CHECK(found[0].version == 5);
+    CHECK(found[0].rank == 3);
+    CHECK(found[0].ranks == 0);
+    CHECK(found[0].nodes == 0);
+    CHECK(found[0].data == data);
 }
 
 TEST_CASE("journal: nothing is taken before it is prepared, or larger than it",
@@ -112,7 +153,7 @@ TEST_CASE("journal: nothing is taken before it is prepared, or larger than it",
     auto j = ready_journal(tmp / "k", 1u << 20);
     CHECK(append(*j, 1, 0, bytes_of(1u << 20, 1)) == std::errc::no_buffer_space);
     CHECK(j->unsettled() == 0);
-    CHECK(j->append(std::string(256, 'j'), "n", 1, 0, bytes_of(8, 1), 0) ==
+    CHECK(j->append({std::string(256, 'j'), "n", 1, 0, 1, 1}, bytes_of(8, 1), 0) ==
           errc::invalid_argument);
     CHECK(replay(tmp / "k", 1u << 20).empty());
 }
