@@ -58,41 +58,64 @@ TEST_CASE("killing the daemon ends every blocked call in every rank within 2 s",
     CHECK(r0.output().find("it exited or was killed") != std::string::npos);
 }
 
-TEST_CASE("a version durable in the node's journal survives the daemon's death before its "
-          "commit", "[failure][journal]")
+namespace {
+
+const std::map<std::string, std::string> small_journal{{"IOFWD_JOURNAL_SIZE", "1M"}};
+
+// A first run of `ranks` ranks makes the job's directory, version 1, and
+// fills the node's journal with zeros, once: held at its gate until the
+// journal is whole. Returns when its daemon is gone.
+void fill_journal(cluster& c, unsigned ranks)
 {
-    cluster c;
-    const std::map<std::string, std::string> small{{"IOFWD_JOURNAL_SIZE", "1M"}};
     const std::string journal = c.store() + "/itest/.nodeA.journal";
-    const std::string object = c.store() + "/itest/v00000002/nodeA.r0000";
-    // A first run makes the job's directory and fills the node's journal
-    // with zeros, once: held at its gate until the journal is whole.
-    {
-        auto r = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--go-file", gate(c)}, small);
-        REQUIRE(wait_until([&] {
-            std::error_code ec;
-            return std::filesystem::file_size(journal, ec) == (1u << 20);
-        }, 20s));
-        std::this_thread::sleep_for(500ms);  // its fdatasync, after the last zeros
-        open_gate(c);
+    std::vector<process> rs;
+    for (unsigned r = 0; r < ranks; ++r)
+        rs.push_back(c.rank(r, ranks, {"--size", "5000", "--versions", "1", "--go-file", gate(c)},
+                            small_journal));
+    REQUIRE(wait_until([&] {
+        std::error_code ec;
+        return std::filesystem::file_size(journal, ec) == (1u << 20);
+    }, 20s));
+    std::this_thread::sleep_for(500ms);  // its fdatasync, after the last zeros
+    open_gate(c);
+    for (auto& r : rs) {
         const auto s = r.wait(60s);
-        INFO("first rank:\n" << r.output() << "log:\n" << c.log());
+        INFO("first run:\n" << r.output() << "log:\n" << c.log());
         REQUIRE(s.has_value());
         REQUIRE(exit_code(*s) == 0);
-        REQUIRE(wait_until([&] { return count(c.log(), "exit status 0") == 1; }, 20s));
     }
-    // Now the daemon's first store write passes (the journal's record of
-    // version 2) and every later one hangs for 30 s (the object's bytes).
-    // The first daemon has let go of the session when its process is gone.
+    REQUIRE(wait_until([&] { return count(c.log(), "exit status 0") == 1; }, 20s));
+    std::filesystem::remove(gate(c));
+    // The daemon has let go of the session when its process is gone.
     for (const pid_t pid : daemon_pids(c.log()))
         REQUIRE(wait_until([&] { return ::kill(pid, 0) != 0; }, 10s));
-    auto extra = small;
+}
+
+// A daemon whose first store write passes (the journal's record of the
+// next version) and every later one hangs for 30 s (the object's bytes),
+// ready before any rank looks for it (the first run's "ready:" is in the
+// log already).
+process stalling_daemon(cluster& c)
+{
+    auto extra = small_journal;
     extra["IOFWD_FAULT"] = "pwrite:DELAY30:1";
     auto d = c.daemon({}, extra);
     REQUIRE(wait_until([&] { return count(c.log(), "ready:") == 2 || !d.running(); }, 20s));
     REQUIRE(d.running());
+    return d;
+}
+
+}  // namespace
+
+TEST_CASE("a version durable in the node's journal survives the daemon's death before its "
+          "commit", "[failure][journal]")
+{
+    cluster c;
+    const std::string object = c.store() + "/itest/v00000002/nodeA.r0000";
+    fill_journal(c, 1);
+    auto d = stalling_daemon(c);
     auto r = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--wait", "--skip-finalize"},
-                    small);
+                    small_journal);
     const bool answered = wait_until([&] { return has_line(r, "durable 0 "); }, 20s);
     INFO("rank:\n" << r.output() << "log:\n" << c.log());
     REQUIRE(answered);
@@ -140,38 +163,12 @@ TEST_CASE("a version only some of the node's ranks had in the journal stays inco
     // rank 1 never handed its part over. The next daemon restores rank 0's
     // object and leaves the version incomplete: it is not a checkpoint.
     cluster c;
-    const std::map<std::string, std::string> small{{"IOFWD_JOURNAL_SIZE", "1M"}};
-    const std::string journal = c.store() + "/itest/.nodeA.journal";
-    {
-        auto r0 = c.rank(0, 2, {"--size", "5000", "--versions", "1", "--go-file", gate(c)}, small);
-        auto r1 = c.rank(1, 2, {"--size", "5000", "--versions", "1", "--go-file", gate(c)}, small);
-        REQUIRE(wait_until([&] {
-            std::error_code ec;
-            return std::filesystem::file_size(journal, ec) == (1u << 20);
-        }, 20s));
-        std::this_thread::sleep_for(500ms);  // its fdatasync, after the last zeros
-        open_gate(c);
-        for (auto* r : {&r0, &r1}) {
-            const auto s = r->wait(60s);
-            INFO("first run:\n" << r->output() << "log:\n" << c.log());
-            REQUIRE(s.has_value());
-            REQUIRE(exit_code(*s) == 0);
-        }
-        REQUIRE(wait_until([&] { return count(c.log(), "exit status 0") == 1; }, 20s));
-        std::filesystem::remove(gate(c));
-    }
-    for (const pid_t pid : daemon_pids(c.log()))
-        REQUIRE(wait_until([&] { return ::kill(pid, 0) != 0; }, 10s));
-    auto extra = small;
-    extra["IOFWD_FAULT"] = "pwrite:DELAY30:1";  // the journal's record passes, the object hangs
-    auto d = c.daemon({}, extra);
-    // Ready before the ranks look for it (the first daemon's "ready:" is in
-    // the log already).
-    REQUIRE(wait_until([&] { return count(c.log(), "ready:") == 2 || !d.running(); }, 20s));
-    REQUIRE(d.running());
+    fill_journal(c, 2);
+    auto d = stalling_daemon(c);
     auto r0 = c.rank(0, 2, {"--size", "5000", "--versions", "1", "--wait", "--skip-finalize"},
-                     small);
-    auto r1 = c.rank(1, 2, {"--size", "5000", "--versions", "1", "--stall-at", "0"}, small);
+                     small_journal);
+    auto r1 = c.rank(1, 2, {"--size", "5000", "--versions", "1", "--stall-at", "0"},
+                     small_journal);
     const bool ready = wait_until([&] {
         return has_line(r0, "durable 0 0 ") && has_line(r1, "stalled");
     }, 20s);
