@@ -59,6 +59,7 @@ std::error_code job::recover_journal(const std::string& job, std::uint64_t& last
                                      std::shared_ptr<store::journal>& out, std::string& why)
 {
     out.reset();
+    recovered_.clear();  // a claim refused before may have left another job's
     unique_fd fd;
     if (auto ec = store_.open_journal(job, opts_.node, fd)) {
         if (ec == std::errc::operation_not_supported)
@@ -87,8 +88,6 @@ std::error_code job::recover_journal(const std::string& job, std::uint64_t& last
         // No daemon numbers that far; the versions after it must not wrap.
         constexpr std::uint64_t max_version = 1ull << 48;
         unsigned restored = 0;
-        // The records of each version to restore, by node-local rank.
-        std::map<std::uint64_t, std::map<std::uint32_t, const store::journal::record*>> parts;
         for (const auto& r : records) {
             if (r.job != job || r.node != opts_.node || r.version == 0 ||
                 r.version >= max_version || r.rank >= proto::max_ranks) {
@@ -100,7 +99,12 @@ std::error_code job::recover_journal(const std::string& job, std::uint64_t& last
             last = std::max(last, r.version);
             if (r.version <= newest)
                 continue;
-            parts[r.version][r.rank] = &r;
+            // What the version's manifest needs, kept for complete_recovered.
+            auto& rv = recovered_[r.version];
+            rv.consistent = rv.entries.empty() || (rv.ranks == r.ranks && rv.nodes == r.nodes);
+            rv.ranks = r.ranks;
+            rv.nodes = r.nodes;
+            rv.entries[r.rank] = {r.rank, r.data.size(), r.crc32c};
             const auto name = store::data_object(job, r.version, opts_.node, r.rank);
             std::string ignored;
             if (!store::check_object(store_, name, r.data.size(), r.crc32c, ignored))
@@ -121,16 +125,8 @@ std::error_code job::recover_journal(const std::string& job, std::uint64_t& last
                      "reporting it durable and before committing it",
                      name, human_bytes(r.data.size()));
         }
-        unsigned completed = 0;
-        for (const auto& [version, ranks] : parts) {
-            bool done = false;
-            if (auto ec = complete_from_journal(job, version, ranks, done, why))
-                return ec;
-            completed += done ? 1 : 0;
-        }
-        log_info("node {}'s journal of job '{}': {} records, {} restored, {} version{} completed "
-                 "on the node",
-                 opts_.node, job, records.size(), restored, completed, completed == 1 ? "" : "s");
+        log_info("node {}'s journal of job '{}': {} records, {} restored", opts_.node, job,
+                 records.size(), restored);
     }
     if (records.empty() && opts_.journal_max == 0)
         return {};
@@ -150,24 +146,53 @@ std::error_code job::recover_journal(const std::string& job, std::uint64_t& last
     return {};
 }
 
-std::error_code job::complete_from_journal(
-    const std::string& job, std::uint64_t version,
-    const std::map<std::uint32_t, const store::journal::record*>& parts, bool& done,
-    std::string& why)
+void job::complete_recovered(const std::string& job, std::uint64_t first)
 {
-    done = false;
-    // Every record of the version must say the same ranks and nodes, and
-    // there must be one for each of the node's ranks: a version some rank
-    // never handed over stays incomplete, as it would have.
-    const auto* first = parts.begin()->second;
-    const std::uint32_t ranks = first->ranks, nodes = first->nodes;
-    if (ranks == 0 || nodes == 0 || ranks > proto::max_ranks || parts.size() != ranks)
-        return {};
-    store::manifest m{job, opts_.node, version, ranks, {}};
-    for (const auto& [rank, r] : parts) {
-        if (r->ranks != ranks || r->nodes != nodes || rank >= ranks)
-            return {};
-        m.entries.push_back({rank, r->data.size(), r->crc32c});
+    unsigned completed = 0;
+    for (const auto& [version, rv] : std::exchange(recovered_, {})) {
+        // A version the run's record numbers anew (a named run that began
+        // after this node's daemon died) is not this one's to complete.
+        if (version >= first)
+            continue;
+        completed += complete_from_journal(job, version, rv) ? 1 : 0;
+    }
+    if (completed)
+        log_info("node {}'s journal of job '{}': {} version{} completed on the node", opts_.node,
+                 job, completed, completed == 1 ? "" : "s");
+}
+
+bool job::complete_from_journal(const std::string& job, std::uint64_t version,
+                                const recovered_version& rv)
+{
+    // Every record of the version must say the same ranks and nodes; a
+    // rank without a record must have its object committed (it went past
+    // the journal: too large, the journal full or not yet filled). A rank
+    // with neither never handed its part over: the version stays
+    // incomplete, as it would have.
+    const auto left = [&](const std::string& why) {
+        log_info("version {} of node {}: not completed from the node's journal: {}", version,
+                 opts_.node, why);
+        return false;
+    };
+    if (!rv.consistent || rv.ranks == 0 || rv.nodes == 0 || rv.ranks > proto::max_ranks)
+        return left(rv.ranks == 0 ? "its records do not say how many ranks the node has "
+                                    "(written by an older iofwd)"
+                                  : "its records disagree on the node's ranks or the job's nodes");
+    if (rv.entries.rbegin()->first >= rv.ranks)
+        return left("a record names a rank beyond the node's ranks");
+    store::manifest m{job, opts_.node, version, rv.ranks, {}};
+    for (std::uint32_t rank = 0; rank < rv.ranks; ++rank) {
+        if (const auto it = rv.entries.find(rank); it != rv.entries.end()) {
+            m.entries.push_back(it->second);
+            continue;
+        }
+        store::manifest_entry e{rank, 0, 0};
+        std::string why;
+        if (store::object_crc(store_, store::data_object(job, version, opts_.node, rank), e.size,
+                              e.crc32c, why))
+            return left(fmt::format("rank {}'s part is neither in it nor committed ({})", rank,
+                                    why));
+        m.entries.push_back(e);
     }
     const std::string text = store::format_manifest(m);
     const std::uint32_t crc = crc32c(std::as_bytes(std::span(text)));
@@ -175,34 +200,36 @@ std::error_code job::complete_from_journal(
     std::string existing;
     if (auto ec = store::read_all(store_, name, existing); ec == errc::not_found) {
         if (auto pec = store_.put(name, std::as_bytes(std::span(text)))) {
-            why = fmt::format("cannot write {} for the versions in node {}'s journal: {}", name,
-                              opts_.node, store::failure(store_, name, pec));
-            return pec;
+            log_error("version {} of node {}: cannot write {} from the node's journal: {}; the "
+                      "version stays incomplete",
+                      version, opts_.node, name, store::failure(store_, name, pec));
+            return false;
         }
     } else if (ec) {
-        why = fmt::format("cannot read {}: {}", name, store::failure(store_, name, ec));
-        return ec;
+        log_error("version {} of node {}: cannot read {}: {}; the version stays incomplete",
+                  version, opts_.node, name, store::failure(store_, name, ec));
+        return false;
     } else if (existing != text) {
-        log_warn("{} does not list what node {}'s journal holds of version {}: the version is "
-                 "left as it is",
-                 name, opts_.node, version);
-        return {};
+        return left(fmt::format("{} is there and lists other parts", name));
     }
     // The daemon before may have arrived at the version's tally already:
-    // arriving again is harmless (try_complete).
+    // arriving again is harmless (try_complete). Best effort, like the
+    // manifest: a failure here leaves the version incomplete and the job
+    // goes on (a tally that refuses this node would refuse it at every
+    // claim).
     bool complete = false;
-    std::string cwhy;
-    if (auto ec = store::try_complete(store_, m, crc, nodes, complete, cwhy)) {
-        why = fmt::format("cannot commit version {} from node {}'s journal: {}", version,
-                          opts_.node, cwhy);
-        return ec;
+    std::string why;
+    if (auto ec = store::try_complete(store_, m, crc, rv.nodes, complete, why)) {
+        log_error("version {} of node {}: the job-wide commit from the node's journal failed: "
+                  "{}; the version stays incomplete",
+                  version, opts_.node, why);
+        return false;
     }
     log_warn("version {} of node {} completed from the node's journal ({} rank{}){}", version,
-             opts_.node, ranks, ranks == 1 ? "" : "s",
-             complete ? fmt::format(": complete on all {} nodes", nodes)
+             opts_.node, rv.ranks, rv.ranks == 1 ? "" : "s",
+             complete ? fmt::format(": complete on all {} nodes", rv.nodes)
                       : std::string(", waiting for the job's other nodes"));
-    done = true;
-    return {};
+    return true;
 }
 
 std::error_code job::admit(const proto::connect_msg& m, bool others_active,
@@ -257,6 +284,8 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
                          rec.first_version);
             first = rec.first_version;
         }
+        if (!files_only)
+            complete_recovered(m.job, first);
         abandon_partial_versions();
         claim_ = std::move(claim);
         journal_ = std::move(journal);

@@ -134,16 +134,24 @@ private:
     // lost, or their versions numbered again).
     std::error_code recover_journal(const std::string& job, std::uint64_t& last,
                                     std::shared_ptr<store::journal>& out, std::string& why);
-    // For recover_journal: `version`'s records by node-local rank, its
-    // objects committed. When they are every rank of the node (each record
-    // says how many), writes the node's manifest of the version and counts
-    // the node in at its tally, COMPLETE following when the node is the
-    // last of the job's (`done`). Otherwise nothing: the version stays
-    // incomplete, as a version some rank never handed over is.
-    std::error_code complete_from_journal(
-        const std::string& job, std::uint64_t version,
-        const std::map<std::uint32_t, const store::journal::record*>& parts, bool& done,
-        std::string& why);
+    // What recover_journal found of a version newer than the newest
+    // complete one: the parts the journal holds (their objects committed by
+    // then), and how many ranks the node has and nodes the job.
+    struct recovered_version {
+        std::uint32_t ranks = 0;
+        std::uint32_t nodes = 0;
+        bool consistent = true;  // every record said the same ranks and nodes
+        std::map<std::uint32_t, store::manifest_entry> entries;
+    };
+    // After the claim and the run's numbering (versions from `first` on are
+    // this run's): completes each recovered version older than `first` whose
+    // every rank of the node is in the journal or committed: the node's
+    // manifest, its arrival at the version's tally, COMPLETE when the node
+    // is the job's last. Best effort: a version it cannot complete stays
+    // incomplete, logged, and the job goes on.
+    void complete_recovered(const std::string& job, std::uint64_t first);
+    bool complete_from_journal(const std::string& job, std::uint64_t version,
+                               const recovered_version& rv);
     // Versions some node-local rank wrote and another never will: those a
     // rank that said BYE left out count as lost (every rank must write every
     // version), those of a rank that died only as discarded.
@@ -166,6 +174,7 @@ private:
     std::string run_;  // its run's name (connect_msg::run); empty: unnamed
     std::unique_ptr<store::claim> claim_;
     std::shared_ptr<store::journal> journal_;  // held with the claim
+    std::map<std::uint64_t, recovered_version> recovered_;  // recover_journal's, until complete_recovered
     std::uint32_t ranks_ = 0;
     std::uint32_t nodes_ = 1;
     std::vector<rank_state> ranks_state_;

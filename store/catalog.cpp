@@ -208,6 +208,23 @@ std::error_code checked(backend& st, const std::string& name, std::uint64_t size
 
 }  // namespace
 
+std::error_code object_crc(backend& st, const std::string& name, std::uint64_t& size,
+                           std::uint32_t& crc, std::string& why)
+{
+    std::uint64_t n = 0;
+    if (auto ec = st.size(name, n)) {
+        why = fmt::format("object {}: {}", name, failure(st, name, ec));
+        return ec;
+    }
+    damage what;
+    std::uint32_t c = 0;
+    if (auto ec = read_crc(st, name, n, {}, {}, c, why, what))
+        return ec;
+    size = n;
+    crc = c;
+    return {};
+}
+
 std::error_code read_checked(backend& st, const std::string& name, std::uint64_t size,
                              std::uint32_t crc, std::span<std::byte> out, std::string& why)
 {

@@ -76,6 +76,10 @@ std::error_code check_object(backend& st, const std::string& name, std::uint64_t
                              std::uint32_t crc, const block_check& each, std::string& why,
                              damage& what);
 
+// The size and crc32c of a committed object, read whole (in blocks).
+std::error_code object_crc(backend& st, const std::string& name, std::uint64_t& size,
+                           std::uint32_t& crc, std::string& why);
+
 // The newest complete version. With `verify`, the newest one whose every
 // object matches its checksum; versions that fail are named in `skipped`.
 std::error_code latest(backend& st, const std::string& job, bool verify, std::uint64_t& out,

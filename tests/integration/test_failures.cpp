@@ -91,18 +91,38 @@ void fill_journal(cluster& c, unsigned ranks)
         REQUIRE(wait_until([&] { return ::kill(pid, 0) != 0; }, 10s));
 }
 
-// A daemon whose first store write passes (the journal's record of the
-// next version) and every later one hangs for 30 s (the object's bytes),
-// ready before any rank looks for it (the first run's "ready:" is in the
-// log already).
-process stalling_daemon(cluster& c)
+// A daemon whose first `passing` store writes pass (the journal's record of
+// the next version, by default) and every later one hangs for 30 s (an
+// object's bytes), ready before any rank looks for it (the first run's
+// "ready:" is in the log already).
+process stalling_daemon(cluster& c, unsigned passing = 1)
 {
     auto extra = small_journal;
-    extra["IOFWD_FAULT"] = "pwrite:DELAY30:1";
+    extra["IOFWD_FAULT"] = "pwrite:DELAY30:" + std::to_string(passing);
     auto d = c.daemon({}, extra);
     REQUIRE(wait_until([&] { return count(c.log(), "ready:") == 2 || !d.running(); }, 20s));
     REQUIRE(d.running());
     return d;
+}
+
+// Kills the daemon and the ranks of a run cut short, then runs the node's
+// two ranks again for one version each (rank 0 with --probe `probe`), as a
+// restarted job would; both must succeed. Returns rank 0.
+process run_again(cluster& c, std::vector<process*> killed, unsigned probe)
+{
+    for (auto* p : killed)
+        p->signal(SIGKILL);
+    for (auto* p : killed)
+        REQUIRE(p->wait(10s).has_value());
+    auto n0 = c.rank(0, 2, {"--size", "5000", "--versions", "1", "--probe", std::to_string(probe)});
+    auto n1 = c.rank(1, 2, {"--size", "5000", "--versions", "1"});
+    for (auto* r : {&n0, &n1}) {
+        const auto s = r->wait(60s);
+        INFO("next run:\n" << r->output() << "log:\n" << c.log());
+        REQUIRE(s.has_value());
+        CHECK(exit_code(*s) == 0);
+    }
+    return n0;
 }
 
 }  // namespace
@@ -175,30 +195,55 @@ TEST_CASE("a version only some of the node's ranks had in the journal stays inco
     INFO("rank 0:\n" << r0.output() << "rank 1:\n" << r1.output() << "log:\n" << c.log());
     REQUIRE(ready);
     REQUIRE(has_line(r0, "write 0 0 2 "));
-    d.signal(SIGKILL);
-    r0.signal(SIGKILL);
-    r1.signal(SIGKILL);
-    for (auto* p : {&d, &r0, &r1})
-        REQUIRE(p->wait(10s).has_value());
-
-    auto n0 = c.rank(0, 2, {"--size", "5000", "--versions", "1", "--probe", "1"});
-    auto n1 = c.rank(1, 2, {"--size", "5000", "--versions", "1"});
-    for (auto* r : {&n0, &n1}) {
-        const auto s = r->wait(60s);
-        INFO("next run:\n" << r->output() << "log:\n" << c.log());
-        REQUIRE(s.has_value());
-        CHECK(exit_code(*s) == 0);
-    }
+    auto n0 = run_again(c, {&d, &r0, &r1}, 1);
     INFO("log:\n" << c.log());
     CHECK(has_line(n0, "latest 0 1"));
     CHECK(has_line(n0, "write 0 0 3 "));
     CHECK(c.log().find("restored itest/v00000002/nodeA.r0000 (") != std::string::npos);
-    CHECK(c.log().find("completed from the node's journal") == std::string::npos);
-    CHECK(c.log().find("1 restored, 0 versions completed on the node") != std::string::npos);
+    CHECK(c.log().find("completed from the node's journal (") == std::string::npos);
+    CHECK(c.log().find("version 2 of node nodeA: not completed from the node's journal: rank 1's "
+                       "part is neither in it nor committed") != std::string::npos);
     CHECK_FALSE(std::filesystem::exists(c.store() + "/itest/v00000002/nodeA.manifest"));
     std::string out;
     CHECK(c.verify(2, 2, out) == 0);
     CHECK(out.find("2 complete versions, 1 incomplete") != std::string::npos);
+}
+
+TEST_CASE("a version of journaled and committed parts is completed after the daemon's death",
+          "[failure][journal-mixed]")
+{
+    // Rank 1's version 2 is too large for the journal (2 MiB, over
+    // IOFWD_JOURNAL_MAX): committed as its object before it is answered.
+    // Rank 0's (5000 bytes) is answered from the journal, its object held
+    // by a slow store, when the daemon dies. The next daemon takes rank 0's
+    // part from the journal and rank 1's committed object, and completes
+    // the version: both ranks were told it is durable.
+    cluster c;
+    fill_journal(c, 2);
+    // Rank 1's object and rank 0's record pass; rank 0's object hangs.
+    auto d = stalling_daemon(c, 2);
+    auto r1 = c.rank(1, 2, {"--size", std::to_string(2u << 20), "--versions", "1", "--wait",
+                            "--skip-finalize"},
+                     small_journal);
+    REQUIRE(wait_until([&] { return has_line(r1, "durable 0 "); }, 20s));
+    auto r0 = c.rank(0, 2, {"--size", "5000", "--versions", "1", "--wait", "--skip-finalize"},
+                     small_journal);
+    const bool answered = wait_until([&] { return has_line(r0, "durable 0 "); }, 20s);
+    INFO("rank 0:\n" << r0.output() << "rank 1:\n" << r1.output() << "log:\n" << c.log());
+    REQUIRE(answered);
+    REQUIRE(has_line(r0, "durable 0 0 "));
+    REQUIRE(has_line(r1, "durable 0 0 "));
+    REQUIRE(std::filesystem::exists(c.store() + "/itest/v00000002/nodeA.r0001"));
+    REQUIRE_FALSE(std::filesystem::exists(c.store() + "/itest/v00000002/nodeA.r0000"));
+    auto n0 = run_again(c, {&d, &r0, &r1}, 2);
+    INFO("log:\n" << c.log());
+    CHECK(has_line(n0, "latest 0 2"));
+    CHECK(has_line(n0, "read 0 5000"));
+    CHECK(c.log().find("version 2 of node nodeA completed from the node's journal (2 ranks): "
+                       "complete on all 1 nodes") != std::string::npos);
+    std::string out;
+    CHECK(c.verify(3, 2, out) == 0);
+    CHECK(out.find("3 complete versions, 0 incomplete, 6 objects") != std::string::npos);
 }
 
 TEST_CASE("a rank killed mid-write loses only its partial version; the others finish",
