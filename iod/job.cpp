@@ -146,7 +146,7 @@ std::error_code job::recover_journal(const std::string& job, std::uint64_t& last
     return {};
 }
 
-void job::complete_recovered(const std::string& job, std::uint64_t first)
+unsigned job::complete_recovered(const std::string& job, std::uint64_t first)
 {
     unsigned completed = 0;
     for (const auto& [version, rv] : std::exchange(recovered_, {})) {
@@ -159,6 +159,7 @@ void job::complete_recovered(const std::string& job, std::uint64_t first)
     if (completed)
         log_info("node {}'s journal of job '{}': {} version{} completed on the node", opts_.node,
                  job, completed, completed == 1 ? "" : "s");
+    return completed;
 }
 
 bool job::complete_from_journal(const std::string& job, std::uint64_t version,
@@ -284,8 +285,7 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
                          rec.first_version);
             first = rec.first_version;
         }
-        if (!files_only)
-            complete_recovered(m.job, first);
+        const unsigned completed = files_only ? 0 : complete_recovered(m.job, first);
         abandon_partial_versions();
         claim_ = std::move(claim);
         journal_ = std::move(journal);
@@ -306,6 +306,8 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
         pulled_before_ = puller_bytes_();
         summary_written_ = false;
         lost_before_ = lost_versions_;
+        if (completed)
+            prune(name_);  // as after any version completed: IOFWD_KEEP holds
     } else if (m.job != name_) {
         why = fmt::format("this daemon serves job '{}' on session {}; rank {} asked for job '{}' "
                           "(give each job its own IOFWD_SESSION)",

@@ -148,8 +148,8 @@ private:
     // every rank of the node is in the journal or committed: the node's
     // manifest, its arrival at the version's tally, COMPLETE when the node
     // is the job's last. Best effort: a version it cannot complete stays
-    // incomplete, logged, and the job goes on.
-    void complete_recovered(const std::string& job, std::uint64_t first);
+    // incomplete, logged, and the job goes on. Returns how many it completed.
+    unsigned complete_recovered(const std::string& job, std::uint64_t first);
     bool complete_from_journal(const std::string& job, std::uint64_t version,
                                const recovered_version& rv);
     // Versions some node-local rank wrote and another never will: those a

@@ -176,6 +176,38 @@ TEST_CASE("a version durable in the node's journal survives the daemon's death b
     CHECK(out.find("3 complete versions, 0 incomplete, 3 objects") != std::string::npos);
 }
 
+TEST_CASE("a version completed from the journal counts for retention at once",
+          "[failure][journal-keep]")
+{
+    // Version 2 answered from the journal, its daemon killed. The next
+    // daemon, keeping one version, completes version 2 at its claim and
+    // removes version 1 then, though its rank writes nothing.
+    cluster c;
+    fill_journal(c, 1);
+    auto d = stalling_daemon(c);
+    auto r = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--wait", "--skip-finalize"},
+                    small_journal);
+    REQUIRE(wait_until([&] { return has_line(r, "durable 0 0 "); }, 20s));
+    d.signal(SIGKILL);
+    r.signal(SIGKILL);
+    REQUIRE(d.wait(10s).has_value());
+    REQUIRE(r.wait(10s).has_value());
+    auto next = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", "2"},
+                       {{"IOFWD_KEEP", "1"}});
+    const auto s = next.wait(60s);
+    INFO("next rank:\n" << next.output() << "log:\n" << c.log());
+    REQUIRE(s.has_value());
+    CHECK(exit_code(*s) == 0);
+    CHECK(has_line(next, "latest 0 2"));
+    // The launched daemon removes version 1 before it exits.
+    CHECK(wait_until([&] { return count(c.log(), "exit status 0") == 2; }, 20s));
+    CHECK(c.log().find("retention (keep 1): removed version 1 of job itest") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(c.store() + "/itest/v00000001"));
+    std::string out;
+    CHECK(c.verify(1, 1, out) == 0);
+    CHECK(out.find("1 complete versions, 0 incomplete, 1 objects") != std::string::npos);
+}
+
 TEST_CASE("a version only some of the node's ranks had in the journal stays incomplete",
           "[failure][journal-partial]")
 {
