@@ -27,7 +27,7 @@ flusher::~flusher()
         t.join();
 }
 
-void flusher::submit(std::uint64_t order, work w, done d)
+void flusher::submit(std::uint64_t order, work w, done d, const void* key)
 {
     ++outstanding_;
     {
@@ -36,7 +36,7 @@ void flusher::submit(std::uint64_t order, work w, done d)
         auto at = jobs_.end();
         while (at != jobs_.begin() && std::prev(at)->order > order)
             --at;
-        jobs_.insert(at, queued_job{order, std::move(w), std::move(d)});
+        jobs_.insert(at, queued_job{order, std::move(w), std::move(d), key});
     }
     cv_.notify_one();
 }
@@ -53,15 +53,31 @@ void flusher::run()
         queued_job job;
         {
             std::unique_lock lock(mutex_);
-            cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-            if (jobs_.empty())
+            // The first job whose key is not running already.
+            auto next = jobs_.end();
+            cv_.wait(lock, [&] {
+                next = std::find_if(jobs_.begin(), jobs_.end(), [&](const queued_job& j) {
+                    return !j.key || std::find(busy_.begin(), busy_.end(), j.key) == busy_.end();
+                });
+                return next != jobs_.end() || (stopping_ && jobs_.empty());
+            });
+            if (next == jobs_.end())
                 return;
-            job = std::move(jobs_.front());
-            jobs_.pop_front();
+            job = std::move(*next);
+            jobs_.erase(next);
+            if (job.key)
+                busy_.push_back(job.key);
         }
         running_.fetch_add(1, std::memory_order_relaxed);
         const std::error_code ec = job.w();
         running_.fetch_sub(1, std::memory_order_relaxed);
+        if (job.key) {
+            {
+                std::lock_guard lock(mutex_);
+                busy_.erase(std::find(busy_.begin(), busy_.end(), job.key));
+            }
+            cv_.notify_all();  // a job of that key may go now
+        }
         boost::asio::post(loop_, [this, d = std::move(job.d), ec] {
             d(ec);
             if (--outstanding_ == 0 && on_idle_)
@@ -85,14 +101,14 @@ void flush_policy::acquire(staging::waiter w, std::uint64_t bytes)
 }
 
 void flush_policy::flush(const void* owner, std::uint64_t order, bool hold, flusher::work w,
-                         flusher::done d)
+                         flusher::done d, const void* key)
 {
     if (hold && !slots_.short_of_slots()) {
-        held_.push_back({owner, order, std::move(w), std::move(d)});
+        held_.push_back({owner, order, std::move(w), std::move(d), key});
         return;
     }
     release(owner);  // the owner's earlier chunks first
-    pool_.submit(order, std::move(w), std::move(d));
+    pool_.submit(order, std::move(w), std::move(d), key);
 }
 
 void flush_policy::release(const void* owner)
@@ -105,7 +121,7 @@ void flush_policy::release(const void* owner)
         return true;
     });
     for (auto& h : go)
-        pool_.submit(h.order, std::move(h.work), std::move(h.done));
+        pool_.submit(h.order, std::move(h.work), std::move(h.done), h.key);
 }
 
 void flush_policy::commit(std::uint64_t order, flusher::work w, flusher::done d)

@@ -38,8 +38,12 @@ public:
     // first, and in the order submitted among equals: a version's parts
     // carry the time the version first arrived on the node, so that on a
     // slow store the oldest version is completed first, not one rank's
-    // versions after another (transfer::order_flushes).
-    void submit(std::uint64_t order, work w, done d);
+    // versions after another (transfer::order_flushes). Jobs of one
+    // non-null `key` never run at once: a thread skips to the next job
+    // while one of its key runs (the buffered writes of one file, which
+    // the kernel serializes on the file's lock anyway, spinning a second
+    // writer on a core the pulls need).
+    void submit(std::uint64_t order, work w, done d, const void* key = nullptr);
     // For a pool whose jobs all run in the order submitted.
     void submit(work w, done d) { submit(0, std::move(w), std::move(d)); }
     bool busy() const noexcept { return outstanding_ > 0; }
@@ -61,8 +65,10 @@ private:
         std::uint64_t order;
         work w;
         done d;
+        const void* key;
     };
-    std::deque<queued_job> jobs_;  // sorted by order, stable
+    std::deque<queued_job> jobs_;     // sorted by order, stable
+    std::vector<const void*> busy_;  // the keys of the jobs running now
     bool stopping_ = false;
     std::vector<std::thread> threads_;
 };
@@ -89,9 +95,9 @@ public:
     // Starts the store write of staged bytes of `owner` (a transfer), or,
     // with `hold` and while staging has free slots, keeps it until
     // release(owner).
-    // `order` as in flusher::submit.
+    // `order` and `key` as in flusher::submit.
     void flush(const void* owner, std::uint64_t order, bool hold, flusher::work w,
-               flusher::done d);
+               flusher::done d, const void* key = nullptr);
     // Starts the held flushes of `owner` (nullptr: of everyone).
     void release(const void* owner);
     // A commit or an fsync: never held; queued by `order`.
@@ -122,6 +128,7 @@ private:
         std::uint64_t order;
         flusher::work work;
         flusher::done done;
+        const void* key;
     };
     std::vector<held> held_;
     unsigned pulls_ = 0;

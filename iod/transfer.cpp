@@ -331,7 +331,8 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
         },
         [self = shared_from_this(), s, c, crc, committing](std::error_code ec) {
             self->on_flushed(s, c, *crc, ec, committing && *committing);
-        });
+        },
+        flush_key_);
 }
 
 void transfer::on_flushed(slot s, chunk c, std::uint32_t crc, std::error_code ec, bool committed)

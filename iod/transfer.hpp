@@ -104,6 +104,9 @@ public:
     // Where this transfer's flushes and commit queue among the node's
     // (flusher::submit); by default when it was made. Before start().
     void order_flushes(std::uint64_t order) noexcept { order_ = order; }
+    // Its store writes never run beside another transfer's of the same
+    // `key` (flusher::submit): one file's buffered writes. Before start().
+    void serialize_flushes(const void* key) noexcept { flush_key_ = key; }
 
     void start();
     // A pushed chunk [offset, offset + length) announced by UCX (`p`, an
@@ -189,6 +192,7 @@ private:
 
     std::uint64_t started_ns_;
     std::uint64_t order_;
+    const void* flush_key_ = nullptr;
     std::uint64_t next_offset_ = 0;
     std::uint32_t next_index_ = 0;
     std::uint64_t pulled_bytes_ = 0;

@@ -73,6 +73,7 @@ std::shared_ptr<transfer> write_path::start(request r)
     current_version_ = version;
     if (r.order)
         t->order_flushes(r.order);
+    t->serialize_flushes(r.flush_key);
     if (r.journal)
         t->journal_into(std::move(r.journal), std::move(r.journal_job), std::move(r.journal_node),
                         r.journal_ranks, r.journal_nodes);

@@ -46,6 +46,8 @@ public:
         ucx::rkey key;                // a file write's remote key, held while it is pulled
         // Where its flushes queue (transfer::order_flushes); 0: when it starts.
         std::uint64_t order = 0;
+        // Whose store writes its own never run beside (transfer::serialize_flushes).
+        const void* flush_key = nullptr;
         // The transfer exists and is about to start (a version's record
         // points at it from now on).
         std::function<void(const std::shared_ptr<transfer>&)> created;

@@ -56,3 +56,66 @@ TEST_CASE("the flusher runs jobs by order, lowest first, in the order submitted 
     CHECK(done == 6);
     CHECK(ran == std::vector<std::string>{"first", "fifo", "10a", "10b", "20", "30"});
 }
+
+TEST_CASE("the flusher never runs two jobs of one key at once, and runs other jobs meanwhile",
+          "[flusher]")
+{
+    // Two threads. Job A1 (key a) holds its thread; A2 (key a) comes next
+    // by order, but must wait for A1: the second thread takes B (key b) and
+    // the unkeyed job instead, then A2 once A1 has ended.
+    boost::asio::io_context loop;
+    auto keep = boost::asio::make_work_guard(loop);
+    std::latch a1_started(1), a1_go(1);
+    std::mutex m;
+    std::vector<std::string> ran;
+    bool a_running = false, overlap = false;
+    unsigned done = 0;
+    int key_a = 0, key_b = 0;
+    {
+        flusher pool(loop, 2);
+        auto count = [&](std::error_code) { ++done; };
+        auto job = [&](std::string name) {
+            return [&, name] {
+                std::lock_guard lock(m);
+                ran.push_back(name);
+                return std::error_code{};
+            };
+        };
+        pool.submit(1, [&] {
+            {
+                std::lock_guard lock(m);
+                ran.push_back("a1");
+                a_running = true;
+            }
+            a1_started.count_down();
+            a1_go.wait();
+            std::lock_guard lock(m);
+            a_running = false;
+            return std::error_code{};
+        }, count, &key_a);
+        a1_started.wait();
+        pool.submit(2, [&] {
+            std::lock_guard lock(m);
+            overlap = overlap || a_running;
+            ran.push_back("a2");
+            return std::error_code{};
+        }, count, &key_a);
+        pool.submit(3, job("b"), count, &key_b);
+        pool.submit(4, job("none"), count);
+        // b and the unkeyed job run on the second thread while a1 holds
+        // the first; a2 does not.
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (done < 2 && std::chrono::steady_clock::now() < until)
+            loop.run_for(std::chrono::milliseconds(10));
+        {
+            std::lock_guard lock(m);
+            CHECK(ran == std::vector<std::string>{"a1", "b", "none"});
+        }
+        a1_go.count_down();
+        while (done < 4 && std::chrono::steady_clock::now() < until)
+            loop.run_for(std::chrono::milliseconds(10));
+    }
+    CHECK(done == 4);
+    CHECK_FALSE(overlap);
+    CHECK(ran == std::vector<std::string>{"a1", "b", "none", "a2"});
+}
