@@ -101,7 +101,8 @@ std::error_code job::recover_journal(const std::string& job, std::uint64_t& last
                 continue;
             // What the version's manifest needs, kept for complete_recovered.
             auto& rv = recovered_[r.version];
-            rv.consistent = rv.entries.empty() || (rv.ranks == r.ranks && rv.nodes == r.nodes);
+            rv.consistent =
+                rv.entries.empty() || (rv.consistent && rv.ranks == r.ranks && rv.nodes == r.nodes);
             rv.ranks = r.ranks;
             rv.nodes = r.nodes;
             rv.entries[r.rank] = {r.rank, r.data.size(), r.crc32c};
@@ -130,40 +131,61 @@ std::error_code job::recover_journal(const std::string& job, std::uint64_t& last
     }
     if (records.empty() && opts_.journal_max == 0)
         return {};
-    // Every record is committed now. Started over even when none was found:
-    // a daemon that died in the middle of appends can leave a torn record
-    // before whole ones of the same generation, which a new record written
-    // over the torn one would bring back.
+    // Every record's object is committed now; the journal starts over once
+    // the versions it held are completed (start_journal).
+    out = std::move(j);
+    return {};
+}
+
+std::error_code job::start_journal(const std::string& job, std::shared_ptr<store::journal>& j,
+                                   std::string& why)
+{
+    if (!j)
+        return {};
+    // Started over even when nothing was found: a daemon that died in the
+    // middle of appends can leave a torn record before whole ones of the
+    // same generation, which a new record written over the torn one would
+    // bring back.
     if (auto ec = j->reset()) {
         why = fmt::format("cannot start node {}'s journal of job '{}' over: {}", opts_.node, job,
                           ec.message());
         return ec;
     }
     if (opts_.journal_max == 0)
-        return {};
-    j->prepare();
-    out = std::move(j);
+        j.reset();
+    else
+        j->prepare();
     return {};
 }
 
-unsigned job::complete_recovered(const std::string& job, std::uint64_t first)
+bool job::complete_recovered(const std::string& job, std::uint64_t first, bool named)
 {
     unsigned completed = 0;
+    bool job_wide = false;
+    // What may be read back of parts committed straight to their objects,
+    // on the loop's thread while a rank waits for its ACCEPT: a few seconds
+    // at most on a slow disk, well within IOFWD_LAUNCH_TIMEOUT.
+    std::uint64_t budget = std::uint64_t{256} << 20;
     for (const auto& [version, rv] : std::exchange(recovered_, {})) {
         // A version the run's record numbers anew (a named run that began
         // after this node's daemon died) is not this one's to complete.
         if (version >= first)
             continue;
-        completed += complete_from_journal(job, version, rv) ? 1 : 0;
+        bool complete = false;
+        if (complete_from_journal(job, version, rv, named, budget, complete)) {
+            ++completed;
+            job_wide = job_wide || complete;
+        }
     }
     if (completed)
         log_info("node {}'s journal of job '{}': {} version{} completed on the node", opts_.node,
                  job, completed, completed == 1 ? "" : "s");
-    return completed;
+    return job_wide;
 }
 
 bool job::complete_from_journal(const std::string& job, std::uint64_t version,
-                                const recovered_version& rv)
+                                const recovered_version& rv, bool named, std::uint64_t& budget,
+                                bool& complete)
 {
     // Every record of the version must say the same ranks and nodes; a
     // rank without a record must have its object committed (it went past
@@ -181,6 +203,29 @@ bool job::complete_from_journal(const std::string& job, std::uint64_t version,
                                   : "its records disagree on the node's ranks or the job's nodes");
     if (rv.entries.rbegin()->first >= rv.ranks)
         return left("a record names a rank beyond the node's ranks");
+    // Without a run's record, each node numbers its versions from what it
+    // finds: another node may already have begun this number anew.
+    if (rv.nodes > 1 && !named)
+        return left("a job of several nodes without a run name (IOFWD_RUN) may have numbered "
+                    "this version anew on another node");
+    // The parts that went straight to their objects: all there, and few
+    // enough bytes to read back now, before anything is read.
+    std::uint64_t direct_bytes = 0;
+    for (std::uint32_t rank = 0; rank < rv.ranks; ++rank) {
+        if (rv.entries.count(rank))
+            continue;
+        const auto name = store::data_object(job, version, opts_.node, rank);
+        std::uint64_t size = 0;
+        if (auto ec = store_.size(name, size))
+            return left(fmt::format("rank {}'s part is neither in it nor committed ({})", rank,
+                                    store::failure(store_, name, ec)));
+        direct_bytes += size;
+    }
+    if (direct_bytes > budget)
+        return left(fmt::format("its parts committed straight to their objects hold {}, more "
+                                "than is read back at a claim",
+                                human_bytes(direct_bytes)));
+    budget -= direct_bytes;
     store::manifest m{job, opts_.node, version, rv.ranks, {}};
     for (std::uint32_t rank = 0; rank < rv.ranks; ++rank) {
         if (const auto it = rv.entries.find(rank); it != rv.entries.end()) {
@@ -191,8 +236,7 @@ bool job::complete_from_journal(const std::string& job, std::uint64_t version,
         std::string why;
         if (store::object_crc(store_, store::data_object(job, version, opts_.node, rank), e.size,
                               e.crc32c, why))
-            return left(fmt::format("rank {}'s part is neither in it nor committed ({})", rank,
-                                    why));
+            return left(fmt::format("rank {}'s part cannot be read back ({})", rank, why));
         m.entries.push_back(e);
     }
     const std::string text = store::format_manifest(m);
@@ -218,7 +262,7 @@ bool job::complete_from_journal(const std::string& job, std::uint64_t version,
     // manifest: a failure here leaves the version incomplete and the job
     // goes on (a tally that refuses this node would refuse it at every
     // claim).
-    bool complete = false;
+    complete = false;
     std::string why;
     if (auto ec = store::try_complete(store_, m, crc, rv.nodes, complete, why)) {
         log_error("version {} of node {}: the job-wide commit from the node's journal failed: "
@@ -285,7 +329,15 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
                          rec.first_version);
             first = rec.first_version;
         }
-        const unsigned completed = files_only ? 0 : complete_recovered(m.job, first);
+        // The versions the journal held, then the journal started over: a
+        // claim refused before this point (join_run) keeps the records for
+        // the next one.
+        const bool complete_now =
+            !files_only && complete_recovered(m.job, first, !m.run.empty());
+        if (auto ec = start_journal(m.job, journal, why)) {
+            name_.clear();
+            return ec;
+        }
         abandon_partial_versions();
         claim_ = std::move(claim);
         journal_ = std::move(journal);
@@ -306,7 +358,7 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
         pulled_before_ = puller_bytes_();
         summary_written_ = false;
         lost_before_ = lost_versions_;
-        if (completed)
+        if (complete_now)
             prune(name_);  // as after any version completed: IOFWD_KEEP holds
     } else if (m.job != name_) {
         why = fmt::format("this daemon serves job '{}' on session {}; rank {} asked for job '{}' "

@@ -144,14 +144,23 @@ private:
         std::map<std::uint32_t, store::manifest_entry> entries;
     };
     // After the claim and the run's numbering (versions from `first` on are
-    // this run's): completes each recovered version older than `first` whose
-    // every rank of the node is in the journal or committed: the node's
-    // manifest, its arrival at the version's tally, COMPLETE when the node
-    // is the job's last. Best effort: a version it cannot complete stays
-    // incomplete, logged, and the job goes on. Returns how many it completed.
-    unsigned complete_recovered(const std::string& job, std::uint64_t first);
+    // this run's; `named`: the run has a name and a record): completes each
+    // recovered version older than `first` whose every rank of the node is
+    // in the journal or committed (a few hundred MiB read back at most):
+    // the node's manifest, its arrival at the version's tally, COMPLETE
+    // when the node is the job's last. Best effort: a version it cannot
+    // complete stays incomplete, logged, and the job goes on. True when one
+    // became complete job-wide (retention then runs).
+    bool complete_recovered(const std::string& job, std::uint64_t first, bool named);
+    // One version of it; `budget`: the bytes of committed parts it may still
+    // read back; `complete`: COMPLETE written. False: left incomplete.
     bool complete_from_journal(const std::string& job, std::uint64_t version,
-                               const recovered_version& rv);
+                               const recovered_version& rv, bool named, std::uint64_t& budget,
+                               bool& complete);
+    // After the completion: the journal (`j`, recover_journal's) starts over
+    // and fills; dropped when IOFWD_JOURNAL_MAX is 0.
+    std::error_code start_journal(const std::string& job, std::shared_ptr<store::journal>& j,
+                                  std::string& why);
     // Versions some node-local rank wrote and another never will: those a
     // rank that said BYE left out count as lost (every rank must write every
     // version), those of a rank that died only as discarded.

@@ -208,6 +208,48 @@ TEST_CASE("a version completed from the journal counts for retention at once",
     CHECK(out.find("1 complete versions, 0 incomplete, 1 objects") != std::string::npos);
 }
 
+TEST_CASE("a claim refused after the journal's replay keeps its records for the next",
+          "[failure][journal-refused]")
+{
+    // Version 2 answered from the journal, its daemon killed. The next rank
+    // names a run whose record says 2 nodes where it says 1: its claim is
+    // refused after the journal was read. The journal must still hold
+    // version 2 for the claim after it, which completes it.
+    cluster c;
+    fill_journal(c, 1);
+    auto d = stalling_daemon(c);
+    auto r = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--wait", "--skip-finalize"},
+                    small_journal);
+    REQUIRE(wait_until([&] { return has_line(r, "durable 0 0 "); }, 20s));
+    d.signal(SIGKILL);
+    r.signal(SIGKILL);
+    REQUIRE(d.wait(10s).has_value());
+    REQUIRE(r.wait(10s).has_value());
+    {
+        std::filesystem::create_directories(c.store() + "/itest/runs");
+        std::FILE* f = std::fopen((c.store() + "/itest/runs/other").c_str(), "w");
+        REQUIRE(f);
+        std::fputs("iofwd-run 1\njob itest\nrun other\nfirst-version 3\nnodes 2\nend\n", f);
+        std::fclose(f);
+        ::chmod((c.store() + "/itest/runs/other").c_str(), 0600);
+    }
+    auto refused = c.rank(0, 1, {"--size", "5000", "--versions", "1"}, {{"IOFWD_RUN", "other"}});
+    const auto rs = refused.wait(60s);
+    INFO("refused rank:\n" << refused.output() << "log:\n" << c.log());
+    REQUIRE(rs.has_value());
+    CHECK(exit_code(*rs) == 1);
+    REQUIRE(has_line(refused, "init "));
+    CHECK_FALSE(has_line(refused, "init 0"));
+    auto next = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--probe", "2"});
+    const auto s = next.wait(60s);
+    INFO("next rank:\n" << next.output() << "log:\n" << c.log());
+    REQUIRE(s.has_value());
+    CHECK(exit_code(*s) == 0);
+    CHECK(has_line(next, "latest 0 2"));
+    CHECK(c.log().find("version 2 of node nodeA completed from the node's journal (1 rank): "
+                       "complete on all 1 nodes") != std::string::npos);
+}
+
 TEST_CASE("a version only some of the node's ranks had in the journal stays incomplete",
           "[failure][journal-partial]")
 {
