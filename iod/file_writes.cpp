@@ -151,9 +151,11 @@ void file_writes::start(std::shared_ptr<forwarded_file> f, proto::file_write_msg
         return std::error_code{};
     };
     r.data = std::move(m.data);
-    // The file's writes go through the page cache, where the kernel takes
-    // the file's lock for each: two flush threads on one file would spin.
-    r.flush_key = f.get();
+    // Pieces through the page cache take the file's lock in the kernel: two
+    // flush threads writing them to one file would spin. Large aligned runs
+    // go with O_DIRECT, which file systems write to one file in parallel.
+    if (forwarded_file::through_page_cache(*runs))
+        r.flush_key = f.get();
     r.finished = [this, f, runs, cookie, id, what](
                      std::error_code ec, const std::string& why, const store::manifest_entry&,
                      transfer::flush_span, bool waiting) {

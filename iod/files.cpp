@@ -131,6 +131,13 @@ bool share_a_byte(const std::vector<proto::file_run>& a, const std::vector<proto
 
 }  // namespace
 
+bool forwarded_file::through_page_cache(const std::vector<proto::file_run>& r)
+{
+    return std::any_of(r.begin(), r.end(), [](const proto::file_run& run) {
+        return run.length < direct_min || run.offset % direct_align != 0;
+    });
+}
+
 forwarded_file::runs forwarded_file::one_run(std::uint64_t offset, std::uint64_t length)
 {
     return std::make_shared<const std::vector<proto::file_run>>(

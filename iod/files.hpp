@@ -44,6 +44,10 @@ public:
     // The file bytes one write covers: its runs, in increasing order, disjoint.
     using runs = std::shared_ptr<const std::vector<proto::file_run>>;
     static runs one_run(std::uint64_t offset, std::uint64_t length);
+    // Whether a write of these runs goes through the page cache, some of
+    // it at least (runs too small or not aligned for O_DIRECT): where the
+    // kernel takes the file's lock for each piece.
+    static bool through_page_cache(const std::vector<proto::file_run>& r);
 
     // Runs `start` now, or once no write in flight overlaps `r`.
     void submit(runs r, std::function<void()> start);
