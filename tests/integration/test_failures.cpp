@@ -105,6 +105,29 @@ process stalling_daemon(cluster& c, unsigned passing = 1)
     return d;
 }
 
+// A job of one rank whose version 2 is answered durable from the journal
+// while its object is held back by the store; then the daemon and the rank
+// are killed: only the journal holds version 2.
+void crash_with_version_2_in_journal(cluster& c)
+{
+    fill_journal(c, 1);
+    auto d = stalling_daemon(c);
+    auto r = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--wait", "--skip-finalize"},
+                    small_journal);
+    const bool answered = wait_until([&] { return has_line(r, "durable 0 "); }, 20s);
+    INFO("rank:\n" << r.output() << "log:\n" << c.log());
+    REQUIRE(answered);
+    REQUIRE(has_line(r, "write 0 0 2 "));
+    REQUIRE(has_line(r, "durable 0 0 "));
+    // Reported durable, and its object not written: only in the journal.
+    CHECK(!std::filesystem::exists(c.store() + "/itest/v00000002/nodeA.r0000"));
+    CHECK(temporaries(c.store() + "/itest/v00000002").size() == 1);
+    d.signal(SIGKILL);
+    r.signal(SIGKILL);
+    REQUIRE(d.wait(10s).has_value());
+    REQUIRE(r.wait(10s).has_value());
+}
+
 // Kills the daemon and the ranks of a run cut short, then runs the node's
 // two ranks again for one version each (rank 0 with --probe `probe`), as a
 // restarted job would; both must succeed. Returns rank 0.
@@ -132,22 +155,7 @@ TEST_CASE("a version durable in the node's journal survives the daemon's death b
 {
     cluster c;
     const std::string object = c.store() + "/itest/v00000002/nodeA.r0000";
-    fill_journal(c, 1);
-    auto d = stalling_daemon(c);
-    auto r = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--wait", "--skip-finalize"},
-                    small_journal);
-    const bool answered = wait_until([&] { return has_line(r, "durable 0 "); }, 20s);
-    INFO("rank:\n" << r.output() << "log:\n" << c.log());
-    REQUIRE(answered);
-    REQUIRE(has_line(r, "write 0 0 2 "));
-    REQUIRE(has_line(r, "durable 0 0 "));
-    // Reported durable, and its object not written: only in the journal.
-    CHECK(!std::filesystem::exists(object));
-    CHECK(temporaries(c.store() + "/itest/v00000002").size() == 1);
-    d.signal(SIGKILL);
-    r.signal(SIGKILL);
-    REQUIRE(d.wait(10s).has_value());
-    REQUIRE(r.wait(10s).has_value());
+    crash_with_version_2_in_journal(c);
 
     // The next daemon to claim the job on the node commits it, byte for
     // byte, completes it (the node's one rank was all there was of it), and
@@ -183,15 +191,7 @@ TEST_CASE("a version completed from the journal counts for retention at once",
     // daemon, keeping one version, completes version 2 at its claim and
     // removes version 1 then, though its rank writes nothing.
     cluster c;
-    fill_journal(c, 1);
-    auto d = stalling_daemon(c);
-    auto r = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--wait", "--skip-finalize"},
-                    small_journal);
-    REQUIRE(wait_until([&] { return has_line(r, "durable 0 0 "); }, 20s));
-    d.signal(SIGKILL);
-    r.signal(SIGKILL);
-    REQUIRE(d.wait(10s).has_value());
-    REQUIRE(r.wait(10s).has_value());
+    crash_with_version_2_in_journal(c);
     auto next = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", "2"},
                        {{"IOFWD_KEEP", "1"}});
     const auto s = next.wait(60s);
@@ -216,15 +216,7 @@ TEST_CASE("a claim refused after the journal's replay keeps its records for the 
     // refused after the journal was read. The journal must still hold
     // version 2 for the claim after it, which completes it.
     cluster c;
-    fill_journal(c, 1);
-    auto d = stalling_daemon(c);
-    auto r = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--wait", "--skip-finalize"},
-                    small_journal);
-    REQUIRE(wait_until([&] { return has_line(r, "durable 0 0 "); }, 20s));
-    d.signal(SIGKILL);
-    r.signal(SIGKILL);
-    REQUIRE(d.wait(10s).has_value());
-    REQUIRE(r.wait(10s).has_value());
+    crash_with_version_2_in_journal(c);
     {
         std::filesystem::create_directories(c.store() + "/itest/runs");
         std::FILE* f = std::fopen((c.store() + "/itest/runs/other").c_str(), "w");
