@@ -206,6 +206,13 @@ int main(int argc, char** argv)
         else
             rc = io_init_comm(MPI_COMM_WORLD, buffer, a.size, nullptr, a.blocking ? 1 : 0);
     }
+    // io_init_comm returns once every rank's daemon has taken the job; with
+    // io_init or io_init_run the program waits for that itself before a
+    // restart asks for the newest complete version: a node's daemon
+    // completes what its journal held of the run before when its first rank
+    // connects, and every rank must find the same version.
+    if (a.sim_nodes > 0 || a.plain_init)
+        MPI_Barrier(MPI_COMM_WORLD);
     if (rc != 0) {
         std::fprintf(stderr, "rank %d: io_init failed: %s\n  %s\n", world_rank, io_strerror(rc),
                      io_last_error());
@@ -250,6 +257,16 @@ int main(int argc, char** argv)
             abort_job();
         }
         restarted_from = latest;
+        // Every rank resumes from one version, or the job is not one state.
+        unsigned long long mine = latest, lowest = 0, highest = 0;
+        MPI_Allreduce(&mine, &lowest, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+        MPI_Allreduce(&mine, &highest, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+        if (lowest != highest) {
+            if (world_rank == 0)
+                std::fprintf(stderr, "ranks restarted from different versions (v%llu to v%llu)\n",
+                             lowest, highest);
+            abort_job();
+        }
     }
 
     std::vector<double> blocked;

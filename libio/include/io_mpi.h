@@ -10,7 +10,9 @@
  * node's ranks (MPI_Comm_split_type, MPI_COMM_TYPE_SHARED), counts the
  * nodes, and gives the run a name that rank 0 makes and broadcasts, so that
  * every node's daemon numbers this run's versions alike, whenever it starts
- * (no barrier after io_init is needed, and IOFWD_NODES need not be set).
+ * (IOFWD_NODES need not be set). It returns on no rank before every rank's
+ * io_init_run has returned, so that a restart's io_latest answers the same on
+ * every rank.
  *
  * On a job of several nodes, io_finalize then becomes collective over `comm`
  * too: once this rank's data is durable it waits (MPI_Ibarrier, at most
@@ -84,8 +86,13 @@ static inline int io_init_comm(MPI_Comm comm, void *buffer, uint64_t len, char *
 
     /* Collective, so before anything that can fail on one rank only. */
     copy = (MPI_Comm *)malloc(sizeof *copy);
-    if (!copy)
+    if (!copy) {
+        MPI_Comm unused; /* the others go through the same collectives */
+        MPI_Comm_dup(comm, &unused);
+        MPI_Comm_free(&unused);
+        MPI_Barrier(comm);
         return ENOMEM;
+    }
     MPI_Comm_dup(comm, copy);
     rc = io_init_run(buffer, len, (uint32_t)local_rank, (uint32_t)local_size, (uint32_t)nodes,
                      run[0] ? run : NULL, daemon_args, blocking);
@@ -95,6 +102,13 @@ static inline int io_init_comm(MPI_Comm comm, void *buffer, uint64_t len, char *
         MPI_Comm_free(copy);
         free(copy);
     }
+    /* Every rank, failed or not: when one returns, every node's daemon has
+     * taken the job, and with it completed what its journal held of an
+     * earlier run (a version its ranks were told was durable before their
+     * daemon died). io_latest then answers alike on every rank: without this
+     * barrier a rank of one node could restart from a version that another
+     * node's daemon completes a moment later. */
+    MPI_Barrier(comm);
     return rc;
 }
 

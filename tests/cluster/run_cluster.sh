@@ -38,6 +38,26 @@ last=${hosts##*,}
 
 export IOFWD_RUNTIME_DIR=$work/rt IOFWD_LAUNCH_TIMEOUT=60 IOFWD_JOB=clustertest
 store=$work/store
+# How many ranks' records of version $2 the journal file $1 holds (store/
+# journal.hpp: records from 8192, a 4 KiB header block, "IOJ2", the version
+# at 16, the size at 24, the rank at 32, then the bytes padded to 4 KiB).
+journal_ranks() {
+  python3 - "$1" "$2" <<'PY'
+import struct, sys
+ranks = set()
+try:
+    data = open(sys.argv[1], "rb").read()
+except OSError:
+    data = b""
+at = 8192
+while at + 4096 <= len(data) and data[at:at + 4] == b"IOJ2":
+    version, size, rank = struct.unpack_from("<QQI", data, at + 16)
+    if version == int(sys.argv[2]):
+        ranks.add(rank)
+    at += 4096 + (size + 4095) // 4096 * 4096
+print(len(ranks))
+PY
+}
 # mpiexec onto the cluster, bounded.
 cmpiexec() { timeout --kill-after=10 "${limit:-180}" bash "$cluster" mpiexec "$@"; }
 ranks=$((nodes * 2))
@@ -87,43 +107,65 @@ node-killed)
   # were written side by side and completed within milliseconds of each
   # other), so that when version 2 is complete everywhere its part of
   # version 3 is still on its way; then every process of that node is killed.
-  # A version there takes 6 slow pwrites (the journal's and the object's of
-  # each rank, the manifest, COMPLETE): the other nodes' ranks, through with
+  # Twice:
+  #  - its versions straight to their objects (IOFWD_JOURNAL_MAX=0): version
+  #    3 must never become complete, and every node restarts from 2;
+  #  - with the journal (the default), killed once its ranks' records of
+  #    version 3 are in the node's journal (they were told it was durable):
+  #    the next claim on the node completes version 3, and every rank must
+  #    restart from it (the example fails when ranks restart from different
+  #    versions: io_init_comm returns once every node's daemon has claimed).
+  # A version there takes up to 6 slow pwrites (each rank's journal record
+  # and object, the manifest, COMPLETE): the other nodes' ranks, through with
   # their flush at once, wait for that node's in io_finalize longer than the
   # default 60 s.
   k=3
-  limit=180 cmpiexec -ppn 2 -genv IOFWD_FINALIZE_TIMEOUT 110 \
-    -n $((ranks - 2)) "$checkpoint" --size 1M --versions 5 --store "$store" \
-    : -n 2 -env IOFWD_FAULT pwrite:DELAY3 -env IOFWD_FLUSH_THREADS 1 \
-    "$checkpoint" --size 1M --versions 5 --store "$store" \
-    > "$work/first" 2>&1 &
-  job=$!
-  for _ in $(seq 1 1800); do
-    [ -e "$store/clustertest/v0000000$((k - 1))/COMPLETE" ] && break
-    kill -0 "$job" 2>/dev/null || { cat "$work/first" >&2; fail "the job ended before version $((k - 1)) was complete"; }
-    sleep 0.05
+  for journal_max in 0 1M; do
+    export IOFWD_JOB=killed-journal-$journal_max
+    limit=180 cmpiexec -ppn 2 -genv IOFWD_FINALIZE_TIMEOUT 110 \
+      -n $((ranks - 2)) "$checkpoint" --size 1M --versions 5 --store "$store" \
+      : -n 2 -env IOFWD_FAULT pwrite:DELAY3 -env IOFWD_FLUSH_THREADS 1 \
+      -env IOFWD_JOURNAL_MAX "$journal_max" "$checkpoint" --size 1M --versions 5 --store "$store" \
+      > "$work/first" 2>&1 &
+    job=$!
+    dir=$store/$IOFWD_JOB
+    ready() {
+      [ -e "$dir/v0000000$((k - 1))/COMPLETE" ] || return 1
+      [ "$journal_max" = 0 ] || [ "$(journal_ranks "$dir/.$last.journal" $k)" = 2 ]
+    }
+    for _ in $(seq 1 1800); do
+      ready && break
+      kill -0 "$job" 2>/dev/null || { cat "$work/first" >&2; fail "the job ended before version $((k - 1)) was complete"; }
+      sleep 0.05
+    done
+    ready || fail "version $((k - 1)) never completed, or version $k never reached node $last's journal"
+    bash "$cluster" kill "$last"
+    # The rest of the job ends by itself (MPI aborts it), within the bound.
+    wait "$job" && fail "the job reported success after a node died" || true
+    [ -e "$dir/v0000000$k/COMPLETE" ] && fail "version $k is complete though node $last died in it"
+    # The surviving nodes' daemons finish what their ranks handed over, then
+    # exit; the restart comes after them (a daemon still writing the job
+    # holds its claim on the node and refuses a second writer).
+    for _ in $(seq 1 600); do
+      pgrep -f -- "--runtime-dir $IOFWD_RUNTIME_DIR" > /dev/null || break
+      sleep 0.1
+    done
+    pgrep -f -- "--runtime-dir $IOFWD_RUNTIME_DIR" > /dev/null && fail "the old job's daemons never exited"
+    # Every node restarts from one version, byte for byte.
+    bash "$cluster" up "$nodes" >/dev/null
+    cmpiexec -ppn 2 -n "$ranks" "$checkpoint" --size 1M --versions 2 --restart --store "$store" | tee "$work/second"
+    if [ "$journal_max" = 0 ]; then
+      from=$((k - 1))
+      [ -e "$dir/v0000000$k/COMPLETE" ] && fail "version $k became complete"
+    else
+      from=$k
+      [ -e "$dir/v0000000$k/COMPLETE" ] || fail "version $k, in node $last's journal, was not completed"
+    fi
+    grep -q "restart            from v$from, complete job-wide, every rank's bytes read back and verified" "$work/second" ||
+      fail "the restart did not take version $from (journal $journal_max)"
+    timeout 300 "$verify" --store "$store" --job "$IOFWD_JOB" --expect-ranks "$ranks" | tee "$work/verify"
+    grep -q "all match" "$work/verify" || fail "the verifier found damage"
   done
-  [ -e "$store/clustertest/v0000000$((k - 1))/COMPLETE" ] || fail "version $((k - 1)) never completed"
-  bash "$cluster" kill "$last"
-  # The rest of the job ends by itself (MPI aborts it), within the bound.
-  wait "$job" && fail "the job reported success after a node died" || true
-  [ -e "$store/clustertest/v0000000$k/COMPLETE" ] && fail "version $k is complete though node $last died in it"
-  # The surviving nodes' daemons finish what their ranks handed over, then
-  # exit; the restart comes after them (a daemon still writing the job holds
-  # its claim on the node and refuses a second writer).
-  for _ in $(seq 1 600); do
-    pgrep -f -- "--runtime-dir $IOFWD_RUNTIME_DIR" > /dev/null || break
-    sleep 0.1
-  done
-  pgrep -f -- "--runtime-dir $IOFWD_RUNTIME_DIR" > /dev/null && fail "the old job's daemons never exited"
-  # Every node restarts from version k-1, byte for byte.
-  bash "$cluster" up "$nodes" >/dev/null
-  cmpiexec -ppn 2 -n "$ranks" "$checkpoint" --size 1M --versions 2 --restart --store "$store" | tee "$work/second"
-  grep -q "restart            from v$((k - 1)), complete job-wide, every rank's bytes read back and verified" "$work/second" ||
-    fail "the restart did not take version $((k - 1))"
-  [ -e "$store/clustertest/v0000000$k/COMPLETE" ] && fail "version $k became complete"
-  timeout 300 "$verify" --store "$store" --job clustertest --expect-ranks "$ranks" | tee "$work/verify"
-  grep -q "all match" "$work/verify" || fail "the verifier found damage"
   ;;
 late-node)
   # The last node starts seconds after the others: its proxy late (the
