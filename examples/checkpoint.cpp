@@ -211,7 +211,7 @@ int main(int argc, char** argv)
     // restart asks for the newest complete version: a node's daemon
     // completes what its journal held of the run before when its first rank
     // connects, and every rank must find the same version.
-    if (a.sim_nodes > 0 || a.plain_init)
+    if (a.restart && (a.sim_nodes > 0 || a.plain_init))
         MPI_Barrier(MPI_COMM_WORLD);
     if (rc != 0) {
         std::fprintf(stderr, "rank %d: io_init failed: %s\n  %s\n", world_rank, io_strerror(rc),

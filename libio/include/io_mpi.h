@@ -37,16 +37,15 @@
 extern "C" {
 #endif
 
-/* io_finalize's barrier (io_set_barrier): a nonblocking barrier on a private
- * copy of the communicator, polled with short sleeps so that a rank waiting
- * here leaves the core to the daemon and to the others. */
-static inline int io_mpi_barrier_(void *ctx, double timeout_s)
+/* A nonblocking barrier over `comm`, polled with short sleeps so that a rank
+ * waiting here leaves the core to the daemon and to the others; at most
+ * timeout_s seconds (0: no bound). */
+static inline int io_mpi_wait_all_(MPI_Comm comm, double timeout_s)
 {
-    MPI_Comm *comm = (MPI_Comm *)ctx;
     MPI_Request req;
     double until;
     int done = 0;
-    if (MPI_Ibarrier(*comm, &req) != MPI_SUCCESS)
+    if (MPI_Ibarrier(comm, &req) != MPI_SUCCESS)
         return EIO;
     until = MPI_Wtime() + timeout_s;
     for (;;) {
@@ -56,9 +55,20 @@ static inline int io_mpi_barrier_(void *ctx, double timeout_s)
         if (done)
             break;
         if (timeout_s > 0 && MPI_Wtime() > until)
-            return ETIMEDOUT; /* a rank never came; the copy stays */
+            return ETIMEDOUT; /* a rank never came; the request stays */
         nanosleep(&pause, NULL);
     }
+    return 0;
+}
+
+/* io_finalize's barrier (io_set_barrier), on a private copy of the
+ * communicator. */
+static inline int io_mpi_barrier_(void *ctx, double timeout_s)
+{
+    MPI_Comm *comm = (MPI_Comm *)ctx;
+    int rc = io_mpi_wait_all_(*comm, timeout_s);
+    if (rc != 0)
+        return rc; /* the copy stays with its pending request */
     MPI_Comm_free(comm);
     free(comm);
     return 0;
@@ -90,7 +100,8 @@ static inline int io_init_comm(MPI_Comm comm, void *buffer, uint64_t len, char *
         MPI_Comm unused; /* the others go through the same collectives */
         MPI_Comm_dup(comm, &unused);
         MPI_Comm_free(&unused);
-        MPI_Barrier(comm);
+        if (nodes > 1)
+            io_mpi_wait_all_(comm, 0);
         return ENOMEM;
     }
     MPI_Comm_dup(comm, copy);
@@ -107,8 +118,12 @@ static inline int io_init_comm(MPI_Comm comm, void *buffer, uint64_t len, char *
      * earlier run (a version its ranks were told was durable before their
      * daemon died). io_latest then answers alike on every rank: without this
      * barrier a rank of one node could restart from a version that another
-     * node's daemon completes a moment later. */
-    MPI_Barrier(comm);
+     * node's daemon completes a moment later. Polled with sleeps, as
+     * io_finalize's: the ranks of a node that is still launching its daemon
+     * leave it the cores. One node's daemon has claimed before it answers
+     * any rank. */
+    if (nodes > 1)
+        io_mpi_wait_all_(comm, 0);
     return rc;
 }
 
