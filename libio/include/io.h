@@ -119,7 +119,10 @@ IO_API int io_read(uint64_t version, void *buffer, uint64_t len, uint64_t *size)
 
 /* The newest version that is complete for the whole job (every rank on every
  * node durable). Works before io_init too, in a new job restarting under the
- * same job name (IOFWD_JOB, IOFWD_STORE). ENOENT when there is none. */
+ * same job name (IOFWD_JOB, IOFWD_STORE). ENOENT when there is none.
+ * A restart asks after io_init_comm (or after io_init and a barrier over the
+ * job): a version whose daemon died after answering it durable from its
+ * node's journal is completed when that node's next daemon takes the job. */
 IO_API int io_latest(uint64_t *version);
 
 /* Like io_latest, but reads every object of each candidate version and skips
