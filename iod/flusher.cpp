@@ -89,6 +89,9 @@ void flusher::run()
 flush_policy::flush_policy(boost::asio::io_context& loop, unsigned threads, staging& slots,
                            std::function<void()> on_busy, std::function<void()> on_idle)
     : loop_(loop), slots_(slots), on_busy_(std::move(on_busy)), on_idle_(std::move(on_idle)),
+      // Two: appends of the node's ranks made meanwhile share one fdatasync
+      // (store::journal), which takes a second thread to happen.
+      journal_pool_(loop, 2, [this] { became_idle(); }),
       pool_(loop, threads, [this] { became_idle(); })
 {
 }
@@ -127,6 +130,11 @@ void flush_policy::release(const void* owner)
 void flush_policy::commit(std::uint64_t order, flusher::work w, flusher::done d)
 {
     pool_.submit(order, std::move(w), std::move(d));
+}
+
+void flush_policy::append(flusher::work w, flusher::done d)
+{
+    journal_pool_.submit(std::move(w), std::move(d));
 }
 
 void flush_policy::pull_started()

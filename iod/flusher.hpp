@@ -82,7 +82,11 @@ private:
 //    little;
 //  - a pull that has to wait for a slot lets every held flush go (they are
 //    what frees slots);
-//  - commits and fsyncs go to the same threads, never held.
+//  - commits and fsyncs go to the same threads, never held;
+//  - appends to the node's journal go to threads of their own: the rank
+//    waits for its append, which must not queue behind the object writes
+//    and fsyncs of the versions before it (with back-to-back small
+//    versions, half the answers waited for one, 2 ms against 0.4).
 class flush_policy final {
 public:
     // `on_busy` runs when a pull starts (the daemon reports progress while
@@ -102,12 +106,17 @@ public:
     void release(const void* owner);
     // A commit or an fsync: never held; queued by `order`.
     void commit(std::uint64_t order, flusher::work w, flusher::done d);
+    // An append to the node's journal, in the order submitted.
+    void append(flusher::work w, flusher::done d);
 
     // Pulls in flight: counted so that retention waits for none.
     void pull_started();
     void pull_finished();
     // Nothing pulled, held or being flushed.
-    bool idle() const noexcept { return pulls_ == 0 && held_.empty() && !pool_.busy(); }
+    bool idle() const noexcept
+    {
+        return pulls_ == 0 && held_.empty() && !pool_.busy() && !journal_pool_.busy();
+    }
     // Whether a pull started since clear_disturbed(): read by the retention
     // thread, which pauses between versions when one did.
     bool disturbed() const noexcept { return disturbed_.load(std::memory_order_relaxed); }
@@ -133,7 +142,8 @@ private:
     std::vector<held> held_;
     unsigned pulls_ = 0;
     std::atomic<bool> disturbed_{false};
-    flusher pool_;  // last: its threads stop first
+    flusher journal_pool_;
+    flusher pool_;  // last: its threads stop first (an append's handler submits to it)
 };
 
 }  // namespace iofwd::iod

@@ -112,16 +112,13 @@ struct transfer::journaling {
     std::string job, node;
     std::uint64_t version;
     std::uint32_t rank, ranks, nodes;
-    boost::asio::io_context* loop;
-    std::weak_ptr<transfer> to_tell;
 };
 
 void transfer::journal_into(std::shared_ptr<store::journal> log, std::string job,
                             std::string node, std::uint32_t ranks, std::uint32_t nodes)
 {
     journal_ = std::make_shared<const journaling>(journaling{
-        std::move(log), std::move(job), std::move(node), version_, rank_, ranks, nodes,
-        &r_.loop, weak_from_this()});
+        std::move(log), std::move(job), std::move(node), version_, rank_, ranks, nodes});
 }
 
 void transfer::start()
@@ -283,49 +280,62 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
         h_.pulled();
 
     ++flushes_in_flight_;
-    auto crc = std::make_shared<std::uint32_t>(0);
     // A write of one chunk is committed by the same job: no trip back to the
     // loop and out to a flusher thread again between its write and its fsync.
-    auto committing = crcs_.size() == 1 ? std::make_shared<bool>(false) : nullptr;
+    const bool commit = crcs_.size() == 1;
     // And one small enough for the node's journal is made durable there
-    // first: the rank is told, then its object is committed as any other.
-    auto jj = committing && h_.logged ? journal_ : nullptr;
-    r_.flushes.flush(
-        this, order_, !all_pulled() && !error_,
-        [t = target_, open = &open_, size = length_, s, c, crc, committing, jj] {
-            t->job_started();
-            bool logged = false;
-            if (jj) {
+    // first, on the journal's own threads: the rank is told, then its object
+    // is written and committed as any other.
+    if (commit && h_.logged && journal_) {
+        auto crc = std::make_shared<std::uint32_t>(0);
+        r_.flushes.append(
+            [t = target_, jj = journal_, s, c, crc] {
+                t->job_started();
                 *crc = crc32c({s.data, c.size});
-                const auto aec = jj->log->append(
+                return jj->log->append(
                     {jj->job, jj->node, jj->version, jj->rank, jj->ranks, jj->nodes},
                     {s.data, c.size}, *crc);
-                logged = !aec;
-                if (aec && aec != std::errc::no_buffer_space)
+            },
+            [self = shared_from_this(), s, c, crc](std::error_code ec) {
+                const bool logged = !ec;
+                if (ec && ec != std::errc::no_buffer_space) {
+                    const auto& jj = *self->journal_;
                     log_warn("node {}'s journal of job {} failed ({}): version {} of rank {} is "
                              "committed without it",
-                             jj->node, jj->job, aec.message(), jj->version, jj->rank);
-                if (logged)
-                    boost::asio::post(*jj->loop, [to_tell = jj->to_tell, crc = *crc,
-                                                  start = t->first_job_ns.load(),
-                                                  now = proto::monotonic_ns()] {
-                        // Alive: the job's completion, posted after this,
-                        // holds it.
-                        if (auto self = to_tell.lock(); self && !self->error_)
-                            self->h_.logged(crc, flush_span{start, now});
-                    });
-            }
+                             jj.node, jj.job, ec.message(), jj.version, jj.rank);
+                }
+                if (logged && !self->error_)
+                    self->h_.logged(*crc, flush_span{self->target_->first_job_ns.load(),
+                                                     proto::monotonic_ns()});
+                self->flush_chunk(s, c, true, logged ? crc : nullptr);
+            });
+        return;
+    }
+    flush_chunk(s, c, commit, nullptr);
+}
+
+void transfer::flush_chunk(slot s, chunk c, bool commit, std::shared_ptr<std::uint32_t> logged)
+{
+    // The crc32c: computed by the write of an unlogged chunk, known already
+    // of a logged one.
+    auto crc = logged ? logged : std::make_shared<std::uint32_t>(0);
+    auto committing = commit ? std::make_shared<bool>(false) : nullptr;
+    r_.flushes.flush(
+        this, order_, !all_pulled() && !error_,
+        [t = target_, open = &open_, size = length_, s, c, crc, committing,
+         jj = logged ? journal_ : nullptr] {
+            t->job_started();
             if (auto ec = t->ensure(*open, size))
                 return ec;
-            if (auto ec = logged ? t->writer->write_staged({s.data, c.size}, c.offset, s.size)
-                                 : t->writer->write_checksummed({s.data, c.size}, c.offset,
-                                                                s.size, *crc))
+            if (auto ec = jj ? t->writer->write_staged({s.data, c.size}, c.offset, s.size)
+                             : t->writer->write_checksummed({s.data, c.size}, c.offset, s.size,
+                                                            *crc))
                 return ec;
             if (!committing)
                 return std::error_code{};
             *committing = true;
             auto ec = t->writer->commit();
-            if (logged && !ec)
+            if (jj && !ec)
                 jj->log->settled();
             return ec;
         },

@@ -12,6 +12,7 @@
 #include "flusher.hpp"
 
 using iofwd::iod::flusher;
+using iofwd::iod::flush_policy;
 
 TEST_CASE("the flusher runs jobs by order, lowest first, in the order submitted among equals",
           "[flusher]")
@@ -118,4 +119,38 @@ TEST_CASE("the flusher never runs two jobs of one key at once, and runs other jo
     CHECK(done == 4);
     CHECK_FALSE(overlap);
     CHECK(ran == std::vector<std::string>{"a1", "b", "none", "a2"});
+}
+
+TEST_CASE("an append to the journal does not wait for the flushes and commits before it",
+          "[flusher]")
+{
+    // The one flush thread is held in an object's commit; an append
+    // submitted after it runs, and its handler with it, meanwhile: the rank
+    // waits for the append only.
+    boost::asio::io_context loop;
+    auto keep = boost::asio::make_work_guard(loop);
+    iofwd::iod::staging slots;
+    std::latch commit_started(1), commit_go(1);
+    bool appended = false, committed = false;
+    {
+        flush_policy data(loop, 1, slots, {}, {});
+        data.commit(1, [&] {
+            commit_started.count_down();
+            commit_go.wait();
+            return std::error_code{};
+        }, [&](std::error_code) { committed = true; });
+        commit_started.wait();
+        data.append([] { return std::error_code{}; }, [&](std::error_code) { appended = true; });
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (!appended && std::chrono::steady_clock::now() < until)
+            loop.run_for(std::chrono::milliseconds(10));
+        CHECK(appended);
+        CHECK_FALSE(committed);
+        CHECK_FALSE(data.idle());
+        commit_go.count_down();
+        while (!committed && std::chrono::steady_clock::now() < until)
+            loop.run_for(std::chrono::milliseconds(10));
+        CHECK(committed);
+        CHECK(data.idle());
+    }
 }
