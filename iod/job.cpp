@@ -417,26 +417,40 @@ void job::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_
     const std::string name = store::manifest_object(job, version, opts_.node);
     auto text = std::make_shared<std::string>(store::format_manifest(m));
     ++pending_;
+    committing_.insert(version);
     store::backend* st = &store_;
     // Manifest, then (if every node's manifest is there) COMPLETE: one job on
     // the catalog thread. Retention follows as a job of its own.
     struct outcome {
         bool completed = false;
         std::string why;
+        std::uint64_t newer = 0;  // complete versions after it, when it failed
     };
     auto result = std::make_shared<outcome>();
     const std::uint32_t nodes = nodes_;
     const std::uint32_t crc = crc32c(std::as_bytes(std::span(*text)));
+    const unsigned keep = opts_.keep;
     catalog_.submit(
-        [st, name, text, m, crc, nodes, result]() -> std::error_code {
-            if (auto ec = st->put(name, std::as_bytes(std::span(*text)))) {
+        [st, name, text, m, crc, nodes, result, keep]() -> std::error_code {
+            auto ec = st->put(name, std::as_bytes(std::span(*text)));
+            if (ec)
                 result->why = fmt::format("writing manifest {} failed: {}", name, ec.message());
-                return ec;
-            }
-            return store::try_complete(*st, m, crc, nodes, result->completed, result->why);
+            else
+                ec = store::try_complete(*st, m, crc, nodes, result->completed, result->why);
+            // Another node's retention may have removed the version under
+            // it: this node committed its parts after the `keep` newer
+            // versions completed. Retention wants it gone; nothing is lost.
+            if (ec && keep > 0)
+                result->newer = store::complete_after(*st, m.job, m.version);
+            return ec;
         },
         [this, name, version, result, job, nodes](std::error_code ec) {
-            if (ec) {
+            committing_.erase(committing_.find(version));
+            if (ec && opts_.keep > 0 && result->newer >= opts_.keep) {
+                log_info("version {} of node {}: not completed ({}), as retention (keep {}) "
+                         "removes it: {} newer versions of job {} are complete",
+                         version, opts_.node, result->why, opts_.keep, result->newer, job);
+            } else if (ec) {
                 log_error("version {} of node {}: {}", version, opts_.node, result->why);
                 if (!manifest_error_)
                     manifest_error_ = ec;
@@ -611,12 +625,16 @@ void job::start_prune()
     store::backend* st = &store_;
     const unsigned keep = opts_.keep;
     flush_policy* data = &data_;
+    // With the data path idle, every version this node has written is
+    // committed, or its manifest is on its way: the oldest such is the bound.
+    // (Versions written from now on are newer than every complete one.)
+    const std::uint64_t below = committing_.empty() ? UINT64_MAX : *committing_.begin();
     retention_.submit(
-        [data, st, job, keep, result]() -> std::error_code {
+        [data, st, job, keep, result, below]() -> std::error_code {
             // A new write pauses it after the version being removed; it goes
             // on when the data is in the store.
             result->ec = store::prune(*st, job, keep, result->removed,
-                                      [data] { return data->disturbed(); });
+                                      [data] { return data->disturbed(); }, below);
             return {};
         },
         [this, job, result](std::error_code) {

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -190,6 +191,11 @@ private:
     std::uint64_t first_version_ = 1;
     std::map<std::uint64_t, pending_version> versions_;
     std::map<std::uint64_t, std::uint64_t> arrivals_;  // version_arrived, the newest few
+    // Versions whose manifest job is queued or running: retention leaves them
+    // (and every version after them) alone, for with two flush threads a
+    // version's objects may be committed after a newer one's, and its
+    // manifest written after the newer versions complete.
+    std::multiset<std::uint64_t> committing_;
     unsigned pending_ = 0;                  // catalog and retention jobs not done
     std::optional<std::string> prune_job_;  // retention wanted, not started yet
     bool pruning_ = false;

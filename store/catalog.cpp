@@ -351,10 +351,11 @@ std::error_code try_complete(backend& st, const manifest& m, std::uint32_t manif
 }
 
 std::error_code prune(backend& st, const std::string& job, unsigned keep,
-                      std::vector<std::uint64_t>& removed, const std::function<bool()>& pause)
+                      std::vector<std::uint64_t>& removed, const std::function<bool()>& pause,
+                      std::uint64_t below)
 {
     std::vector<std::uint64_t> doomed;
-    if (auto ec = prune_plan(st, job, keep, doomed))
+    if (auto ec = prune_plan(st, job, keep, doomed, below))
         return ec;
     for (const auto v : doomed) {
         if (!removed.empty() && pause && pause())
@@ -366,8 +367,17 @@ std::error_code prune(backend& st, const std::string& job, unsigned keep,
     return {};
 }
 
+std::uint64_t complete_after(backend& st, const std::string& job, std::uint64_t version)
+{
+    std::vector<std::uint64_t> complete;
+    if (complete_versions(st, job, complete))
+        return 0;
+    return static_cast<std::uint64_t>(
+        complete.end() - std::upper_bound(complete.begin(), complete.end(), version));
+}
+
 std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
-                           std::vector<std::uint64_t>& out)
+                           std::vector<std::uint64_t>& out, std::uint64_t below)
 {
     out.clear();
     if (keep == 0)
@@ -377,7 +387,7 @@ std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
         return ec;
     if (complete.size() <= keep)
         return {};
-    const std::uint64_t oldest_kept = complete[complete.size() - keep];
+    const std::uint64_t oldest_kept = std::min(complete[complete.size() - keep], below);
     std::vector<std::string> dirs;
     if (auto ec = st.list(job + "/", dirs))
         return ec;

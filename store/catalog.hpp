@@ -104,18 +104,26 @@ std::error_code try_complete(backend& st, const manifest& m, std::uint32_t manif
 // incomplete version.
 std::error_code remove_version(backend& st, const std::string& job, std::uint64_t version);
 
+// How many complete versions of `job` are newer than `version` (0 when the
+// store cannot say).
+std::uint64_t complete_after(backend& st, const std::string& job, std::uint64_t version);
+
 // The versions prune() would delete: every version directory older than the
-// oldest of the newest `keep` complete versions, ascending (none for keep 0).
+// oldest of the newest `keep` complete versions and than `below`, ascending
+// (none for keep 0).
 std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
-                           std::vector<std::uint64_t>& out);
+                           std::vector<std::uint64_t>& out, std::uint64_t below = UINT64_MAX);
 
 // Keeps the newest `keep` complete versions; deletes every version older than
 // the oldest kept one (remove_version). Returns what it removed.
 // With `pause`: asked after each removed version; when it says yes, stops
 // there with std::errc::operation_canceled (a later call goes on).
+// `below`: no version from it on is touched (a daemon's versions still being
+// committed, which may complete after newer ones).
 std::error_code prune(backend& st, const std::string& job, unsigned keep,
                       std::vector<std::uint64_t>& removed,
-                      const std::function<bool()>& pause = {});
+                      const std::function<bool()>& pause = {},
+                      std::uint64_t below = UINT64_MAX);
 
 // The record of a named run (layout.hpp): read, or created by the first
 // daemon of the run to look, with first-version `next` (the version after

@@ -364,6 +364,36 @@ TEST_CASE("retention paused after a version goes on where it stopped", "[store]"
     CHECK(read_back(*st, store::data_object("job", 4, "n", 0), 4096) == data_of(4096, 4));
 }
 
+TEST_CASE("retention leaves a version still being committed, and every one after it",
+          "[store]")
+{
+    // Versions 1, 3 and 4 complete; version 2's manifest is still on its
+    // way (its objects were committed after version 3's, and its manifest
+    // is queued behind). Keep 2 would remove 1 and 2; below 2, only 1.
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    for (std::uint64_t v : {1, 3, 4})
+        put_version(*st, v, true);
+    put_version(*st, 2, false);
+    std::vector<std::uint64_t> doomed;
+    REQUIRE_FALSE(store::prune_plan(*st, "job", 2, doomed));
+    CHECK(doomed == std::vector<std::uint64_t>{1, 2});
+    REQUIRE_FALSE(store::prune_plan(*st, "job", 2, doomed, 2));
+    CHECK(doomed == std::vector<std::uint64_t>{1});
+    std::vector<std::uint64_t> removed;
+    REQUIRE_FALSE(store::prune(*st, "job", 2, removed, {}, 2));
+    CHECK(removed == std::vector<std::uint64_t>{1});
+    std::vector<std::string> dirs;
+    REQUIRE_FALSE(st->list("job/", dirs));
+    CHECK(dirs == std::vector<std::string>{"v00000002", "v00000003", "v00000004"});
+    // What a daemon whose commit of version 2 failed asks: are `keep`
+    // newer versions complete (then retention wants it gone anyway)?
+    CHECK(store::complete_after(*st, "job", 2) == 2);
+    CHECK(store::complete_after(*st, "job", 3) == 1);
+    CHECK(store::complete_after(*st, "job", 4) == 0);
+    CHECK(store::complete_after(*st, "other", 1) == 0);
+}
+
 TEST_CASE("a version's removal waits for COMPLETE's removal and its directory's only",
           "[store][fault]")
 {
