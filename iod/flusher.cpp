@@ -89,9 +89,10 @@ void flusher::run()
 flush_policy::flush_policy(boost::asio::io_context& loop, unsigned threads, staging& slots,
                            std::function<void()> on_busy, std::function<void()> on_idle)
     : loop_(loop), slots_(slots), on_busy_(std::move(on_busy)), on_idle_(std::move(on_idle)),
-      // Two: appends of the node's ranks made meanwhile share one fdatasync
-      // (store::journal), which takes a second thread to happen.
-      journal_pool_(loop, 2, [this] { became_idle(); }),
+      // As many as the flush threads, two at least: the appends made
+      // meanwhile share one fdatasync (store::journal), as many as there are
+      // threads making them.
+      journal_pool_(loop, std::max(2u, threads), [this] { became_idle(); }),
       pool_(loop, threads, [this] { became_idle(); })
 {
 }

@@ -143,7 +143,7 @@ private:
     unsigned pulls_ = 0;
     std::atomic<bool> disturbed_{false};
     flusher journal_pool_;
-    flusher pool_;  // last: its threads stop first (an append's handler submits to it)
+    flusher pool_;  // last: its threads stop first
 };
 
 }  // namespace iofwd::iod

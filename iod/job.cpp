@@ -430,6 +430,10 @@ void job::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_
     const std::uint32_t nodes = nodes_;
     const std::uint32_t crc = crc32c(std::as_bytes(std::span(*text)));
     const unsigned keep = opts_.keep;
+    // The version's directory is not there (any more).
+    static constexpr auto gone = [](std::error_code ec) {
+        return ec == errc::not_found || ec == std::errc::no_such_file_or_directory;
+    };
     catalog_.submit(
         [st, name, text, m, crc, nodes, result, keep]() -> std::error_code {
             auto ec = st->put(name, std::as_bytes(std::span(*text)));
@@ -440,13 +444,13 @@ void job::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_
             // Another node's retention may have removed the version under
             // it: this node committed its parts after the `keep` newer
             // versions completed. Retention wants it gone; nothing is lost.
-            if (ec && keep > 0)
+            if (gone(ec) && keep > 0)
                 result->newer = store::complete_after(*st, m.job, m.version);
             return ec;
         },
         [this, name, version, result, job, nodes](std::error_code ec) {
             committing_.erase(committing_.find(version));
-            if (ec && opts_.keep > 0 && result->newer >= opts_.keep) {
+            if (gone(ec) && opts_.keep > 0 && result->newer >= opts_.keep) {
                 log_info("version {} of node {}: not completed ({}), as retention (keep {}) "
                          "removes it: {} newer versions of job {} are complete",
                          version, opts_.node, result->why, opts_.keep, result->newer, job);

@@ -38,13 +38,14 @@ last=${hosts##*,}
 
 export IOFWD_RUNTIME_DIR=$work/rt IOFWD_LAUNCH_TIMEOUT=60 IOFWD_JOB=clustertest
 store=$work/store
-# How many ranks' records of version $2 the journal file $1 holds (store/
-# journal.hpp: records from 8192, a 4 KiB header block, "IOJ2", the version
-# at 16, the size at 24, the rank at 32, then the bytes padded to 4 KiB).
-journal_ranks() {
+# The newest version of which the journal file $1 holds the records of all
+# $2 ranks of its node, 0 for none (store/journal.hpp: records from 8192, a
+# 4 KiB header block, "IOJ2", the version at 16, the size at 24, the rank at
+# 32, then the bytes padded to 4 KiB).
+journal_newest() {
   python3 - "$1" "$2" <<'PY'
 import struct, sys
-ranks = set()
+ranks = {}
 try:
     data = open(sys.argv[1], "rb").read()
 except OSError:
@@ -52,10 +53,9 @@ except OSError:
 at = 8192
 while at + 4096 <= len(data) and data[at:at + 4] == b"IOJ2":
     version, size, rank = struct.unpack_from("<QQI", data, at + 16)
-    if version == int(sys.argv[2]):
-        ranks.add(rank)
+    ranks.setdefault(version, set()).add(rank)
     at += 4096 + (size + 4095) // 4096 * 4096
-print(len(ranks))
+print(max([v for v, r in ranks.items() if len(r) == int(sys.argv[2])], default=0))
 PY
 }
 # mpiexec onto the cluster, bounded.
@@ -107,14 +107,17 @@ node-killed)
   # were written side by side and completed within milliseconds of each
   # other), so that when version 2 is complete everywhere its part of
   # version 3 is still on its way; then every process of that node is killed.
-  # Twice:
+  # The job writes versions 2 to 6 after one of version 1. Twice:
   #  - its versions straight to their objects (IOFWD_JOURNAL_MAX=0): version
   #    3 must never become complete, and every node restarts from 2;
   #  - with the journal (the default), killed once its ranks' records of
-  #    version 3 are in the node's journal (they were told it was durable):
-  #    the next claim on the node completes version 3, and every rank must
-  #    restart from it (the example fails when ranks restart from different
-  #    versions: io_init_comm returns once every node's daemon has claimed).
+  #    version 3 are in the node's journal (they were told it was durable;
+  #    the journal's own threads may have appended later versions too):
+  #    the next claim on the node completes the versions each of whose
+  #    ranks is in the journal or committed, and every rank must restart
+  #    from the newest one the journal holds whole (the example fails when
+  #    ranks restart from different versions: io_init_comm returns once
+  #    every node's daemon has claimed).
   # A version there takes up to 6 slow pwrites (each rank's journal record
   # and object, the manifest, COMPLETE): the other nodes' ranks, through with
   # their flush at once, wait for that node's in io_finalize longer than the
@@ -122,6 +125,13 @@ node-killed)
   k=3
   for journal_max in 0 1M; do
     export IOFWD_JOB=killed-journal-$journal_max
+    # Version 1 by a job of its own: it leaves each node's journal filled
+    # with zeros, so that the next job's appends are taken from its first
+    # version on (a journal still being filled takes none, and the ranks
+    # hand over all their versions within milliseconds).
+    cmpiexec -ppn 2 -n "$ranks" -genv IOFWD_JOURNAL_MAX "$journal_max" "$checkpoint" \
+      --size 1M --versions 1 --store "$store" > "$work/first" 2>&1 ||
+      { cat "$work/first" >&2; fail "the job before failed"; }
     limit=180 cmpiexec -ppn 2 -genv IOFWD_FINALIZE_TIMEOUT 110 \
       -n $((ranks - 2)) "$checkpoint" --size 1M --versions 5 --store "$store" \
       : -n 2 -env IOFWD_FAULT pwrite:DELAY3 -env IOFWD_FLUSH_THREADS 1 \
@@ -131,7 +141,7 @@ node-killed)
     dir=$store/$IOFWD_JOB
     ready() {
       [ -e "$dir/v0000000$((k - 1))/COMPLETE" ] || return 1
-      [ "$journal_max" = 0 ] || [ "$(journal_ranks "$dir/.$last.journal" $k)" = 2 ]
+      [ "$journal_max" = 0 ] || [ "$(journal_newest "$dir/.$last.journal" 2)" -ge $k ]
     }
     for _ in $(seq 1 1800); do
       ready && break
@@ -143,6 +153,7 @@ node-killed)
     # The rest of the job ends by itself (MPI aborts it), within the bound.
     wait "$job" && fail "the job reported success after a node died" || true
     [ -e "$dir/v0000000$k/COMPLETE" ] && fail "version $k is complete though node $last died in it"
+    journaled=$(journal_newest "$dir/.$last.journal" 2)
     # The surviving nodes' daemons finish what their ranks handed over, then
     # exit; the restart comes after them (a daemon still writing the job
     # holds its claim on the node and refuses a second writer).
@@ -158,8 +169,9 @@ node-killed)
       from=$((k - 1))
       [ -e "$dir/v0000000$k/COMPLETE" ] && fail "version $k became complete"
     else
-      from=$k
-      [ -e "$dir/v0000000$k/COMPLETE" ] || fail "version $k, in node $last's journal, was not completed"
+      from=$journaled
+      echo "journal $journal_max: node $last's journal held versions up to $from whole"
+      [ -e "$dir/v0000000$from/COMPLETE" ] || fail "version $from, in node $last's journal, was not completed"
     fi
     grep -q "restart            from v$from, complete job-wide, every rank's bytes read back and verified" "$work/second" ||
       fail "the restart did not take version $from (journal $journal_max)"
