@@ -424,16 +424,14 @@ void job::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_
     struct outcome {
         bool completed = false;
         std::string why;
-        std::uint64_t newer = 0;  // complete versions after it, when it failed
+        // Failed where another node's retention removed the version: this
+        // many newer versions are complete, at least `keep`.
+        std::uint64_t superseded_by = 0;
     };
     auto result = std::make_shared<outcome>();
     const std::uint32_t nodes = nodes_;
     const std::uint32_t crc = crc32c(std::as_bytes(std::span(*text)));
     const unsigned keep = opts_.keep;
-    // The version's directory is not there (any more).
-    static constexpr auto gone = [](std::error_code ec) {
-        return ec == errc::not_found || ec == std::errc::no_such_file_or_directory;
-    };
     catalog_.submit(
         [st, name, text, m, crc, nodes, result, keep]() -> std::error_code {
             auto ec = st->put(name, std::as_bytes(std::span(*text)));
@@ -442,18 +440,23 @@ void job::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_
             else
                 ec = store::try_complete(*st, m, crc, nodes, result->completed, result->why);
             // Another node's retention may have removed the version under
-            // it: this node committed its parts after the `keep` newer
-            // versions completed. Retention wants it gone; nothing is lost.
-            if (gone(ec) && keep > 0)
-                result->newer = store::complete_after(*st, m.job, m.version);
+            // it (its directory is gone): this node committed its parts
+            // after the `keep` newer versions completed. Retention wants it
+            // gone; nothing is lost.
+            if (keep > 0 &&
+                (ec == errc::not_found || ec == std::errc::no_such_file_or_directory)) {
+                if (const auto newer = store::complete_after(*st, m.job, m.version); newer >= keep)
+                    result->superseded_by = newer;
+            }
             return ec;
         },
         [this, name, version, result, job, nodes](std::error_code ec) {
             committing_.erase(committing_.find(version));
-            if (gone(ec) && opts_.keep > 0 && result->newer >= opts_.keep) {
+            if (ec && result->superseded_by) {
                 log_info("version {} of node {}: not completed ({}), as retention (keep {}) "
                          "removes it: {} newer versions of job {} are complete",
-                         version, opts_.node, result->why, opts_.keep, result->newer, job);
+                         version, opts_.node, result->why, opts_.keep, result->superseded_by,
+                         job);
             } else if (ec) {
                 log_error("version {} of node {}: {}", version, opts_.node, result->why);
                 if (!manifest_error_)

@@ -150,10 +150,10 @@ private:
     template <typename Post>
     void pull_into(slot s, chunk c, Post&& post);
     void on_pulled(slot s, chunk c, ucs_status_t st);
-    // `committed`: the job committed the object too (a one-chunk write).
     // The store write of a pulled chunk (and with `commit`, its object's
     // commit); `logged`: the crc32c of a chunk already in the node's journal.
     void flush_chunk(slot s, chunk c, bool commit, std::shared_ptr<std::uint32_t> logged);
+    // `committed`: the job committed the object too (a one-chunk write).
     void on_flushed(slot s, chunk c, std::uint32_t crc, std::error_code ec, bool committed);
     void fail(std::error_code ec, std::string why);
     void check_done();
