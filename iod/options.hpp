@@ -18,7 +18,7 @@ struct options {
     bool staging_prefault = false;  // fault all staging in before start (else in the background)
     unsigned flush_threads = 2;
     unsigned pull_threads = 2;   // pullers (UCX workers on threads) for pushed chunks; 0: the loop
-    std::uint64_t mailbox_bytes = 256ull << 10;  // per rank, for small writes; 0: none
+    std::uint64_t mailbox_bytes = 4ull << 20;  // per rank, for writes up to the eager limit; 0: none
     std::uint64_t journal_max = 1ull << 20;     // versions up to this go through the journal; 0: none
     std::uint64_t journal_bytes = 16ull << 20;  // the journal file's size
     unsigned keep = 0;         // complete versions to keep; 0: all

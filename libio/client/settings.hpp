@@ -16,7 +16,7 @@ enum class huge_pages_mode { background, init, off };
 struct settings {
     std::uint32_t nodes = 1;  // the job's nodes
     std::string run;          // the run's name; empty: unnamed
-    std::uint64_t eager_limit = 64 * 1024;
+    std::uint64_t eager_limit = 1024 * 1024;
     huge_pages_mode huge_pages = huge_pages_mode::background;
     std::string transports;  // IOFWD_TRANSPORTS: UCX's to the daemon (UCX_TLS syntax)
     pull_mode pull = pull_mode::automatic;

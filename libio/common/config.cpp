@@ -75,10 +75,10 @@ const std::vector<variable> table = {
      "thread after io_init returns (a write right after io_init is slowed\n"
      "while that runs); init, within io_init (40-250 ms per 64 MiB here);\n"
      "0, leave its pages alone"},
-    {"IOFWD_EAGER_LIMIT", bytes, "64K", 0, 1ull << 30, {}, reader::client,
+    {"IOFWD_EAGER_LIMIT", bytes, "1M", 0, 1ull << 30, {}, reader::client,
      "writes up to this size are copied by the rank, never read by the daemon\n"
      "from its buffer: into the mailbox when they fit (half its size), else\n"
-     "inside the request (up to 64K)"},
+     "inside the request (up to 64K); io_write returns once its copy is done"},
     // The daemon.
     {"IOFWD_STAGING_SIZE", bytes, "256M", 65536, 1ull << 50, {}, reader::daemon,
      "staging memory, the daemon's bound on buffered data", "--staging-size", "BYTES"},
@@ -89,9 +89,11 @@ const std::vector<variable> table = {
     {"IOFWD_CHUNK_SIZE", bytes, "16M", 4096, 1ull << 30, {}, reader::daemon,
      "unit of pulling and flushing; larger writes are pulled in chunks", "--chunk-size",
      "BYTES"},
-    {"IOFWD_MAILBOX_SIZE", bytes, "256K", 0, 1ull << 30, {}, reader::daemon,
+    {"IOFWD_MAILBOX_SIZE", bytes, "4M", 0, 1ull << 30, {}, reader::daemon,
      "shared memory per rank through which writes up to half its size (and at\n"
-     "most the eager limit) are handed over without a round trip; 0: over the\n"
+     "most the eager limit) are handed over without a round trip (three 1 MiB\n"
+     "writes in a row at 4M), faulted in by the rank when it connects: the\n"
+     "node's memory is the daemon's staging plus this per rank; 0: over the\n"
      "socket (else at least 4K, a multiple of 64)",
      "--mailbox-size", "BYTES"},
     {"IOFWD_FLUSH_THREADS", count, "2", 1, 64, {}, reader::daemon,

@@ -31,11 +31,11 @@ TEST_CASE("a stopped daemon ends io_write and io_finalize with ETIMEDOUT within 
     cluster c;
     auto d = c.daemon();
     const std::map<std::string, std::string> quick{{"IOFWD_DAEMON_TIMEOUT", "2"}};
-    // Writes of 1 MiB go through a request and an answer (not the mailbox).
-    // The daemon is stopped once the rank's io_init has returned, the rank at
-    // its gate (the log's "connect" line comes before ACCEPT is sent: a stop
-    // there would time out io_init instead).
-    auto r = c.rank(0, 1, {"--size", "1048576", "--versions", "2", "--go-file", gate(c)}, quick);
+    // Writes of 2 MiB (past the eager limit) go through a request and an
+    // answer, not the mailbox. The daemon is stopped once the rank's io_init
+    // has returned, the rank at its gate (the log's "connect" line comes
+    // before ACCEPT is sent: a stop there would time out io_init instead).
+    auto r = c.rank(0, 1, {"--size", "2097152", "--versions", "2", "--go-file", gate(c)}, quick);
     REQUIRE(wait_until([&] { return has_line(r, "init 0"); }, 20s));
     d.signal(SIGSTOP);
     open_gate(c);
@@ -171,9 +171,11 @@ TEST_CASE("a CONNECT whose UCX address would abort UCX leaves the daemon serving
               std::string::npos);
         REQUIRE(d.running());
     }
-    // Every check after the first had a new checker; real ranks are served.
-    auto r0 = c.rank(0, 2, {"--size", "1048576", "--versions", "2"});
-    auto r1 = c.rank(1, 2, {"--size", "70000", "--versions", "2"});
+    // Every check after the first had a new checker; real ranks are served,
+    // their bytes over UCX (past the eager limit), not through mailboxes.
+    const std::map<std::string, std::string> over_ucx{{"IOFWD_EAGER_LIMIT", "64K"}};
+    auto r0 = c.rank(0, 2, {"--size", "1048576", "--versions", "2"}, over_ucx);
+    auto r1 = c.rank(1, 2, {"--size", "70000", "--versions", "2"}, over_ucx);
     const auto s0 = r0.wait(30s), s1 = r1.wait(30s);
     REQUIRE(s0.has_value());
     REQUIRE(s1.has_value());

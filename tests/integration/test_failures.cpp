@@ -30,7 +30,8 @@ TEST_CASE("killing the daemon ends every blocked call in every rank within 2 s",
     // both io_init calls have returned, with the ranks at their gate (the
     // log's "connect" line comes before ACCEPT is sent: a stop there would
     // hold io_init instead).
-    auto r0 = c.rank(0, 2, {"--size", "1048576", "--versions", "1", "--go-file", gate(c)});
+    // (2 MiB: past the eager limit, a write the daemon must read.)
+    auto r0 = c.rank(0, 2, {"--size", "2097152", "--versions", "1", "--go-file", gate(c)});
     auto r1 = c.rank(1, 2, {"--size", "4096", "--versions", "0", "--go-file", gate(c)});
     REQUIRE(wait_until([&] { return has_line(r0, "init 0") && has_line(r1, "init 0"); }, 20s));
     d.signal(SIGSTOP);
@@ -353,7 +354,7 @@ TEST_CASE("small writes a rank handed over are durable though it is killed right
 {
     // Through the mailbox (the default) io_write returns without a round
     // trip; through the socket (mailbox off) after the daemon's answer.
-    const std::string mailbox = GENERATE(std::string("256K"), std::string("0"));
+    const std::string mailbox = GENERATE(std::string("4M"), std::string("0"));
     INFO("IOFWD_MAILBOX_SIZE=" << mailbox);
     cluster c;
     // One staging slot: each version holds it until flushed, so the rank's
@@ -367,7 +368,7 @@ TEST_CASE("small writes a rank handed over are durable though it is killed right
     REQUIRE(r0.wait(10s).has_value());
     INFO("rank 0:\n" << r0.output() << "log:\n" << c.log());
     CHECK(count(r0.output(), "write ") == 30);
-    CHECK(c.log().find(mailbox == "0" ? "next version 1\n" : "mailbox 256 KiB") !=
+    CHECK(c.log().find(mailbox == "0" ? "next version 1\n" : "mailbox 4 MiB") !=
           std::string::npos);
     // Every version io_write returned for: stored, committed, the right bytes.
     CHECK(wait_until([&] { return count(c.log(), "exit status 0") == 1; }, 30s));
@@ -502,8 +503,8 @@ TEST_CASE("a full disk is reported to the rank and nothing partial is stored",
           "[failure][enospc]")
 {
     cluster c;
-    // One chunk per version, so each pull is complete (io_write returned)
-    // before its flush starts. Version 1 takes three pwrites (its chunk, the
+    // One chunk per version, so each version is in the daemon's memory
+    // (io_write returned: through the rank's mailbox) before its flush starts. Version 1 takes three pwrites (its chunk, the
     // manifest, the COMPLETE record), done during the rank's 500 ms pause;
     // from the fourth on the disk is full: version 2 fails after io_write
     // returned. Without the node's journal, whose record would be one more

@@ -221,7 +221,9 @@ TEST_CASE("a process of the same user cannot push bytes into another rank's writ
     // victim's write would adopt the attacker's bytes.
     cluster c;
     auto d = c.daemon();
-    const std::map<std::string, std::string> push{{"IOFWD_PULL", "push"}};
+    // (The victim's 1 MiB pushed, not copied into its mailbox.)
+    const std::map<std::string, std::string> push{{"IOFWD_PULL", "push"},
+                                                  {"IOFWD_EAGER_LIMIT", "64K"}};
     auto victim = c.rank(0, 2, {"--size", "1048576", "--versions", "1", "--go-file", gate(c),
                                 "--skip-finalize"},
                          push);

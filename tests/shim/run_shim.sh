@@ -341,7 +341,7 @@ ranks-killed)
   pkill -9 -f "$(basename "$extra") $work/shim/small.bin"
   wait "$job"
   set -e
-  daemon_log | grep -q "mailbox 256 KiB" || fail "the ranks had no mailbox"
+  daemon_log | grep -q "mailbox 4 MiB" || fail "the ranks had no mailbox"
   for _ in $(seq 1 600); do
     daemon_log | grep -q "exit status" && break
     sleep 0.1

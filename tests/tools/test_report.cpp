@@ -40,7 +40,9 @@ TEST_CASE("report: versions, bytes and times per rank and node after a real job"
     // The staging resident before the daemon answers: its peak memory then
     // holds all of it, which the check below counts on (faulted in the
     // background, a job of 50 ms on a busy machine ended with 193 MiB).
-    run_job(c, 2, "100000", "3", {{"IOFWD_STAGING_PREFAULT", "1"}});
+    // Writes past the eager limit, so that the pullers read them (counted
+    // below), not the ranks' mailboxes.
+    run_job(c, 2, "100000", "3", {{"IOFWD_STAGING_PREFAULT", "1"}, {"IOFWD_EAGER_LIMIT", "64K"}});
     const auto after = std::chrono::system_clock::now();
 
     auto j = run_iofwd(c, {"report", "itest", "--json"});
