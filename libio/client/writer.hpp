@@ -3,9 +3,9 @@
 // shim's forwarded files (FILE_*). A small write goes into the daemon's
 // mailbox (shared memory) and returns without a round trip; otherwise it is
 // announced on the control connection and its bytes travel inline (up to
-// IOFWD_EAGER_LIMIT and 64 KiB), are pushed as UCX rendezvous active messages that the
-// daemon reads itself (one per staging chunk), or are got by the daemon with
-// a key we send. A write returns once the daemon holds every byte, and the
+// IOFWD_EAGER_LIMIT and 64 KiB), are pushed as UCX rendezvous active
+// messages that the daemon reads itself (one per staging chunk), or are got
+// by the daemon with a key we send. A write returns once the daemon holds every byte, and the
 // caller's memory is its own again only once UCX is done with every chunk.
 #include <chrono>
 #include <cstdint>

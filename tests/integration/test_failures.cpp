@@ -504,8 +504,9 @@ TEST_CASE("a full disk is reported to the rank and nothing partial is stored",
 {
     cluster c;
     // One chunk per version, so each version is in the daemon's memory
-    // (io_write returned: through the rank's mailbox) before its flush starts. Version 1 takes three pwrites (its chunk, the
-    // manifest, the COMPLETE record), done during the rank's 500 ms pause;
+    // (io_write returned: through the rank's mailbox) before its flush
+    // starts. Version 1 takes three pwrites (its chunk, the manifest, the
+    // COMPLETE record), done during the rank's 500 ms pause;
     // from the fourth on the disk is full: version 2 fails after io_write
     // returned. Without the node's journal, whose record would be one more
     // pwrite once it is filled with zeros, on a thread (failure journal).

@@ -115,12 +115,10 @@ TEST_CASE("a write up to the eager limit and half the mailbox returns with the d
     // defaults (1M, 4M) are what is tested.
     cluster c;
     auto d = c.daemon();
-    const std::map<std::string, std::string> eager;
     for (const std::uint64_t size : {std::uint64_t{1} << 20, (std::uint64_t{1} << 20) + 1}) {
         INFO("size " << size);
         auto r = c.rank(0, 1, {"--size", std::to_string(size), "--versions", "1", "--go-file",
-                               gate(c)},
-                        eager);
+                               gate(c)});
         REQUIRE(wait_until([&] { return has_line(r, "init 0"); }, 20s));
         d.signal(SIGSTOP);
         open_gate(c);
