@@ -37,13 +37,13 @@ void checkpoint_writes::on_write_req(proto::write_req_msg& m)
         refuse(errc::shutting_down, "the daemon is shutting down and takes no new writes");
         return;
     }
-    begin(m.cookie, m.length, std::move(m.data), 0);
+    begin(m.cookie, m.length, held_bytes::own(std::move(m.data)), 0);
 }
 
 void checkpoint_writes::from_mail(mailbox::reader::record& r)
 {
     const std::uint64_t length = r.data.size();
-    begin(r.cookie, length, std::move(r.data), r.end);
+    begin(r.cookie, length, held_bytes{std::move(r.keep), r.data}, r.end);
 }
 
 std::string checkpoint_writes::mail_problem(const mailbox::reader::record& r) const
@@ -60,8 +60,8 @@ std::string checkpoint_writes::mail_problem(const mailbox::reader::record& r) co
     return {};
 }
 
-void checkpoint_writes::begin(std::uint64_t cookie, std::uint64_t length,
-                              std::vector<std::byte> data, std::uint64_t mail_end)
+void checkpoint_writes::begin(std::uint64_t cookie, std::uint64_t length, held_bytes data,
+                              std::uint64_t mail_end)
 {
     const std::uint64_t version = next_version_++;
     const auto& hello = s_.hello();

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "held_bytes.hpp"
 #include "mailbox.hpp"
 #include "protocol.hpp"
 #include "version_table.hpp"
@@ -38,7 +39,7 @@ public:
 private:
     // A new version of the rank's buffer: its bytes inline (`data`), or
     // pulled; from the mailbox when mail_end > 0.
-    void begin(std::uint64_t cookie, std::uint64_t length, std::vector<std::byte> data,
+    void begin(std::uint64_t cookie, std::uint64_t length, held_bytes data,
                std::uint64_t mail_end);
     void send_all(std::vector<proto::message> answers);
 

@@ -85,7 +85,8 @@ void file_writes::on_file_write(proto::file_write_msg& m)
             }
             return;
         }
-        self->files().start(f, std::move(m), std::move(runs), 0);
+        auto data = held_bytes::own(std::move(m.data));
+        self->files().start(f, m, std::move(data), std::move(runs), 0);
     });
 }
 
@@ -95,19 +96,21 @@ void file_writes::from_mail(mailbox::reader::record& r)
     // the file's next sync (or at the end of the session).
     s_.writes().reserve(r.cookie, true);
     auto f = files_.at(r.file).file;
-    proto::file_write_msg m{r.cookie, r.file, r.offset, r.data.size(), 0, {}, std::move(r.data), {}};
+    proto::file_write_msg m{r.cookie, r.file, r.offset, r.data.size(), 0, {}, {}, {}};
+    held_bytes data{std::move(r.keep), r.data};
     const std::uint64_t mail_end = r.end;
     auto runs = forwarded_file::one_run(m.offset, m.length);
-    f->submit(runs, [weak = s_.weak_from_this(), f, runs, m = std::move(m), mail_end]() mutable {
+    f->submit(runs, [weak = s_.weak_from_this(), f, runs, m = std::move(m),
+                     data = std::move(data), mail_end]() mutable {
         if (auto self = weak.lock())
-            self->files().start(f, std::move(m), std::move(runs), mail_end);
+            self->files().start(f, m, std::move(data), std::move(runs), mail_end);
         else
             f->finished(runs);
     });
 }
 
-void file_writes::start(std::shared_ptr<forwarded_file> f, proto::file_write_msg m,
-                        forwarded_file::runs runs, std::uint64_t mail_end)
+void file_writes::start(std::shared_ptr<forwarded_file> f, const proto::file_write_msg& m,
+                        held_bytes data, forwarded_file::runs runs, std::uint64_t mail_end)
 {
     const std::uint64_t cookie = m.cookie;
     const std::uint64_t id = m.file;
@@ -118,7 +121,7 @@ void file_writes::start(std::shared_ptr<forwarded_file> f, proto::file_write_msg
             ? fmt::format("the write of {} bytes at offset {} to {}", length, offset, f->path())
             : fmt::format("the write of {} bytes in {} runs from offset {} to {}", length,
                           runs->size(), offset, f->path());
-    const bool push = m.data.empty() && m.rkey.empty();
+    const bool push = data.empty() && m.rkey.empty();
 
     write_path::request r;
     r.cookie = cookie;
@@ -127,7 +130,7 @@ void file_writes::start(std::shared_ptr<forwarded_file> f, proto::file_write_msg
     r.length = length;
     r.object = what;
     r.src = s_.source(push, nullptr, m.address);
-    if (m.data.empty() && !push) {
+    if (data.empty() && !push) {
         // The daemon gets the bytes with the key the rank sent.
         std::string why;
         std::error_code ec;
@@ -150,7 +153,7 @@ void file_writes::start(std::shared_ptr<forwarded_file> f, proto::file_write_msg
         out = f->writer(runs);
         return std::error_code{};
     };
-    r.data = std::move(m.data);
+    r.data = std::move(data);
     // Pieces through the page cache take the file's lock in the kernel: two
     // flush threads writing them to one file would spin. Large aligned runs
     // go with O_DIRECT, which file systems write to one file in parallel.

@@ -13,6 +13,7 @@
 #include <vector>
 #include <system_error>
 
+#include "held_bytes.hpp"
 #include "mailbox.hpp"
 #include "protocol.hpp"
 
@@ -43,9 +44,12 @@ private:
         std::error_code error;  // the first failure of a write it no longer waited for
         std::string why;
     };
-    // Starts write `m` to `f`, now that no write in flight overlaps it.
-    void start(std::shared_ptr<forwarded_file> f, proto::file_write_msg m,
-               std::shared_ptr<const std::vector<proto::file_run>> runs, std::uint64_t mail_end);
+    // Starts write `m` to `f`, now that no write in flight overlaps it:
+    // its bytes `data` (inline or from the mailbox: mail_end > 0), or
+    // pulled as `m` says when `data` is empty.
+    void start(std::shared_ptr<forwarded_file> f, const proto::file_write_msg& m,
+               held_bytes data, std::shared_ptr<const std::vector<proto::file_run>> runs,
+               std::uint64_t mail_end);
     // Once `f` has nothing in flight: fsync it if `durable`, let go of this
     // session's handle if `release`, then done(first error, why).
     void settle(std::shared_ptr<forwarded_file> f, bool durable, bool release,

@@ -51,7 +51,7 @@ struct transfer::pull_request {
 
 transfer::transfer(transfer_resources r, source src, std::uint32_t rank, std::uint64_t version,
                    std::uint64_t length, std::string object, opener open, handlers h,
-                   std::vector<std::byte> inline_data)
+                   held_bytes inline_data)
     : r_(r), src_(src), rank_(rank), version_(version), length_(length),
       object_(std::move(object)), open_(std::move(open)), target_(std::make_shared<target>()), h_(std::move(h)),
       inline_(std::move(inline_data)), from_inline_(!inline_.empty()),
@@ -168,11 +168,12 @@ void transfer::on_slot(slot s)
     chunk c{next_index_++, next_offset_, std::min(s.size, length_ - next_offset_)};
     next_offset_ += c.size;
     if (from_inline_) {
-        std::memcpy(s.data, inline_.data() + c.offset, c.size);
+        // The only copy the daemon makes of a mailbox record's bytes.
+        std::memcpy(s.data, inline_.bytes.data() + c.offset, c.size);
         // Staged whole: the daemon's bound is its staging, not staging and
-        // a copy of every mailbox write until it is durable.
+        // a copy of every small write until it is durable.
         if (next_offset_ == length_)
-            std::vector<std::byte>().swap(inline_);
+            inline_ = {};
         ++pulls_in_flight_;
         on_pulled(s, c, UCS_OK);
         request_slot();

@@ -24,6 +24,7 @@
 #include <ucp/api/ucp.h>
 
 #include "store/layout.hpp"
+#include "held_bytes.hpp"
 #include "pushed_chunk.hpp"
 #include "staging.hpp"
 #include "store/backend.hpp"
@@ -90,7 +91,7 @@ public:
     // write's bytes, already here (no pull).
     transfer(transfer_resources r, source src, std::uint32_t rank, std::uint64_t version,
              std::uint64_t length, std::string object, opener open, handlers h,
-             std::vector<std::byte> inline_data = {});
+             held_bytes inline_data = {});
 
     // A write of one chunk is appended to `log` first (store/journal.hpp),
     // as a record of `job` and `node` (whose `ranks` node-local ranks and
@@ -185,8 +186,8 @@ private:
     struct target;
     std::shared_ptr<target> target_;
     handlers h_;
-    std::vector<std::byte> inline_;  // freed once staged
-    const bool from_inline_;         // the bytes came with the request or the mailbox
+    held_bytes inline_;       // let go once staged
+    const bool from_inline_;  // the bytes came with the request or the mailbox
     // What a flush job needs of the journal (journal_into), by value: the
     // job must not hold the transfer, whose last reference would then be
     // dropped on the flusher thread (and the session's with it).

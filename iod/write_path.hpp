@@ -42,8 +42,8 @@ public:
         std::string object;  // the destination, in messages
         transfer::source src;
         transfer::opener open;
-        std::vector<std::byte> data;  // a small write's bytes, already here
-        ucx::rkey key;                // a file write's remote key, held while it is pulled
+        held_bytes data;  // a small write's bytes, already here
+        ucx::rkey key;    // a file write's remote key, held while it is pulled
         // Where its flushes queue (transfer::order_flushes); 0: when it starts.
         std::uint64_t order = 0;
         // Whose store writes its own never run beside (transfer::serialize_flushes).

@@ -101,7 +101,7 @@ std::error_code reader::create(std::size_t capacity, reader& out, unique_fd& mem
     s->magic = magic;
     s->capacity = capacity;
     s->asleep.store(1);
-    out.map_ = std::move(m);
+    out.map_ = std::make_shared<const mapping>(std::move(m));
     out.s_ = s;
     out.capacity_ = capacity;
     out.taken_ = 0;
@@ -149,7 +149,8 @@ reader::result reader::next(record& out, std::string& why, std::uint64_t max_len
         out.version = out.to_file ? 0 : h.where;
         out.offset = out.to_file ? h.where : 0;
         out.file = out.to_file ? h.file : 0;
-        out.data.assign(p, p + h.length);
+        out.data = std::span<const std::byte>(p, h.length);
+        out.keep = map_;
         taken_ += need;
         out.end = taken_;
         return result::record;

@@ -22,10 +22,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <system_error>
-#include <vector>
 
 #include "fd.hpp"
 #include "mapping.hpp"
@@ -57,15 +57,20 @@ public:
         std::uint64_t version = 0;  // a version's number
         std::uint64_t file = 0;     // a file write's file and offset
         std::uint64_t offset = 0;
-        std::vector<std::byte> data;
+        // The bytes, in the mailbox: read them once (the rank can still
+        // write there) and before release(end); `keep` keeps them mapped
+        // until then, even after the reader is gone.
+        std::span<const std::byte> data;
+        std::shared_ptr<const void> keep;
         std::uint64_t end = 0;  // release(end) once staged
     };
     enum class result { empty, record, bad };
     explicit operator bool() const noexcept { return s_ != nullptr; }
     // The largest write one record can carry (as writer::max_length).
     std::size_t max_length() const noexcept;
-    // The next record after the ones already taken, copied out (the rank
-    // cannot change it afterwards). `bad`: `why` says what was wrong.
+    // The next record after the ones already taken: its head copied out and
+    // checked (the rank cannot change it afterwards), its bytes where they
+    // are. `bad`: `why` says what was wrong.
     result next(record& out, std::string& why, std::uint64_t max_length);
     // Gives the space of every record up to `end` back to the rank.
     void release(std::uint64_t end) noexcept;
@@ -84,7 +89,7 @@ private:
     // The end of what the rank published: its tail, or where it was frozen.
     std::uint64_t published(std::memory_order order) const noexcept;
 
-    mapping map_;
+    std::shared_ptr<const mapping> map_;  // shared with the records taken
     layout* s_ = nullptr;  // in map_
     std::size_t capacity_ = 0;
     std::uint64_t taken_ = 0;  // our position: bytes read

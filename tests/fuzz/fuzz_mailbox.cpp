@@ -281,6 +281,7 @@ private:
                        rec.offset);
         FUZZ_CHECK(std::memcmp(rec.data.data(), head + mailbox::record_head, length) == 0,
                    "a record's {} bytes differ from the shared memory's", length);
+        FUZZ_CHECK(rec.keep != nullptr, "a record that does not keep its mailbox mapped");
         a_.taken = rec.end;
         a_.last_end = rec.end;
     }
