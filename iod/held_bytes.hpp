@@ -1,8 +1,8 @@
 #pragma once
 // A small write's bytes, already in the daemon (nothing to pull): its own
 // copy of what came on the socket, or a record in the rank's mailbox, which
-// `owner` keeps mapped until the bytes are staged (they are read once, then:
-// the rank can still write there).
+// `owner` keeps mapped until the bytes are staged (they are read once: a
+// rank that breaks the format can still write there meanwhile).
 #include <cstddef>
 #include <memory>
 #include <span>

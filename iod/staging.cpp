@@ -10,18 +10,11 @@
 #include <cstring>
 
 #include "errors.hpp"
+#include "mapping.hpp"
 #include "protocol.hpp"
 #include "log.hpp"
 
 namespace iofwd::iod {
-
-namespace {
-
-#ifndef MADV_POPULATE_WRITE
-constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14
-#endif
-
-}  // namespace
 
 staging::~staging()
 {

@@ -33,7 +33,7 @@ using clock = std::chrono::steady_clock;
 // this machine. Pages faulted from now on come huge (MADV_HUGEPAGE); those
 // the program has already touched must be copied into huge pages
 // (MADV_COLLAPSE, Linux 6.1+), which takes 40-250 ms for 64 MiB here: by
-// default on a thread after io_init returns (client::collapse_), else
+// default on a thread after io_init returns (client::after_init_), else
 // within io_init (IOFWD_HUGEPAGES=init). Best effort: refused (old kernel,
 // pinned pages, no memory) it changes nothing. IOFWD_HUGEPAGES=0 turns it
 // all off.
@@ -71,17 +71,20 @@ huge_range ask_huge_pages(void* buffer, std::uint64_t len)
 // calls under way, it waits between pages: a collapse beside the daemon's
 // read of the same buffer took a core and the buffer's mmap lock from it (a
 // 64 MiB write right after io_init took 21 ms against 6).
+// Waits while `writing` counts io_write calls under way (see collapse).
+void wait_for_writes(const std::atomic<int>* writing, const std::stop_token& stop)
+{
+    while (writing && writing->load(std::memory_order_acquire) > 0 && !stop.stop_requested())
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
 bool collapse(huge_range r, const std::stop_token& stop = {},
               const std::atomic<int>* writing = nullptr)
 {
-    const auto wait_for_writes = [&] {
-        while (writing && writing->load(std::memory_order_acquire) > 0 && !stop.stop_requested())
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    };
     std::vector<std::size_t> again;
     bool all = true;
     for (std::size_t at = 0; at < r.length && !stop.stop_requested(); at += huge_page) {
-        wait_for_writes();
+        wait_for_writes(writing, stop);
         if (stop.stop_requested())
             break;
         if (::madvise(static_cast<char*>(r.begin) + at, huge_page, MADV_COLLAPSE) != 0) {
@@ -92,7 +95,7 @@ bool collapse(huge_range r, const std::stop_token& stop = {},
         }
     }
     for (const std::size_t at : again) {
-        wait_for_writes();
+        wait_for_writes(writing, stop);
         if (stop.stop_requested() ||
             ::madvise(static_cast<char*>(r.begin) + at, huge_page, MADV_COLLAPSE) != 0)
             all = false;
@@ -158,12 +161,12 @@ std::error_code client::fail(std::error_code ec, std::string why)
 
 void client::release()
 {
-    if (collapse_.joinable()) {
-        if (::getpid() == collapse_pid_) {
-            collapse_.request_stop();  // what is not collapsed yet stays as it is
-            collapse_.join();
+    if (after_init_.joinable()) {
+        if (::getpid() == after_init_pid_) {
+            after_init_.request_stop();  // what is not collapsed yet stays as it is
+            after_init_.join();
         } else {
-            collapse_.detach();  // a forked child's copy: the thread is the parent's
+            after_init_.detach();  // a forked child's copy: the thread is the parent's
         }
     }
     writer_.close();
@@ -325,18 +328,29 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
     w.silence = settings_.daemon_timeout;
     if (auto ec = writer_.open(std::move(w)))
         return undo(ec, why_);
-    if (huge_pages.length > 0 && settings_.huge_pages == huge_pages_mode::background) {
-        // After io_init's own work, which it would slow: on the node's
-        // spare cores, long before the first checkpoint is written. No
-        // thread to be had (a limit on processes) is no error: the pages
-        // stay as they are.
+    // After io_init's own work, which it would slow, on the node's spare
+    // cores and long before the first checkpoint is written: the mailbox's
+    // pages faulted in (3.4 ms per 4 MiB here), then the buffer's pages
+    // collapsed. No thread to be had (a limit on processes) is no error: the
+    // first small writes fault the mailbox's pages, the buffer's stay as they
+    // are.
+    const bool collapse_later =
+        huge_pages.length > 0 && settings_.huge_pages == huge_pages_mode::background;
+    if (writer_.has_mailbox() || collapse_later) {
         try {
             writing_ = std::make_shared<std::atomic<int>>(0);
-            collapse_ = std::jthread([r = huge_pages, w = writing_](std::stop_token stop) {
+            // The writer outlives the thread: release() joins it first.
+            after_init_ = std::jthread([r = collapse_later ? huge_pages : huge_range{},
+                                        w = writing_, mail = &writer_](std::stop_token stop) {
                 ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
-                collapse(r, stop, w.get());
+                // Out of the way of a write the daemon reads, as the
+                // collapse. A failure leaves the pages to the first writes
+                // into the mailbox: nothing to report.
+                (void)mail->prefault_mailbox(stop, [&] { wait_for_writes(w.get(), stop); });
+                if (r.length > 0)
+                    collapse(r, stop, w.get());
             });
-            collapse_pid_ = ::getpid();
+            after_init_pid_ = ::getpid();
         } catch (const std::system_error&) {
         }
     }

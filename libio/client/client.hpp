@@ -136,11 +136,12 @@ private:
     ucx::worker worker_;
     int efd_ = -1;
     ucx::memory memory_;
-    // Copies the buffer's touched pages into huge pages (client.cpp),
-    // started at the end of io_init, stopped and joined by release() (in
-    // the process that started it: collapse_pid_).
-    std::jthread collapse_;
-    pid_t collapse_pid_ = 0;
+    // Work io_init leaves to a thread of low priority, started at its end
+    // (client.cpp): faults in the mailbox, then copies the buffer's touched
+    // pages into huge pages. Stopped and joined by release() (in the
+    // process that started it: after_init_pid_), before the writer closes.
+    std::jthread after_init_;
+    pid_t after_init_pid_ = 0;
     // io_write calls the daemon reads the buffer for, under way: the
     // collapse waits while there are any. The thread holds a reference of
     // its own; each io_init that starts one starts a fresh count.

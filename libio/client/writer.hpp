@@ -58,6 +58,14 @@ public:
     // happens: the daemon then never reads the caller's buffer. (A larger
     // one the mailbox may take goes over UCX when the mailbox is full.)
     bool travels_inline(std::uint64_t len) const noexcept { return len <= inline_limit(); }
+    bool has_mailbox() const noexcept { return static_cast<bool>(mailbox_); }
+    // Faults in the mailbox's pages (mailbox::writer::prefault): from any
+    // thread, beside write().
+    std::error_code prefault_mailbox(const std::stop_token& stop,
+                                     const std::function<void()>& between) const
+    {
+        return mailbox_.prefault(stop, between);
+    }
 
     // The shim's files; `file` is the caller's nonzero number for it.
     std::error_code file_open(std::uint64_t file, const std::string& path);

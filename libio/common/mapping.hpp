@@ -6,6 +6,10 @@
 #include <system_error>
 #include <utility>
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+
 namespace iofwd {
 
 class mapping final {
