@@ -287,14 +287,16 @@ void session::on_connect(proto::connect_msg& m)
     unique_fd memfd;
     int doorbell = -1;
     if ((hello.flags & proto::connect_flag_mailbox) && d_.opts().mailbox_bytes > 0) {
-        intake_.open(d_.opts().mailbox_bytes, memfd, doorbell);
+        const auto area = mailbox::area_for(d_.opts().mailbox_bytes);
+        intake_.open(area, memfd, doorbell);
         if (intake_)
-            a.mailbox_bytes = d_.opts().mailbox_bytes;
+            a.mailbox_bytes = area;
     }
     log_info("connect job {}{} {} buffer {} transport {} next version {}{}", hello.job,
              hello.run.empty() ? std::string() : " run " + hello.run, who(),
              human_bytes(hello.buffer_length), a.transport, a.next_version,
-             memfd ? fmt::format(", mailbox {}", human_bytes(a.mailbox_bytes)) : std::string());
+             memfd ? fmt::format(", mailbox {}", human_bytes(d_.opts().mailbox_bytes))
+                   : std::string());
     if (!memfd) {
         send(a);
         return;

@@ -90,9 +90,9 @@ const std::vector<variable> table = {
      "unit of pulling and flushing; larger writes are pulled in chunks", "--chunk-size",
      "BYTES"},
     {"IOFWD_MAILBOX_SIZE", bytes, "4M", 0, 1ull << 30, {}, reader::daemon,
-     "shared memory per rank through which writes up to half its size (and at\n"
-     "most the eager limit) are handed over without a round trip (three 1 MiB\n"
-     "writes in a row at 4M), faulted in by the rank when it connects: the\n"
+     "shared memory per rank through which writes up to about half its size\n"
+     "(and at most the eager limit) are handed over without a round trip (four\n"
+     "1 MiB writes in a row at 4M), faulted in by the rank after io_init: the\n"
      "node's memory is the daemon's staging plus this per rank; 0: over the\n"
      "socket (else at least 4K, a multiple of 64)",
      "--mailbox-size", "BYTES"},

@@ -40,6 +40,15 @@ inline constexpr std::size_t alignment = 64;
 
 struct layout;  // the header page, shared by both sides
 
+// The area of records for a mailbox that is to hold `bytes` of writes: room
+// besides for 64 records' heads and padding, so that writes of a multiple of
+// 64 bytes fill it as a user counts (four 1 MiB writes in a 4 MiB mailbox,
+// not three).
+constexpr std::size_t area_for(std::size_t bytes) noexcept
+{
+    return bytes + 64 * alignment;
+}
+
 // The daemon's side: creates the memory, reads records.
 class reader final {
 public:

@@ -110,28 +110,40 @@ TEST_CASE("a write up to the eager limit and half the mailbox returns with the d
 {
     // Past the 64 KiB a request carries, a write within IOFWD_EAGER_LIMIT
     // that fits the mailbox is copied there by the rank: io_write needs no
-    // answer, so it returns while the daemon is stopped. One byte over the
-    // eager limit it is read by the daemon: it waits for the daemon. The
-    // defaults (1M, 4M) are what is tested.
+    // answer, so it returns while the daemon is stopped, four 1 MiB writes in
+    // a row in a 4 MiB mailbox (the area has room for the records' heads
+    // besides); the fifth finds it full and waits for the daemon. One byte
+    // over the eager limit a write is read by the daemon: the first waits.
+    // The defaults (1M, 4M) are what is tested.
     cluster c;
     auto d = c.daemon();
-    for (const std::uint64_t size : {std::uint64_t{1} << 20, (std::uint64_t{1} << 20) + 1}) {
+    struct step {
+        std::uint64_t size;
+        int versions;
+        int returned;  // while the daemon is stopped
+    };
+    for (const auto [size, versions, returned] : {step{1u << 20, 5, 4}, step{(1u << 20) + 1, 1, 0}}) {
         INFO("size " << size);
-        auto r = c.rank(0, 1, {"--size", std::to_string(size), "--versions", "1", "--go-file",
-                               gate(c)});
+        auto r = c.rank(0, 1, {"--size", std::to_string(size), "--versions",
+                               std::to_string(versions), "--go-file", gate(c)});
         REQUIRE(wait_until([&] { return has_line(r, "init 0"); }, 20s));
         d.signal(SIGSTOP);
         open_gate(c);
-        const bool returned = wait_until([&] { return r.output().find("write 0 0 ") !=
-                                                      std::string::npos; },
-                                         size == (1u << 20) ? 10s : 2s);
+        const std::string waiting = "writing " + std::to_string(returned);
+        REQUIRE(wait_until([&] { return has_line(r, waiting); }, 10s));
+        // The next write stays blocked while the daemon is stopped.
+        std::this_thread::sleep_for(1s);
+        const auto out = r.output();
         d.signal(SIGCONT);
-        CHECK(returned == (size == (1u << 20)));
+        INFO(out);
+        CHECK(count(out, "write ") == returned);
+        CHECK(out.find("write " + std::to_string(returned) + " ") == std::string::npos);
         require_success(r, "rank 0");
+        CHECK(count(r.output(), "write ") == versions);
         std::filesystem::remove(gate(c));
     }
     std::string out;
-    CHECK(c.verify(2, 1, out) == 0);
+    CHECK(c.verify(6, 1, out) == 0);
     INFO(out);
     CHECK(count(c.log(), "mailbox 4 MiB") == 2);
     d.signal(SIGTERM);

@@ -143,6 +143,33 @@ TEST_CASE("a mailbox's pages are allocated by prefault(), not when it is opened"
     CHECK(bytes_of(rec) == pattern(5000, 7));
 }
 
+TEST_CASE("a mailbox of 4 MiB holds four 1 MiB writes at once, not five", "[mailbox]")
+{
+    // What the daemon creates for IOFWD_MAILBOX_SIZE=4M (the records' heads
+    // and padding have room of their own).
+    pair p(mailbox::area_for(4 << 20));
+    REQUIRE(p.w.max_length() >= (1u << 20));
+    bool wake = false;
+    for (unsigned k = 1; k <= 4; ++k) {
+        INFO("write " << k);
+        CHECK(p.w.put(k, k, pattern(1 << 20, k), wake));
+    }
+    CHECK_FALSE(p.w.put(5, 5, pattern(1 << 20, 5), wake));
+    // The first taken and given back: the fifth fits, at the start again.
+    reader::record rec;
+    std::string why;
+    REQUIRE(p.r.next(rec, why, 1 << 20) == reader::result::record);
+    CHECK(bytes_of(rec) == pattern(1 << 20, 1));
+    p.r.release(rec.end);
+    CHECK(p.w.put(5, 5, pattern(1 << 20, 5), wake));
+    for (unsigned k = 2; k <= 5; ++k) {
+        INFO("record " << k);
+        REQUIRE(p.r.next(rec, why, 1 << 20) == reader::result::record);
+        CHECK(rec.version == k);
+        CHECK(bytes_of(rec) == pattern(1 << 20, k));
+    }
+}
+
 TEST_CASE("a mailbox refuses what does not fit and says when to ring", "[mailbox]")
 {
     pair p(1024);
