@@ -41,13 +41,11 @@ void staging::fault_in(const std::stop_token& stop)
     // ranks' io_init with 2 GiB of staging took 4-6 s). The pauses end after
     // a few seconds in all, whoever keeps connecting.
     ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
-    constexpr std::uintptr_t huge_page = 2u << 20;
+    constexpr std::size_t huge_page = 2u << 20;
     const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
     constexpr std::uint64_t quiet_ns = 100'000'000;
     std::uint64_t pause_left_ns = 5'000'000'000;
-    const auto start = reinterpret_cast<std::uintptr_t>(base_);
-    const std::uintptr_t end = start + mapped_;
-    for (std::uintptr_t at = (start + slot_size_) & ~(page - 1); at < end && !stop.stop_requested();) {
+    const auto pause_while_ranks_connect = [&] {
         for (;;) {
             const std::uint64_t arrived = arrived_ns_.load(std::memory_order_relaxed);
             const std::uint64_t now = proto::monotonic_ns();
@@ -58,16 +56,17 @@ void staging::fault_in(const std::stop_token& stop)
             std::this_thread::sleep_for(std::chrono::nanoseconds(nap_ns));
             pause_left_ns -= std::min(pause_left_ns, nap_ns);
         }
-        const std::uintptr_t next = std::min(end, (at + huge_page) & ~(huge_page - 1));
-        if (::madvise(reinterpret_cast<void*>(at), next - at, MADV_POPULATE_WRITE) != 0 &&
-            errno != EINTR && errno != EAGAIN) {
-            log_warn("staging: faulting it in stopped at byte {} of {}: {}; the rest is faulted "
-                     "as writes first reach it",
-                     at - start, mapped_, std::strerror(errno));
-            return;
-        }
-        at = next;
-    }
+    };
+    const auto start = reinterpret_cast<std::uintptr_t>(base_);
+    const std::uintptr_t from = (start + slot_size_) & ~(page - 1);
+    if (from >= start + mapped_)
+        return;
+    std::size_t failed_at = 0;
+    if (auto ec = populate_for_write(reinterpret_cast<void*>(from), start + mapped_ - from,
+                                     huge_page, stop, pause_while_ranks_connect, failed_at))
+        log_warn("staging: faulting it in stopped at byte {} of {}: {}; the rest is faulted "
+                 "as writes first reach it",
+                 from - start + failed_at, mapped_, ec.message());
 }
 
 std::error_code staging::init(const ucx::context& ctx, std::uint64_t total, std::uint64_t slot_size,

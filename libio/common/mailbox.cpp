@@ -4,9 +4,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -214,23 +212,8 @@ writer::~writer() = default;
 std::error_code writer::prefault(const std::stop_token& stop,
                                  const std::function<void()>& between) const
 {
-    // A step at a time: each holds the process's mmap lock, which the
-    // program's own mmap calls wait for, and `stop` is looked at between.
-    constexpr std::size_t step = 256u << 10;
-    auto* const base = static_cast<std::byte*>(map_.get());
-    for (std::size_t at = 0; at < map_.size() && !stop.stop_requested();) {
-        if (between) {
-            between();
-            if (stop.stop_requested())
-                break;
-        }
-        const std::size_t n = std::min(step, map_.size() - at);
-        if (::madvise(base + at, n, MADV_POPULATE_WRITE) != 0 && errno != EINTR &&
-            errno != EAGAIN)
-            return last_system_error();
-        at += n;  // after EINTR or EAGAIN too: the writes fault what is left
-    }
-    return {};
+    std::size_t failed_at = 0;
+    return populate_for_write(map_.get(), map_.size(), 256u << 10, stop, between, failed_at);
 }
 
 std::error_code writer::open(int memfd, std::size_t capacity, writer& out, std::string& why)

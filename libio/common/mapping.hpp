@@ -1,8 +1,14 @@
 #pragma once
-// A memory mapping (mmap) that unmaps itself. Move-only.
+// A memory mapping (mmap) that unmaps itself. Move-only. And faulting a
+// range of memory in ahead of its first writes, off the path that waits.
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <stop_token>
 #include <system_error>
 #include <utility>
 
@@ -59,5 +65,36 @@ private:
     void* p_ = nullptr;
     std::size_t size_ = 0;
 };
+
+// Faults [begin, begin + length) in for writing (MADV_POPULATE_WRITE) a
+// step at a time, each up to the next multiple of `step` in the address
+// space: each call holds the process's mmap lock, which its other threads'
+// mmap calls wait for. `between` runs before each step (to pause for more
+// urgent work); `stop` ends it early. A step refused with EINTR or EAGAIN is
+// left to the first writes to fault. Another failure (EINVAL: a kernel
+// before 5.14) ends it: its error, with `failed_at` the offset it stopped at.
+inline std::error_code populate_for_write(void* begin, std::size_t length, std::size_t step,
+                                          const std::stop_token& stop,
+                                          const std::function<void()>& between,
+                                          std::size_t& failed_at)
+{
+    const auto start = reinterpret_cast<std::uintptr_t>(begin);
+    const std::uintptr_t end = start + length;
+    for (std::uintptr_t at = start; at < end && !stop.stop_requested();) {
+        if (between) {
+            between();
+            if (stop.stop_requested())
+                break;
+        }
+        const std::uintptr_t next = std::min(end, (at + step) / step * step);
+        if (::madvise(reinterpret_cast<void*>(at), next - at, MADV_POPULATE_WRITE) != 0 &&
+            errno != EINTR && errno != EAGAIN) {
+            failed_at = at - start;
+            return {errno, std::system_category()};
+        }
+        at = next;
+    }
+    return {};
+}
 
 }  // namespace iofwd
