@@ -101,28 +101,6 @@ void wait_politely(MPI_Request& r, useconds_t longest = 50)
     }
 }
 
-// Bytes of [begin, begin + length) the kernel backs with 2 MiB pages
-// (AnonHugePages of the mappings that overlap it, counted whole).
-std::uint64_t huge_bytes(const void* begin, std::uint64_t length)
-{
-    const auto lo = reinterpret_cast<std::uintptr_t>(begin), hi = lo + length;
-    std::ifstream smaps("/proc/self/smaps");
-    std::string line;
-    bool inside = false;
-    std::uint64_t kib = 0;
-    while (std::getline(smaps, line)) {
-        unsigned long a = 0, b = 0;
-        if (std::sscanf(line.c_str(), "%lx-%lx ", &a, &b) == 2 && line.find(':') > line.find(' ')) {
-            inside = a < hi && b > lo;
-            continue;
-        }
-        unsigned long k = 0;
-        if (inside && std::sscanf(line.c_str(), "AnonHugePages: %lu kB", &k) == 1)
-            kib += k;
-    }
-    return kib << 10;
-}
-
 // Waits until the thread io_init leaves behind has put the buffer's whole
 // 2 MiB pages on huge pages (IOFWD_HUGEPAGES=1, the default), so that the
 // data path is timed as it runs from then on; gives up when nothing has
@@ -139,8 +117,8 @@ double wait_for_huge_pages(const void* buffer, std::uint64_t length)
     const std::uint64_t want = last > first ? last - first : 0;
     const double start = MPI_Wtime();
     double changed = start;
-    for (std::uint64_t have = huge_bytes(buffer, length), before = have; have < want;
-         have = huge_bytes(buffer, length)) {
+    for (std::uint64_t have = iofwd::huge_page_bytes(buffer, length), before = have; have < want;
+         have = iofwd::huge_page_bytes(buffer, length)) {
         if (have != before) {
             before = have;
             changed = MPI_Wtime();

@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <cstdint>
+#include <cstdio>
+
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -37,6 +40,24 @@ std::uint64_t process_peak_rss(int pid)
         if (line.rfind("VmHWM:", 0) == 0)
             return std::stoull(line.substr(6)) * 1024;
     return 0;
+}
+
+std::uint64_t huge_page_bytes(const void* begin, std::uint64_t length)
+{
+    const auto lo = reinterpret_cast<std::uintptr_t>(begin), hi = lo + length;
+    std::ifstream smaps("/proc/self/smaps");
+    std::string line;
+    bool inside = false;
+    std::uint64_t kib = 0;
+    while (std::getline(smaps, line)) {
+        unsigned long a = 0, b = 0, k = 0;
+        // A mapping's first line ("a-b perms ..."); then its fields.
+        if (std::sscanf(line.c_str(), "%lx-%lx ", &a, &b) == 2)
+            inside = a < hi && b > lo;
+        else if (inside && std::sscanf(line.c_str(), "AnonHugePages: %lu kB", &k) == 1)
+            kib += k;
+    }
+    return kib << 10;
 }
 
 }  // namespace iofwd

@@ -11,4 +11,9 @@ double process_cpu_seconds(int pid);
 // Peak resident memory (VmHWM) in bytes; 0 when it cannot be read.
 std::uint64_t process_peak_rss(int pid);
 
+// Bytes of this process's memory the kernel backs with 2 MiB pages
+// (AnonHugePages) in the mappings that overlap [begin, begin + length),
+// counted whole; 0 when it cannot be read.
+std::uint64_t huge_page_bytes(const void* begin, std::uint64_t length);
+
 }  // namespace iofwd

@@ -17,6 +17,7 @@
 #include "fixture.hpp"
 #include "io.h"
 #include "pattern.hpp"
+#include "procfs.hpp"
 
 using namespace test;
 
@@ -80,25 +81,9 @@ TEST_CASE("calls out of order and bad lengths return the documented codes", "[ap
 namespace {
 
 // AnonHugePages of this process's mappings that overlap [begin, end), in kB.
-long huge_kb(const void* begin, const void* end)
+long huge_kb(const std::byte* begin, const std::byte* end)
 {
-    std::FILE* f = std::fopen("/proc/self/smaps", "r");
-    if (!f)
-        return -1;
-    long total = 0;
-    bool inside = false;
-    char line[512];
-    while (std::fgets(line, sizeof line, f)) {
-        unsigned long lo = 0, hi = 0;
-        long kb = 0;
-        if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2)
-            inside = lo < reinterpret_cast<std::uintptr_t>(end) &&
-                     hi > reinterpret_cast<std::uintptr_t>(begin);
-        else if (inside && std::sscanf(line, "AnonHugePages: %ld kB", &kb) == 1)
-            total += kb;
-    }
-    std::fclose(f);
-    return total;
+    return static_cast<long>(iofwd::huge_page_bytes(begin, static_cast<std::uint64_t>(end - begin)) >> 10);
 }
 
 std::string first_line(const char* path)

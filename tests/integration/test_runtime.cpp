@@ -136,10 +136,10 @@ TEST_CASE("a write up to the eager limit and half the mailbox returns with the d
         const auto out = r.output();
         d.signal(SIGCONT);
         INFO(out);
-        CHECK(count(out, "write ") == returned);
+        CHECK(count(out, "write ") == static_cast<std::size_t>(returned));
         CHECK(out.find("write " + std::to_string(returned) + " ") == std::string::npos);
         require_success(r, "rank 0");
-        CHECK(count(r.output(), "write ") == versions);
+        CHECK(count(r.output(), "write ") == static_cast<std::size_t>(versions));
         std::filesystem::remove(gate(c));
     }
     std::string out;
