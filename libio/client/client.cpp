@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -161,14 +162,18 @@ std::error_code client::fail(std::error_code ec, std::string why)
 
 void client::release()
 {
-    if (after_init_.joinable()) {
-        if (::getpid() == after_init_pid_) {
-            after_init_.request_stop();  // what is not collapsed yet stays as it is
-            after_init_.join();
-        } else {
-            after_init_.detach();  // a forked child's copy: the thread is the parent's
+    // What is not collapsed yet stays as it is. A forked child's copy of a
+    // thread is the parent's: detached, not joined.
+    for (auto [t, pid] : {std::pair{&after_init_, after_init_pid_}, std::pair{&pager_, pager_pid_}})
+        if (t->joinable()) {
+            if (::getpid() == pid) {
+                t->request_stop();
+                t->join();
+            } else {
+                t->detach();
+            }
         }
-    }
+    pager_queue_.clear();
     writer_.close();
     memory_ = ucx::memory{};
     conn_.reset();
@@ -435,7 +440,71 @@ std::error_code client::file_open(std::uint64_t file, const std::string& path)
 std::error_code client::file_write(std::uint64_t file, std::uint64_t offset, const void* data,
                                    std::uint64_t len, std::vector<proto::file_run> runs)
 {
-    return writer_.file_write(file, offset, data, len, std::move(runs));
+    // The pager waits while the daemon reads the caller's memory.
+    const bool read_by_daemon = !writer_.travels_inline(len);
+    std::error_code ec;
+    {
+        const counted pause(read_by_daemon ? writing_.get() : nullptr);
+        ec = writer_.file_write(file, offset, data, len, std::move(runs));
+    }
+    if (!ec && read_by_daemon)
+        offer_huge_pages(data, len);
+    return ec;
+}
+
+void client::offer_huge_pages(const void* data, std::uint64_t len)
+{
+    // A forked child's copy of the client has no thread (and its mutex may
+    // have been copied held): it leaves its pages alone.
+    if (pager_refused_ || settings_.huge_pages == huge_pages_mode::off ||
+        (pager_pid_ != 0 && pager_pid_ != ::getpid()))
+        return;
+    // The whole 2 MiB pages inside it, at least two (smaller writes gain
+    // little, and a range this size is likely an array the program keeps).
+    const auto at = reinterpret_cast<std::uintptr_t>(data);
+    const auto begin = (at + huge_page - 1) & ~(huge_page - 1);
+    const auto end = (at + len) & ~(huge_page - 1);
+    if (end <= begin || end - begin < 2 * huge_page)
+        return;
+    std::lock_guard lock(pager_mutex_);
+    if (!pager_.joinable()) {
+        // An empty range tells whether the kernel knows the advice at all.
+        if (::madvise(reinterpret_cast<void*>(begin), 0, MADV_COLLAPSE) != 0) {
+            pager_refused_ = true;
+            return;
+        }
+        try {
+            pager_ = std::jthread([this, w = writing_](std::stop_token stop) {
+                ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
+                std::unique_lock lock(pager_mutex_);
+                while (pager_cv_.wait(lock, stop, [&] { return !pager_queue_.empty(); })) {
+                    const auto [b, n] = pager_queue_.front();
+                    pager_queue_.pop_front();
+                    lock.unlock();
+                    // Memory the program has freed since is refused
+                    // (ENOMEM): nothing to do. Pages already huge cost a
+                    // call each.
+                    void* const r = reinterpret_cast<void*>(b);
+                    ::madvise(r, n, MADV_HUGEPAGE);
+                    collapse({r, n}, stop, w.get());
+                    lock.lock();
+                }
+            });
+            pager_pid_ = ::getpid();
+        } catch (const std::system_error&) {
+            pager_refused_ = true;
+            return;
+        }
+    }
+    const std::pair range{begin, end - begin};
+    // A program writes the same arrays again and again: each once in the
+    // queue, which stays short.
+    if (std::find(pager_queue_.begin(), pager_queue_.end(), range) != pager_queue_.end())
+        return;
+    if (pager_queue_.size() >= 16)
+        pager_queue_.pop_front();
+    pager_queue_.push_back(range);
+    pager_cv_.notify_one();
 }
 
 std::error_code client::file_sync(std::uint64_t file, std::uint32_t flags)

@@ -13,8 +13,11 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <cstdint>
 #include <string>
@@ -146,6 +149,20 @@ private:
     // collapse waits while there are any. The thread holds a reference of
     // its own; each io_init that starts one starts a fresh count.
     std::shared_ptr<std::atomic<int>> writing_ = std::make_shared<std::atomic<int>>(0);
+    // The MPI shim's write sources: after a file write the daemon read out
+    // of the caller's memory (4 MiB and more), a thread of low priority
+    // puts that memory's whole 2 MiB pages on huge pages, so that the next
+    // write of the same array is read twice as fast (IOFWD_HUGEPAGES; the
+    // 4 KiB pages of a program's array are the limit of such a pull).
+    // Started at the first such write; stopped and joined by release() like
+    // after_init_.
+    void offer_huge_pages(const void* data, std::uint64_t len);
+    std::mutex pager_mutex_;
+    std::condition_variable_any pager_cv_;
+    std::deque<std::pair<std::uintptr_t, std::size_t>> pager_queue_;  // under pager_mutex_
+    std::jthread pager_;
+    pid_t pager_pid_ = 0;
+    bool pager_refused_ = false;  // no thread to be had, or a kernel that cannot collapse
     proto::accept_msg accept_;
     settings settings_;
     barrier_fn barrier_ = nullptr;

@@ -3,7 +3,7 @@
 # and their files compared byte for byte.
 #   run_shim.sh SCENARIO MPIEXEC SHIM_LIB WRAPPER MPIIO_APP [HDF5_APP|TOOL_LIB]
 # SCENARIO: mpiio | views | hdf5 | hdf5-chunked | pnetcdf | stack | enospc | fortran | daemon-killed |
-#           ranks-killed | attach-split | open-split | settle-split | prefix-split
+#           ranks-killed | attach-split | open-split | settle-split | prefix-split | huge-pages
 set -euo pipefail
 scenario=$1 mpiexec=$2 shim=$3 wrapper=$4 app=$5 extra=${6:-}
 work=$(mktemp -d /tmp/iofwd-shim-XXXXXX)
@@ -218,6 +218,28 @@ open-split)
     fail "rank 0 did not give the file up"
   # Verbose 2 says every forwarded write: none.
   if grep -q "bytes to $work/shim/data.bin in" "$work/err"; then fail "a rank still forwarded"; fi
+  ;;
+huge-pages)
+  # A forwarded write of 4 MiB or more: the shim puts the array it came from
+  # on 2 MiB pages afterwards (IOFWD_HUGEPAGES=1, the default), so that the
+  # next write of it is read faster, and leaves it alone with 0; the file
+  # holds the bytes either way. The array is kept off huge pages by the
+  # program itself, so that only the shim's madvise can make them.
+  huge_app=$extra
+  IOFWD_SHIM_VERBOSE=1 run "$wrapper" --prefix "$work/shim" -n 1 "$huge_app" \
+    "$work/shim/huge.bin" 10 2> "$work/err" | tee "$work/out"
+  cat "$work/err" >&2
+  if grep -q "^skip:" "$work/out"; then exit 77; fi
+  grep -qx "huge 8192" "$work/out" || fail "the array was not on 2 MiB pages 10 s after its write"
+  grep -qx "file ok" "$work/out" || fail "the file does not hold the array twice"
+  grep -q " 1 files, 2 writes (16777216 bytes) forwarded" "$work/err" || fail "not both writes forwarded"
+  rm -f "$work/shim/huge.bin"
+  IOFWD_HUGEPAGES=0 IOFWD_SHIM_VERBOSE=1 run "$wrapper" --prefix "$work/shim" -n 1 "$huge_app" \
+    "$work/shim/huge.bin" 1 2> "$work/err" | tee "$work/out"
+  cat "$work/err" >&2
+  grep -qx "huge 0" "$work/out" || fail "IOFWD_HUGEPAGES=0, and the array's pages changed"
+  grep -qx "file ok" "$work/out" || fail "the file does not hold the array twice (IOFWD_HUGEPAGES=0)"
+  grep -q " 1 files, 2 writes (16777216 bytes) forwarded" "$work/err" || fail "not both writes forwarded"
   ;;
 settle-split)
   # A rank's forwarded write fails on its daemon (session sb's pwrite EIO, a
