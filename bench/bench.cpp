@@ -117,8 +117,8 @@ double wait_for_huge_pages(const void* buffer, std::uint64_t length)
     const std::uint64_t want = last > first ? last - first : 0;
     const double start = MPI_Wtime();
     double changed = start;
-    for (std::uint64_t have = iofwd::huge_page_bytes(buffer, length), before = have; have < want;
-         have = iofwd::huge_page_bytes(buffer, length)) {
+    const auto huge_now = [&] { return iofwd::huge_page_bytes(buffer, length).value_or(0); };
+    for (std::uint64_t have = huge_now(), before = have; have < want; have = huge_now()) {
         if (have != before) {
             before = have;
             changed = MPI_Wtime();

@@ -1,4 +1,4 @@
-// io_init and io_finalize (client.hpp). About 470 lines: init is the
+// io_init and io_finalize (client.hpp). About 690 lines: init is the
 // sequence launch or attach, UCX, registration, CONNECT, ACCEPT, and
 // finalize the sequence BYE, FINISHED, the job-wide commit, the daemon's
 // exit; each is kept whole so that its order reads from top to bottom.
@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <utility>
 #include <thread>
 
 #include <fmt/format.h>
@@ -173,7 +174,11 @@ void client::release()
                 t->detach();
             }
         }
-    pager_queue_.clear();
+    if (pager_pid_ == ::getpid()) {
+        pager_queue_.clear();  // its thread is joined
+        pager_pid_ = 0;
+    }
+    pager_refused_ = false;  // the next init may have a thread again
     writer_.close();
     memory_ = ucx::memory{};
     conn_.reset();
@@ -440,16 +445,9 @@ std::error_code client::file_open(std::uint64_t file, const std::string& path)
 std::error_code client::file_write(std::uint64_t file, std::uint64_t offset, const void* data,
                                    std::uint64_t len, std::vector<proto::file_run> runs)
 {
-    // The pager waits while the daemon reads the caller's memory.
-    const bool read_by_daemon = !writer_.travels_inline(len);
-    std::error_code ec;
-    {
-        const counted pause(read_by_daemon ? writing_.get() : nullptr);
-        ec = writer_.file_write(file, offset, data, len, std::move(runs));
-    }
-    if (!ec && read_by_daemon)
-        offer_huge_pages(data, len);
-    return ec;
+    // The pager waits while the daemon may read the caller's memory.
+    const counted pause(writer_.travels_inline(len) ? nullptr : writing_.get());
+    return writer_.file_write(file, offset, data, len, std::move(runs));
 }
 
 void client::offer_huge_pages(const void* data, std::uint64_t len)
@@ -460,7 +458,7 @@ void client::offer_huge_pages(const void* data, std::uint64_t len)
         (pager_pid_ != 0 && pager_pid_ != ::getpid()))
         return;
     // The whole 2 MiB pages inside it, at least two (smaller writes gain
-    // little, and a range this size is likely an array the program keeps).
+    // little).
     const auto at = reinterpret_cast<std::uintptr_t>(data);
     const auto begin = (at + huge_page - 1) & ~(huge_page - 1);
     const auto end = (at + len) & ~(huge_page - 1);
@@ -481,12 +479,12 @@ void client::offer_huge_pages(const void* data, std::uint64_t len)
                     const auto [b, n] = pager_queue_.front();
                     pager_queue_.pop_front();
                     lock.unlock();
-                    // Memory the program has freed since is refused
-                    // (ENOMEM): nothing to do. Pages already huge cost a
-                    // call each.
-                    void* const r = reinterpret_cast<void*>(b);
-                    ::madvise(r, n, MADV_HUGEPAGE);
-                    collapse({r, n}, stop, w.get());
+                    // Only MADV_COLLAPSE: no advice that would outlive the
+                    // array on its memory, and a range the program keeps
+                    // off huge pages (MADV_NOHUGEPAGE) is refused. So is
+                    // memory it has unmapped since (ENOMEM); pages already
+                    // huge cost a call each.
+                    collapse({reinterpret_cast<void*>(b), n}, stop, w.get());
                     lock.lock();
                 }
             });

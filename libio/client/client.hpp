@@ -23,6 +23,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "connection.hpp"
@@ -92,6 +93,15 @@ public:
     std::error_code file_write(std::uint64_t file, std::uint64_t offset, const void* data,
                                std::uint64_t len, std::vector<proto::file_run> runs = {});
     std::error_code file_sync(std::uint64_t file, std::uint32_t flags);
+    // For the MPI shim, after a file write from the program's own memory
+    // (an array it is likely to write again; not a buffer the shim packed):
+    // the range's whole 2 MiB pages, if at least two, are collapsed into
+    // huge pages on a thread at nice 19 (MADV_COLLAPSE, which leaves a
+    // range the program keeps off huge pages alone), so that the daemon
+    // reads the next write of it about 1.4x as fast (a pull from 4 KiB pages
+    // is slower than one from 2 MiB pages). Best effort; IOFWD_HUGEPAGES=0
+    // turns it off.
+    void offer_huge_pages(const void* data, std::uint64_t len);
     std::error_code file_drain(const std::string& path);
 
     // A call refused before it reached the client: `why` becomes the sentence
@@ -149,14 +159,10 @@ private:
     // collapse waits while there are any. The thread holds a reference of
     // its own; each io_init that starts one starts a fresh count.
     std::shared_ptr<std::atomic<int>> writing_ = std::make_shared<std::atomic<int>>(0);
-    // The MPI shim's write sources: after a file write the daemon read out
-    // of the caller's memory (4 MiB and more), a thread of low priority
-    // puts that memory's whole 2 MiB pages on huge pages, so that the next
-    // write of the same array is read twice as fast (IOFWD_HUGEPAGES; the
-    // 4 KiB pages of a program's array are the limit of such a pull).
-    // Started at the first such write; stopped and joined by release() like
-    // after_init_.
-    void offer_huge_pages(const void* data, std::uint64_t len);
+    // The pager (offer_huge_pages): a thread of low priority, started at the
+    // first range offered, stopped and joined by release() like after_init_.
+    // The mutex guards the queue; pager_pid_ and pager_refused_ belong to the
+    // caller's thread (the shim serialises its calls).
     std::mutex pager_mutex_;
     std::condition_variable_any pager_cv_;
     std::deque<std::pair<std::uintptr_t, std::size_t>> pager_queue_;  // under pager_mutex_

@@ -74,9 +74,10 @@ const std::vector<variable> table = {
      "as fast): 1, the pages it has already are copied into huge ones on a\n"
      "thread after io_init returns (a write right after io_init is slowed\n"
      "while that runs); init, within io_init (40-250 ms per 64 MiB here);\n"
-     "0, leave its pages alone. Under the MPI shim: 1 and init put the memory\n"
-     "of each forwarded write of 4 MiB or more on 2 MiB pages after the write,\n"
-     "on that thread, so that the next write of it is read faster; 0 does not"},
+     "0, leave its pages alone. Under the MPI shim: 1 and init collapse the\n"
+     "memory of each forwarded write from the program's array (two whole 2 MiB\n"
+     "pages or more) into huge pages after the write, on a thread of their own,\n"
+     "so that the next write of it is read faster; 0 does not"},
     {"IOFWD_EAGER_LIMIT", bytes, "1M", 0, 1ull << 30, {}, reader::client,
      "writes up to this size are copied by the rank, never read by the daemon\n"
      "from its buffer: into the mailbox when they fit (half its size), else\n"

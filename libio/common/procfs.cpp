@@ -42,10 +42,12 @@ std::uint64_t process_peak_rss(int pid)
     return 0;
 }
 
-std::uint64_t huge_page_bytes(const void* begin, std::uint64_t length)
+std::optional<std::uint64_t> huge_page_bytes(const void* begin, std::uint64_t length)
 {
     const auto lo = reinterpret_cast<std::uintptr_t>(begin), hi = lo + length;
     std::ifstream smaps("/proc/self/smaps");
+    if (!smaps)
+        return std::nullopt;
     std::string line;
     bool inside = false;
     std::uint64_t kib = 0;

@@ -83,7 +83,8 @@ namespace {
 // AnonHugePages of this process's mappings that overlap [begin, end), in kB.
 long huge_kb(const std::byte* begin, const std::byte* end)
 {
-    return static_cast<long>(iofwd::huge_page_bytes(begin, static_cast<std::uint64_t>(end - begin)) >> 10);
+    const auto bytes = iofwd::huge_page_bytes(begin, static_cast<std::uint64_t>(end - begin));
+    return bytes ? static_cast<long>(*bytes >> 10) : -1;
 }
 
 std::string first_line(const char* path)

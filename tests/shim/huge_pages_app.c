@@ -1,16 +1,19 @@
 /* One rank writes an 8 MiB array of 4 KiB pages to a file twice through
  * MPI-IO, and says whether its pages became 2 MiB pages after the first
- * write (the shim's thread does that for forwarded writes of 4 MiB and more
- * unless IOFWD_HUGEPAGES=0) and whether the file holds the array.
+ * write (the shim collapses the memory of forwarded writes that hold two
+ * whole 2 MiB pages or more, unless IOFWD_HUGEPAGES=0 or the program keeps
+ * the range off huge pages) and whether the file holds the array.
  *
- *   huge_pages_app FILE WAIT_SECONDS
+ *   huge_pages_app FILE WAIT_SECONDS allow|refuse
  *
- * The array is kept off huge pages by the program (MADV_NOHUGEPAGE) before
- * it is written: nothing but an madvise of the shim's can make them huge,
- * not even khugepaged. Prints "huge KB", the array's AnonHugePages after the
- * first write (waiting up to WAIT_SECONDS for all of it), and "file ok" or
- * "file differs" after the second write and close. Prints "skip: ..." and
- * exits 0 where the kernel cannot collapse pages. */
+ * The array is filled with huge pages refused (MADV_NOHUGEPAGE), so that it
+ * starts on 4 KiB pages; `allow` then lifts that (MADV_HUGEPAGE, the only
+ * way to), `refuse` keeps it. Prints "huge KB", the array's AnonHugePages
+ * after the first write (waiting up to WAIT_SECONDS for all of it),
+ * "khugepaged N", the pages the kernel's own thread collapsed meanwhile (if
+ * not 0, the figure above cannot tell its work from the shim's), and "file
+ * ok" or "file differs" after the second write and close. Prints
+ * "skip: ..." and exits 0 where the kernel cannot collapse pages. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -49,6 +52,18 @@ static long huge_kb(const char* begin, size_t len)
     return total;
 }
 
+static long khugepaged_collapsed(void)
+{
+    FILE* f = fopen("/sys/kernel/mm/transparent_hugepage/khugepaged/pages_collapsed", "r");
+    long n = -1;
+    if (f) {
+        if (fscanf(f, "%ld", &n) != 1)
+            n = -1;
+        fclose(f);
+    }
+    return n;
+}
+
 static double now(void)
 {
     struct timespec t;
@@ -59,9 +74,10 @@ static double now(void)
 int main(int argc, char** argv)
 {
     MPI_Init(&argc, &argv);
-    if (argc < 3)
+    if (argc < 4)
         MPI_Abort(MPI_COMM_WORLD, 2);
     const double wait = atof(argv[2]);
+    const int allow = strcmp(argv[3], "allow") == 0;
     /* 8 MiB on 2 MiB boundaries, with inaccessible pages on both sides so
      * that no other mapping merges with it. */
     const size_t total = LEN + 3 * HUGE_PAGE;
@@ -88,6 +104,9 @@ int main(int argc, char** argv)
         buf[i] = (char)(i * 7 + i / 4099);
     if (huge_kb(buf, LEN) != 0)
         MPI_Abort(MPI_COMM_WORLD, 4);
+    if (allow)
+        madvise(buf, LEN, MADV_HUGEPAGE);
+    const long by_khugepaged = khugepaged_collapsed();
 
     MPI_File fh;
     if (MPI_File_open(MPI_COMM_SELF, argv[1], MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL,
@@ -100,6 +119,7 @@ int main(int argc, char** argv)
          kb = huge_kb(buf, LEN))
         usleep(20000);
     printf("huge %ld\n", kb);
+    printf("khugepaged %ld\n", khugepaged_collapsed() - by_khugepaged);
     /* The bytes are the program's, whatever their pages. */
     if (MPI_File_write_at(fh, (MPI_Offset)LEN, buf, (int)LEN, MPI_BYTE, MPI_STATUS_IGNORE) !=
             MPI_SUCCESS ||
