@@ -15,8 +15,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <utility>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -49,21 +49,34 @@ struct huge_range {
     std::size_t length = 0;
 };
 
+// The whole 2 MiB pages of [data, data + len); empty when there are none.
+huge_range whole_huge_pages(const void* data, std::uint64_t len)
+{
+    const auto begin = (reinterpret_cast<std::uintptr_t>(data) + huge_page - 1) & ~(huge_page - 1);
+    const auto end = (reinterpret_cast<std::uintptr_t>(data) + len) & ~(huge_page - 1);
+    if (end <= begin)
+        return {};
+    return {reinterpret_cast<void*>(begin), end - begin};
+}
+
+// Whether the kernel knows MADV_COLLAPSE at all (asked with an empty range).
+bool kernel_can_collapse(void* at)
+{
+    return ::madvise(at, 0, MADV_COLLAPSE) == 0;
+}
+
 // Asks for huge pages where the buffer will fault; returns the range whose
 // pages can be collapsed: empty when the buffer holds no whole 2 MiB page
 // or the kernel cannot collapse pages.
 huge_range ask_huge_pages(void* buffer, std::uint64_t len)
 {
-    const auto begin = (reinterpret_cast<std::uintptr_t>(buffer) + huge_page - 1) & ~(huge_page - 1);
-    const auto end = (reinterpret_cast<std::uintptr_t>(buffer) + len) & ~(huge_page - 1);
-    if (end <= begin)
+    const huge_range r = whole_huge_pages(buffer, len);
+    if (r.length == 0)
         return {};
-    void* const at = reinterpret_cast<void*>(begin);
-    ::madvise(at, end - begin, MADV_HUGEPAGE);
-    // An empty range tells whether the kernel knows the advice at all.
-    if (::madvise(at, 0, MADV_COLLAPSE) != 0)
+    ::madvise(r.begin, r.length, MADV_HUGEPAGE);
+    if (!kernel_can_collapse(r.begin))
         return {};
-    return {at, end - begin};
+    return r;
 }
 
 // Collapses `r` a huge page per call (a collapse holds the process's mmap
@@ -459,15 +472,12 @@ void client::offer_huge_pages(const void* data, std::uint64_t len)
         return;
     // The whole 2 MiB pages inside it, at least two (smaller writes gain
     // little).
-    const auto at = reinterpret_cast<std::uintptr_t>(data);
-    const auto begin = (at + huge_page - 1) & ~(huge_page - 1);
-    const auto end = (at + len) & ~(huge_page - 1);
-    if (end <= begin || end - begin < 2 * huge_page)
+    const huge_range r = whole_huge_pages(data, len);
+    if (r.length < 2 * huge_page)
         return;
     std::lock_guard lock(pager_mutex_);
     if (!pager_.joinable()) {
-        // An empty range tells whether the kernel knows the advice at all.
-        if (::madvise(reinterpret_cast<void*>(begin), 0, MADV_COLLAPSE) != 0) {
+        if (!kernel_can_collapse(r.begin)) {
             pager_refused_ = true;
             return;
         }
@@ -494,7 +504,7 @@ void client::offer_huge_pages(const void* data, std::uint64_t len)
             return;
         }
     }
-    const std::pair range{begin, end - begin};
+    const std::pair range{reinterpret_cast<std::uintptr_t>(r.begin), r.length};
     // A program writes the same arrays again and again: each once in the
     // queue, which stays short.
     if (std::find(pager_queue_.begin(), pager_queue_.end(), range) != pager_queue_.end())
