@@ -193,7 +193,7 @@ void reader::discard() noexcept { frozen_ = taken_; }
 
 writer::writer(writer&& o) noexcept
     : map_(std::move(o.map_)), s_(std::exchange(o.s_, nullptr)),
-      capacity_(std::exchange(o.capacity_, 0))
+      capacity_(std::exchange(o.capacity_, 0)), tail_(std::exchange(o.tail_, 0))
 {
 }
 
@@ -203,6 +203,7 @@ writer& writer::operator=(writer&& o) noexcept
         map_ = std::move(o.map_);
         s_ = std::exchange(o.s_, nullptr);
         capacity_ = std::exchange(o.capacity_, 0);
+        tail_ = std::exchange(o.tail_, 0);
     }
     return *this;
 }
@@ -236,7 +237,9 @@ std::error_code writer::open(int memfd, std::size_t capacity, writer& out, std::
         return ec;
     }
     auto* s = static_cast<layout*>(m.get());
-    if (s->magic != magic || s->capacity != capacity) {
+    const std::uint64_t tail = s->tail.load(std::memory_order_acquire);
+    if (s->magic != magic || s->capacity != capacity || capacity < 4 * alignment ||
+        capacity % alignment || tail % alignment) {
         why = "the daemon's mailbox has an unknown layout";
         return make_error_code(errc::protocol_error);
     }
@@ -244,6 +247,7 @@ std::error_code writer::open(int memfd, std::size_t capacity, writer& out, std::
     out.map_ = std::move(m);
     out.s_ = s;
     out.capacity_ = capacity;
+    out.tail_ = tail;
     return {};
 }
 
@@ -270,8 +274,12 @@ bool writer::put_record(std::uint32_t kind, std::uint64_t cookie, std::uint64_t 
     wake = false;
     if (!s_ || data.empty() || data.size() > max_length())
         return false;
-    const std::uint64_t tail = s_->tail.load(std::memory_order_relaxed);
+    const std::uint64_t tail = tail_;
     const std::uint64_t head = s_->head.load(std::memory_order_acquire);
+    // A head ahead of the tail or more than a lap behind is not the
+    // daemon's: refuse, and the write takes the socket instead.
+    if (head > tail || tail - head > capacity_)
+        return false;
     const std::uint64_t pos = tail % capacity_;
     const std::uint64_t room = capacity_ - pos;
     const std::uint64_t need = aligned(record_head + data.size());
@@ -287,7 +295,8 @@ bool writer::put_record(std::uint32_t kind, std::uint64_t cookie, std::uint64_t 
     const record_header h{kind, static_cast<std::uint32_t>(data.size()), cookie, where, file};
     std::memcpy(at, &h, sizeof h);
     std::memcpy(at + record_head, data.data(), data.size());
-    s_->tail.store(tail + pad + need, std::memory_order_release);
+    tail_ = tail + pad + need;
+    s_->tail.store(tail_, std::memory_order_release);
     // Pairs with the daemon's set_asleep(true) and its look at pending()
     // afterwards: one of the two sides sees the other's store.
     std::atomic_thread_fence(std::memory_order_seq_cst);

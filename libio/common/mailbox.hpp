@@ -147,6 +147,11 @@ private:
     mapping map_;
     layout* s_ = nullptr;  // in map_
     std::size_t capacity_ = 0;
+    // Where the next record goes, kept here and only ever copied out: the
+    // shared `tail` is in memory others can write, and a record placed by
+    // a tail someone moved (unaligned, near the end of the area) would be
+    // written past the area.
+    std::uint64_t tail_ = 0;
 };
 
 }  // namespace iofwd::mailbox

@@ -216,6 +216,15 @@ void mailbox_seeds(corpus& c)
     // head moved past it (as a release would), then a record.
     bytes head_256(8, 0);
     put_u64(head_256, 0, 256);
+    // The rank's own tail and the daemon's head moved to 6 bytes before the
+    // end of a 4096-byte area: a writer that read the tail back wrote a pad
+    // head past the area (found by the fuzzer, 2026-11-26). It writes at its
+    // own tail and refuses the head; the daemon finds the tail impossible.
+    bytes head_4090(8, 0);
+    put_u64(head_4090, 0, 4090);
+    seed("miss-writer-tail-moved",
+         builder(4096, 0).tail(4090).poke(fuzz::mailbox_script::head_at, head_4090)
+             .put(false, 5, 1, 7).next());
     seed("valid-forged-pad", builder(256, 0)
                                  .poke(area, u32(fuzz::mailbox_script::pad_magic))
                                  .tail(256)

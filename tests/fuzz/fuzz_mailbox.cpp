@@ -16,10 +16,11 @@
 //    aligned is bad; a tail the reader has reached is empty;
 //  - after empty nothing is pending; bad says why, and after discard()
 //    nothing more is ever read.
-// Reads out of bounds: before reader::create the harness reserves a hole in
-// the address space in front of a PROT_NONE page, where the kernel places the
-// mailbox; the bytes between the end of the area and the end of its last page
-// are poisoned for ASan. A read past the area then faults or is reported.
+// Accesses out of bounds: before reader::create and before writer::open the
+// harness reserves a hole in the address space in front of a PROT_NONE page,
+// where the kernel places that side's mapping; the bytes between the end of
+// the area and the end of its last page are poisoned for ASan. A read (or the
+// writer's write) past the area then faults or is reported.
 //
 // IOFWD_FUZZ_TRACE=1 in the environment prints what each next() returned, to
 // read a finding or check that a seed does what its name says.
@@ -334,17 +335,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (trace)
         fmt::print(stderr, "a {}-byte mailbox, {}in front of a guard page\n", capacity,
                    armed ? "" : "not ");
-    if (!armed) {
-        static bool told = false;
-        if (!told)
-            fmt::print(stderr, "fuzz_mailbox: the mailbox is not in front of a guard page this "
-                               "time; reads past it may go unnoticed\n");
-        told = true;
-    }
+    // The rank's side goes in front of a guard page too: what the hostile
+    // rank pokes (a tail, a head) must not make the writer write past it.
+    guard gw(total);
     writer w;
     ec = writer::open(memfd.get(), capacity, w, why);
     FUZZ_CHECK(!ec, "the rank's side of a {}-byte mailbox: {}", capacity, why);
+    const bool writer_armed = gw.arm(v.get());
 
+    if (!armed || !writer_armed) {
+        static bool told = false;
+        if (!told)
+            fmt::print(stderr, "fuzz_mailbox: the {} mapping is not in front of a guard page this "
+                               "time; accesses past it may go unnoticed\n",
+                       armed ? "writer's" : "reader's");
+        told = true;
+    }
     harness h(r, v, capacity, max_length_for(mode, r));
     std::uint64_t version = 1;
     while (!in.done()) {

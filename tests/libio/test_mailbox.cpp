@@ -60,6 +60,7 @@ struct pair {
 
 // Offsets of the layout's fields (mailbox.cpp): tail at 64, head at 128.
 constexpr std::size_t tail_at = 64;
+constexpr std::size_t head_at = 128;
 
 }  // namespace
 
@@ -248,6 +249,50 @@ TEST_CASE("the daemon rejects a mailbox the rank broke, with a reason", "[mailbo
         std::uint32_t huge = 2000;  // published: one 192-byte record
         std::memcpy(p.raw() + mailbox::header_bytes + 4, &huge, sizeof huge);
         CHECK(p.r.next(rec, why, 1 << 20) == reader::result::bad);
+    }
+}
+
+TEST_CASE("a rank's writer places records by its own tail, not the one in shared memory",
+          "[mailbox]")
+{
+    // Found by the mailbox fuzzer: the writer read back the shared tail, and
+    // one moved to 8 bytes before the end of the area (with the head beside
+    // it) made it write a 32-byte pad head past the area.
+    constexpr std::size_t cap = 4096;
+    reader::record rec;
+    std::string why;
+    bool wake = false;
+    pair p(cap);
+    std::byte* raw = p.raw();
+    REQUIRE(p.w.put(1, 1, pattern(100, 1), wake));  // 192 bytes: the writer's tail
+
+    SECTION("a tail moved under the writer is put back, and the record goes at the writer's")
+    {
+        const std::uint64_t moved = cap - 8;
+        std::memcpy(raw + tail_at, &moved, sizeof moved);
+        REQUIRE(p.w.put(2, 2, pattern(100, 2), wake));
+        std::uint64_t tail = 0;
+        std::memcpy(&tail, raw + tail_at, sizeof tail);
+        CHECK(tail == 2 * 192);
+        REQUIRE(p.r.next(rec, why, 1 << 20) == reader::result::record);
+        CHECK(bytes_of(rec) == pattern(100, 1));
+        REQUIRE(p.r.next(rec, why, 1 << 20) == reader::result::record);
+        CHECK(rec.cookie == 2);
+        CHECK(bytes_of(rec) == pattern(100, 2));
+        CHECK(p.r.next(rec, why, 1 << 20) == reader::result::empty);
+    }
+    SECTION("a head that is not the daemon's is refused, and nothing is written")
+    {
+        const std::vector<std::byte> before(raw, raw + mailbox::header_bytes + cap);
+        for (const std::uint64_t head : {std::uint64_t{cap - 8}, std::uint64_t{1} << 40}) {
+            std::memcpy(raw + head_at, &head, sizeof head);
+            CHECK_FALSE(p.w.put(2, 2, pattern(100, 2), wake));
+            CHECK(std::memcmp(raw + mailbox::header_bytes, before.data() + mailbox::header_bytes,
+                              cap) == 0);
+        }
+        const std::uint64_t head = 0;
+        std::memcpy(raw + head_at, &head, sizeof head);
+        CHECK(p.w.put(2, 2, pattern(100, 2), wake));
     }
 }
 
