@@ -5,6 +5,7 @@
 #include "daemon.hpp"
 #include "errors.hpp"
 #include "files.hpp"
+#include "format.hpp"
 #include "log.hpp"
 #include "session.hpp"
 #include "transfer.hpp"
@@ -36,6 +37,9 @@ std::string file_writes::mail_problem(const mailbox::reader::record& r) const
 {
     if (!files_.contains(r.file))
         return fmt::format("a mailbox write to file {}, which is not open", r.file);
+    if (r.offset + r.data.size() < r.offset)
+        return fmt::format("a mailbox write of {} bytes at offset {}: the end overflows",
+                           r.data.size(), r.offset);
     return {};
 }
 
@@ -51,6 +55,17 @@ void file_writes::on_file_write(proto::file_write_msg& m)
         s_.fail(errc::protocol_error, fmt::format("FILE_WRITE {} with neither inline data nor a "
                                                   "remote key on a connection that does not push",
                                                   m.cookie));
+        return;
+    }
+    if (const auto most = s_.owner().stage().max_write(); m.length > most) {
+        writes.release_early(m.cookie);
+        s_.send(proto::error_msg::from(
+            make_error_code(errc::too_large),
+            fmt::format("FILE_WRITE of {} bytes: more than one write may be here ({}: {} chunks "
+                        "of {})",
+                        m.length, human_bytes(most), staging::max_chunks_per_write,
+                        human_bytes(s_.owner().stage().slot_size())),
+            m.cookie));
         return;
     }
     if (it == files_.end()) {

@@ -218,6 +218,14 @@ void session::on_connect(proto::connect_msg& m)
         fail(errc::invalid_argument, "the registered buffer is empty");
         return;
     }
+    if (m.buffer_length > d_.stage().max_write()) {
+        fail(errc::too_large,
+             fmt::format("a registered buffer of {} bytes is more than one write may be here "
+                         "({}: {} chunks of {}; a larger IOFWD_CHUNK_SIZE allows more)",
+                         m.buffer_length, human_bytes(d_.stage().max_write()),
+                         staging::max_chunks_per_write, human_bytes(d_.stage().slot_size())));
+        return;
+    }
     std::string why;
     if (m.nodes > 100000) {
         fail(errc::invalid_argument, fmt::format("{} nodes is not a plausible job", m.nodes));

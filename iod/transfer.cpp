@@ -57,7 +57,9 @@ transfer::transfer(transfer_resources r, source src, std::uint32_t rank, std::ui
       inline_(std::move(inline_data)), from_inline_(!inline_.empty()),
       started_ns_(proto::monotonic_ns()), order_(started_ns_)
 {
-    const std::uint64_t chunks = (length_ + r_.slots.slot_size() - 1) / r_.slots.slot_size();
+    // Admission bounds length_ by slots.max_write(); no wrap either way.
+    const std::uint64_t slot = r_.slots.slot_size();
+    const std::uint64_t chunks = length_ / slot + (length_ % slot != 0);
     crcs_.resize(chunks);
     sizes_.resize(chunks);
     held_.resize(chunks);

@@ -499,6 +499,43 @@ TEST_CASE("a rank that breaks its mailbox is dropped with a protocol error; the 
     CHECK(d.wait(10s).has_value());
 }
 
+TEST_CASE("a write longer than the daemon can keep account of is refused in words",
+          "[failure][malformed]")
+{
+    // Found by review: a FILE_WRITE's length (or a CONNECT's buffer length)
+    // sized the transfer's per-chunk bookkeeping; 2^62 bytes made the
+    // daemon allocate 2^38 entries and die of std::bad_alloc, and 2^64-1
+    // wrapped to no chunks at all.
+    cluster c;
+    auto d = c.daemon();
+    const std::string file = c.store() + "/../huge.dat";
+    std::FILE* made = std::fopen(file.c_str(), "w");  // the shim's MPI-IO makes it first
+    REQUIRE(made != nullptr);
+    std::fclose(made);
+    auto p = c.run({build_path("IOFWD_TEST_RAW_PEER"), c.socket(), "huge-write", file});
+    REQUIRE(p.wait(20s).has_value());
+    INFO(p.output() << "\nlog:\n" << c.log());
+    CHECK(p.output().rfind("answer ERROR", 0) == 0);
+    CHECK(p.output().find("FILE_WRITE of 4611686018427387904 bytes: more than one write may be "
+                          "here (16 TiB: 1048576 chunks of 16 MiB)") != std::string::npos);
+    REQUIRE(d.running());
+    // A rank whose buffer is more than that is refused at CONNECT.
+    auto q = c.run({build_path("IOFWD_TEST_RAW_PEER"), c.socket(), "huge-buffer"});
+    REQUIRE(q.wait(20s).has_value());
+    INFO(q.output());
+    CHECK(q.output().rfind("answer ERROR", 0) == 0);
+    CHECK(q.output().find("a registered buffer of 4611686018427387904 bytes is more than one "
+                          "write may be here (16 TiB") != std::string::npos);
+    REQUIRE(d.running());
+    // And a real rank is served normally afterwards.
+    auto r0 = c.rank(0, 1, {"--size", "65536", "--versions", "1"});
+    const auto st = r0.wait(30s);
+    REQUIRE(st.has_value());
+    CHECK(exit_code(*st) == 0);
+    d.signal(SIGTERM);
+    CHECK(d.wait(10s).has_value());
+}
+
 TEST_CASE("a full disk is reported to the rank and nothing partial is stored",
           "[failure][enospc]")
 {

@@ -1,10 +1,11 @@
 // Talks to a daemon socket directly, bypassing libiofwd: sends the bytes it
 // is told to and prints what comes back, for tests of malformed input and of
 // peers the daemon must refuse.
-//   raw_peer SOCKET MODE
+//   raw_peer SOCKET MODE [FILE]
 // MODE: garbage | bad-version | oversized | truncated | unknown-type |
 //       write-before-connect | hello (a CONNECT with a fake address) |
 //       huge-ranks (a CONNECT claiming 0xffffffff ranks) |
+//       huge-buffer (a CONNECT with a buffer of 2^62 bytes) |
 //       bad-address (a CONNECT whose worker address makes UCX 1.13 abort) |
 //       mailbox-garbage (a real UCX worker, admitted with a mailbox, then an
 //       impossible tail published in it and the doorbell rung) |
@@ -15,7 +16,9 @@
 //       prints "pushed <n> to <pullers> pullers", then keeps its worker
 //       going for 4 s (a chunk the daemon kept is read from it then) and
 //       prints "forged <n>"; UCX completes a rendezvous the daemon refused
-//       as one it took, so the daemon's log, not this, says which)
+//       as one it took, so the daemon's log, not this, says which) |
+//       huge-write FILE (a real UCX worker, admitted to push files, opens
+//       FILE and announces a pushed write of 2^62 bytes to it)
 // Prints "answer <type> <domain> <value> <text>" or "closed" or "timeout".
 #include <poll.h>
 #include <sys/mman.h>
@@ -154,7 +157,7 @@ int forge_push(int fd)
 int main(int argc, char** argv)
 {
     using namespace iofwd;
-    if (argc != 3)
+    if (argc != 3 && argc != 4)
         return 2;
     const std::string_view mode = argv[2];
     const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
@@ -188,6 +191,15 @@ int main(int argc, char** argv)
         m.ranks = 1;
         m.buffer_length = 4096;
         m.job = "stranger";
+        m.worker_address.assign(64, std::byte{1});
+        m.rkey.assign(16, std::byte{2});
+        bytes = proto::encode(m);
+    } else if (mode == "huge-buffer") {
+        proto::connect_msg m;
+        m.rank = 0;
+        m.ranks = 1;
+        m.buffer_length = std::uint64_t{1} << 62;
+        m.job = "itest";
         m.worker_address.assign(64, std::byte{1});
         m.rkey.assign(16, std::byte{2});
         bytes = proto::encode(m);
@@ -232,6 +244,39 @@ int main(int argc, char** argv)
             return 8;
     } else if (mode == "forge-push") {
         return forge_push(fd);
+    } else if (mode == "huge-write" && argc == 4) {
+        ucx::context ctx;
+        ucx::worker worker;
+        if (ucx::context::create(UCP_FEATURE_AM, "raw-peer", ctx) || ucx::worker::create(ctx, worker))
+            return 3;
+        proto::accept_msg accepted;
+        std::vector<unique_fd> fds;
+        if (!admit(fd, worker, 0, 1, proto::connect_flag_push, accepted, fds))
+            return 4;
+        const auto open = proto::encode(proto::file_open_msg{1, 1, argv[3]});
+        ::send(fd, open.data(), open.size(), MSG_NOSIGNAL);
+        proto::message opened;
+        if (!read_message(fd, opened, fds) || !std::holds_alternative<proto::file_done_msg>(opened)) {
+            const auto* e = std::get_if<proto::error_msg>(&opened);
+            return std::printf("setup-failed FILE_OPEN %s: %s\n", argv[3],
+                               e ? e->text.c_str() : "no answer"), 5;
+        }
+        proto::file_write_msg w;
+        w.cookie = 2;
+        w.file = 1;
+        w.length = std::uint64_t{1} << 62;  // neither data nor a key: to be pushed
+        const auto write = proto::encode(w);
+        ::send(fd, write.data(), write.size(), MSG_NOSIGNAL);
+        // The answer to one write: the connection stays open after it.
+        proto::message answer;
+        if (!read_message(fd, answer, fds))
+            return std::printf("timeout or closed\n"), 0;
+        if (const auto* e = std::get_if<proto::error_msg>(&answer))
+            std::printf("answer ERROR %u %d %s\n", static_cast<unsigned>(e->domain), e->value,
+                        e->text.c_str());
+        else
+            std::printf("answer %s\n", proto::to_string(proto::type_of(answer)));
+        return 0;
     } else {
         return 2;
     }
