@@ -515,7 +515,8 @@ void set_view(open_file& f, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype fi
         why = "the view's filetype cannot be flattened: " + why;
     else if (flat.size <= 0 || flat.size % esize != 0)
         why = "the view's filetype is not a whole number of etypes";
-    else if (disp < 0 || flat.pieces.front().disp < 0)
+    else if (disp < 0 || std::any_of(flat.pieces.begin(), flat.pieces.end(),
+                                     [](const auto& p) { return p.disp < 0; }))
         why = "the view starts before the start of the file";
     if (!why.empty()) {
         f.view_problem = std::move(why);

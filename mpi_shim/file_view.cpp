@@ -41,8 +41,12 @@ std::int64_t file_view::runs(std::int64_t begin, std::int64_t bytes,
         out.push_back({start, static_cast<std::uint64_t>(n)});
         return true;
     };
-    if (dense_)
+    if (dense_) {
+        std::int64_t end = 0;
+        if (__builtin_add_overflow(disp_, begin, &end) || __builtin_add_overflow(end, bytes, &end))
+            return 0;
         return add(disp_ + begin, bytes) ? bytes : 0;
+    }
     std::int64_t tile = begin / tile_size_;
     std::int64_t within = begin % tile_size_;
     auto i = static_cast<std::size_t>(std::upper_bound(starts_.begin(), starts_.end(), within) -
@@ -52,7 +56,14 @@ std::int64_t file_view::runs(std::int64_t begin, std::int64_t bytes,
         const block& p = pieces_[i];
         const std::int64_t into = within - starts_[i];
         const std::int64_t n = std::min(p.length - into, bytes - done);
-        if (!add(disp_ + tile * tile_extent_ + p.disp + into, n))
+        // Far tiles of a wide filetype can pass the largest offset: what
+        // is left stays with MPI-IO, which says so (the offset would wrap).
+        std::int64_t at = 0;
+        if (__builtin_mul_overflow(tile, tile_extent_, &at) ||
+            __builtin_add_overflow(at, disp_, &at) || __builtin_add_overflow(at, p.disp, &at) ||
+            __builtin_add_overflow(at, into, &at) || __builtin_add_overflow(at, n, &at) || at < n)
+            break;
+        if (!add(at - n, n))
             break;
         done += n;
         within += n;

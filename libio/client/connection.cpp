@@ -25,6 +25,7 @@ void connection::attach(unique_fd control, std::chrono::milliseconds silence)
     ::fcntl(control_.get(), F_SETFL, ::fcntl(control_.get(), F_GETFL) | O_NONBLOCK);
     rx_.clear();
     fds_.clear();
+    fds_taken_ = false;
     broken_ = {};
     silence_ = silence;
 }
@@ -56,6 +57,7 @@ void connection::reset()
     control_.reset();
     rx_.clear();
     fds_.clear();
+    fds_taken_ = false;
     worker_ = nullptr;
     efd_ = -1;
 }
@@ -141,6 +143,8 @@ std::error_code connection::receive(proto::message& out, std::chrono::millisecon
         std::byte buf[4096];
         // Descriptors come only with ACCEPT; any others are closed unused.
         const ssize_t n = receive_with_fds(control_.get(), buf, MSG_DONTWAIT, fds_);
+        if (fds_taken_)
+            fds_.clear();
         if (n > 0) {
             rx_.insert(rx_.end(), buf, buf + n);
             heard = clock::now();
@@ -223,6 +227,8 @@ proto::error_msg connection::closing_words()
     for (;;) {
         std::byte buf[4096];
         const ssize_t n = receive_with_fds(control_.get(), buf, MSG_DONTWAIT, fds_);
+        if (fds_taken_)
+            fds_.clear();
         if (n <= 0)
             break;
         rx_.insert(rx_.end(), buf, buf + n);

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "fd.hpp"
@@ -77,7 +78,12 @@ public:
     void set_broken(std::error_code ec) noexcept { broken_ = ec; }
     std::error_code broken_error();
     // Descriptors that came with the daemon's messages (ACCEPT), taken once.
-    std::vector<unique_fd> take_fds() { return std::move(fds_); }
+    // Any that come later are closed as they arrive.
+    std::vector<unique_fd> take_fds()
+    {
+        fds_taken_ = true;
+        return std::exchange(fds_, {});
+    }
     void drop_fds() { fds_.clear(); }
     std::size_t fds() const noexcept { return fds_.size(); }
 
@@ -96,6 +102,7 @@ private:
     unique_fd control_;
     std::vector<std::byte> rx_;
     std::vector<unique_fd> fds_;
+    bool fds_taken_ = false;
     std::error_code broken_;
     std::uint64_t next_cookie_ = 1;
     std::chrono::milliseconds silence_{60'000};

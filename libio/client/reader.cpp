@@ -150,7 +150,9 @@ std::error_code reader::read_staged(std::uint64_t version, std::span<std::byte> 
             served = e->state == proto::version_state_t::flushing;
             if (!served)
                 return {};
-            const std::uint32_t crc = crc32c(out.first(static_cast<std::size_t>(e->size)));
+            // The size first: the daemon's word, checked before it sizes a read.
+            const std::uint32_t crc =
+                received == e->size ? crc32c(out.first(static_cast<std::size_t>(e->size))) : 0;
             if (received != e->size || crc != e->crc32c)
                 return fail(errc::corrupt,
                             fmt::format("version {} read from daemon memory: {} of {} bytes, "

@@ -142,7 +142,7 @@ std::error_code writer::push(std::uint64_t cookie, const void* data, std::uint64
                              ucp_mem_h memh, push_state& out)
 {
     const std::uint64_t chunk = accept_->chunk_bytes ? accept_->chunk_bytes : len;
-    out.headers.resize((len + chunk - 1) / chunk);
+    out.headers.resize(len / chunk + (len % chunk != 0));  // ACCEPT's chunk: no wrap
     for (std::uint64_t off = 0, i = 0; off < len; off += chunk, ++i) {
         proto::encode_push_header(proto::push_header{accept_->session, cookie, off},
                                   *reinterpret_cast<std::byte(*)[proto::push_header_size]>(

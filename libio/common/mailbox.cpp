@@ -68,9 +68,9 @@ std::size_t reader::max_length() const noexcept
 std::error_code reader::create(std::size_t capacity, reader& out, unique_fd& memfd,
                                std::string& why)
 {
-    if (capacity < 4 * alignment || capacity % alignment) {
-        why = fmt::format("a mailbox of {} bytes (at least {} and a multiple of {})", capacity,
-                          4 * alignment, alignment);
+    if (capacity < 4 * alignment || capacity % alignment || capacity > max_capacity) {
+        why = fmt::format("a mailbox of {} bytes (at least {}, at most {}, and a multiple of {})",
+                          capacity, 4 * alignment, max_capacity, alignment);
         return make_error_code(errc::invalid_argument);
     }
     unique_fd fd(::memfd_create("iofwd-mailbox", MFD_CLOEXEC | MFD_ALLOW_SEALING));
@@ -225,6 +225,18 @@ std::error_code writer::open(int memfd, std::size_t capacity, writer& out, std::
         why = fmt::format("the daemon's mailbox: fstat failed: {}", ec.message());
         return ec;
     }
+    // ACCEPT's size must not wrap header_bytes + capacity, and the memory
+    // must be sealed against shrinking (a write there would fault).
+    if (capacity > max_capacity) {
+        why = fmt::format("ACCEPT describes a mailbox of {} bytes (at most {})", capacity,
+                          max_capacity);
+        return make_error_code(errc::protocol_error);
+    }
+    const int seals = ::fcntl(memfd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+        why = "the daemon's mailbox is not sealed against shrinking";
+        return make_error_code(errc::protocol_error);
+    }
     const std::size_t total = header_bytes + capacity;
     if (static_cast<std::uint64_t>(st.st_size) != total) {
         why = fmt::format("the daemon's mailbox holds {} bytes, ACCEPT said {}", st.st_size, total);
@@ -237,10 +249,14 @@ std::error_code writer::open(int memfd, std::size_t capacity, writer& out, std::
         return ec;
     }
     auto* s = static_cast<layout*>(m.get());
-    const std::uint64_t tail = s->tail.load(std::memory_order_acquire);
     if (s->magic != magic || s->capacity != capacity || capacity < 4 * alignment ||
-        capacity % alignment || tail % alignment) {
+        capacity % alignment) {
         why = "the daemon's mailbox has an unknown layout";
+        return make_error_code(errc::protocol_error);
+    }
+    const std::uint64_t tail = s->tail.load(std::memory_order_acquire);
+    if (tail % alignment) {
+        why = fmt::format("the daemon's mailbox starts at {}, not a record boundary", tail);
         return make_error_code(errc::protocol_error);
     }
     out = writer{};

@@ -37,6 +37,9 @@ namespace iofwd::mailbox {
 inline constexpr std::size_t header_bytes = 4096;
 inline constexpr std::size_t record_head = 32;
 inline constexpr std::size_t alignment = 64;
+// The largest area of records either side accepts (1 TiB): far above any
+// setting, and small enough that the header and the area never wrap.
+inline constexpr std::size_t max_capacity = std::size_t{1} << 40;
 
 struct layout;  // the header page, shared by both sides
 

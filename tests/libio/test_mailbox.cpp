@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <stop_token>
@@ -342,6 +344,43 @@ TEST_CASE("a rank maps only the mailbox ACCEPT describes", "[mailbox]")
     CHECK(writer::open(memfd.get(), 8192, w, why) == errc::protocol_error);
     CHECK_FALSE(w);
     CHECK(reader::create(100, r, memfd, why) == errc::invalid_argument);
+}
+
+TEST_CASE("a rank refuses a mailbox whose size wraps or that could shrink", "[mailbox]")
+{
+    // Found by review: a size in ACCEPT near 2^64 wrapped header + area to a
+    // page, every check passed, and the first record was written past it.
+    std::string why;
+    writer w;
+    SECTION("a size that wraps the header and the area")
+    {
+        unique_fd fd(::memfd_create("forged", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+        REQUIRE(fd);
+        const std::size_t capacity = SIZE_MAX - mailbox::header_bytes + 256 + 1;  // total: 256
+        REQUIRE(::ftruncate(fd.get(), 256) == 0);
+        REQUIRE(::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0);
+        CHECK(writer::open(fd.get(), capacity, w, why) == errc::protocol_error);
+        CHECK_THAT(why, Catch::Contains("at most"));
+        CHECK_FALSE(w);
+    }
+    SECTION("memory that is not sealed against shrinking")
+    {
+        // A real mailbox's layout, in a memfd without the seals.
+        reader r;
+        unique_fd sealed;
+        REQUIRE_FALSE(reader::create(4096, r, sealed, why));
+        unique_fd fd(::memfd_create("unsealed", MFD_CLOEXEC));
+        REQUIRE(fd);
+        const std::size_t total = mailbox::header_bytes + 4096;
+        std::vector<std::byte> image(total);
+        REQUIRE(::pread(sealed.get(), image.data(), total, 0) == static_cast<ssize_t>(total));
+        REQUIRE(::pwrite(fd.get(), image.data(), total, 0) == static_cast<ssize_t>(total));
+        CHECK(writer::open(fd.get(), 4096, w, why) == errc::protocol_error);
+        CHECK_THAT(why, Catch::Contains("not sealed"));
+        CHECK_FALSE(w);
+        CHECK_FALSE(writer::open(sealed.get(), 4096, w, why));
+        CHECK(w);
+    }
 }
 
 TEST_CASE("a record taken stays readable until staged, after its reader is gone", "[mailbox]")

@@ -71,3 +71,25 @@ TEST_CASE("the list stops at its limit and says how far it got", "[file-view]")
     CHECK(runs_of(v, 0, 10, 3, 3) == std::vector<file_run>{{0, 1}, {2, 1}, {4, 1}});
     CHECK(runs_of(v, 3, 2, 2, 3) == std::vector<file_run>{{6, 1}, {8, 1}});
 }
+
+TEST_CASE("a far tile whose offset would pass 2^63 is left to MPI-IO, not wrapped", "[file-view]")
+{
+    // Found by review: 64 bytes in each tile of 2^40, written at byte 2^30
+    // of the view (tile 2^24): 2^24 x 2^40 wrapped to 0 and the bytes went
+    // to the start of the file, where MPI-IO fails the write.
+    const std::int64_t tile = std::int64_t{1} << 40;
+    const file_view v(0, 1, {{0, 64}}, tile);
+    CHECK(runs_of(v, (std::int64_t{1} << 22) * 64, 64, 64) ==
+          std::vector<file_run>{{std::uint64_t{1} << 62, 64}});
+    CHECK(runs_of(v, (std::int64_t{1} << 23) * 64, 64, 0).empty());
+    CHECK(runs_of(v, (std::int64_t{1} << 24) * 64, 64, 0).empty());
+    // The last tile that fits ends the list that reaches past it.
+    const std::int64_t last = (INT64_MAX - 64) / tile;
+    CHECK(runs_of(v, last * 64, 128, 64) ==
+          std::vector<file_run>{{static_cast<std::uint64_t>(last * tile), 64}});
+    // A displacement near the end: the straight view is left alone too.
+    const file_view far(INT64_MAX - 10, 1, {{0, 1}}, 1);
+    CHECK(runs_of(far, 0, 10, 10) ==
+          std::vector<file_run>{{static_cast<std::uint64_t>(INT64_MAX - 10), 10}});
+    CHECK(runs_of(far, 0, 11, 0).empty());
+}
