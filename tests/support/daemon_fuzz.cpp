@@ -1,7 +1,8 @@
 // Drives a live daemon over its socket with what a broken or hostile peer of
 // the same user could send: sequences that start valid (a CONNECT with a real
 // UCX worker address and key of this process, then writes, queries, reads,
-// file requests, BYE) and are then mutated (bits flipped, bytes cut or added,
+// file opens, writes and syncs, BYE; now and then a length no rank would
+// send) and are then mutated (bits flipped, bytes cut or added,
 // lengths and types rewritten, messages shuffled or repeated), each on a
 // connection of its own. Prints what it did; the test then checks that the
 // daemon still serves a real checkpoint.
@@ -45,7 +46,24 @@ bool make_peer(peer& p)
            !p.memory.pack_rkey(p.rkey);
 }
 
-// A plausible session: what a real rank or the shim would send.
+// A length a hostile peer would try: the edges of the 32- and 64-bit ranges
+// as well as any.
+std::uint64_t extreme_length(std::mt19937_64& rng)
+{
+    switch (rng() % 8) {
+    case 0: return 0;
+    case 1: return std::uint64_t{1} << 32;
+    case 2: return std::uint64_t{1} << 62;
+    case 3: return UINT64_MAX;
+    case 4: return UINT64_MAX - rng() % 4096;
+    case 5: return (std::uint64_t{1} << 44) + rng() % 4096;
+    case 6: return 1 + rng() % (std::uint64_t{1} << 40);
+    default: return rng();
+    }
+}
+
+// A plausible session: what a real rank or the shim would send, now and
+// then with a length no rank would send.
 std::vector<bytes> session(const peer& p, const std::string& scratch, std::mt19937_64& rng)
 {
     std::vector<bytes> out;
@@ -54,7 +72,7 @@ std::vector<bytes> session(const peer& p, const std::string& scratch, std::mt199
     c.ranks = 4;
     c.pid = static_cast<std::uint32_t>(getpid());
     c.flags = static_cast<std::uint32_t>(rng() % 16);
-    c.buffer_length = p.buffer.size();
+    c.buffer_length = rng() % 8 ? p.buffer.size() : extreme_length(rng);
     c.buffer_address = reinterpret_cast<std::uint64_t>(p.buffer.data());
     c.nodes = 1;
     c.job = rng() % 2 ? "fuzzjob" : "itest";
@@ -65,7 +83,7 @@ std::vector<bytes> session(const peer& p, const std::string& scratch, std::mt199
     const int n = static_cast<int>(rng() % 6);
     for (int i = 0; i < n; ++i) {
         const std::uint64_t cookie = i + 1;
-        switch (rng() % 7) {
+        switch (rng() % 9) {
         case 0: {
             const std::uint64_t len = 1 + rng() % 4096;
             out.push_back(proto::encode(proto::write_req_msg{
@@ -77,6 +95,29 @@ std::vector<bytes> session(const peer& p, const std::string& scratch, std::mt199
         case 3: out.push_back(proto::encode(proto::read_req_msg{cookie, rng() % 5})); break;
         case 4: out.push_back(proto::encode(proto::file_open_msg{cookie, 1, scratch + "/file"})); break;
         case 5: out.push_back(proto::encode(proto::ping_msg{})); break;
+        case 6: {  // to the file of case 4: inline, pulled from our buffer, or pushed
+            proto::file_write_msg w{cookie, 1, rng() % (1 << 20), 0, 0, {}, {}, {}};
+            switch (rng() % 3) {
+            case 0:
+                w.length = 1 + rng() % 4096;
+                w.data.assign(static_cast<std::size_t>(w.length), std::byte{5});
+                break;
+            case 1:
+                w.length = rng() % 2 ? 1 + rng() % p.buffer.size() : extreme_length(rng);
+                w.address = reinterpret_cast<std::uint64_t>(p.buffer.data());
+                w.rkey = p.rkey;
+                break;
+            default: w.length = extreme_length(rng); break;
+            }
+            if (rng() % 4 == 0)
+                w.offset = extreme_length(rng);
+            out.push_back(proto::encode(w));
+            break;
+        }
+        case 7:
+            out.push_back(proto::encode(proto::file_sync_msg{
+                cookie, 1, static_cast<std::uint32_t>(rng() % 4)}));
+            break;
         default: out.push_back(proto::encode(proto::bye_msg{})); break;
         }
     }
@@ -101,11 +142,16 @@ void mutate(std::vector<bytes>& msgs, std::mt19937_64& rng)
             if (m.size() > 6)
                 m[6] = static_cast<std::byte>(rng() % 24);
             break;
-        case 4:  // a length field anywhere after the header
-            if (m.size() > proto::header_size + 4) {
-                const std::size_t at = proto::header_size + rng() % (m.size() - proto::header_size - 4);
-                const std::uint32_t v = static_cast<std::uint32_t>(rng());
-                std::memcpy(m.data() + at, &v, sizeof v);
+        case 4:  // a length field anywhere after the header, 32 or 64 bits
+            if (m.size() > proto::header_size + 8) {
+                const std::size_t at = proto::header_size + rng() % (m.size() - proto::header_size - 8);
+                if (rng() % 2) {
+                    const std::uint32_t v = static_cast<std::uint32_t>(rng());
+                    std::memcpy(m.data() + at, &v, sizeof v);
+                } else {
+                    const std::uint64_t v = extreme_length(rng);
+                    std::memcpy(m.data() + at, &v, sizeof v);
+                }
             }
             break;
         case 5: msgs.push_back(m); break;                              // repeat
@@ -136,6 +182,10 @@ int main(int argc, char** argv)
     std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
     std::fflush(stdout);
     std::mt19937_64 rng(seed);
+    // The file the sessions open and write (the shim's MPI-IO makes it first).
+    const std::string file = scratch + "/file";
+    if (std::FILE* f = std::fopen(file.c_str(), "a"))
+        std::fclose(f);
     peer p;
     if (!make_peer(p)) {
         std::fprintf(stderr, "daemon_fuzz: no UCX\n");
