@@ -128,7 +128,7 @@ void checkpoint_writes::begin(std::uint64_t cookie, std::uint64_t length, held_b
             const job_summary::write_times times{known->arrived_ns, known->staged_ns,
                                                  span.start_ns, known->durable_ns};
             d.job().rank_durable(s_.hello().job, s_.hello().ranks, version, s_.rank(), entry,
-                                 times);
+                                 times, true);
             return;
         }
         if (ec) {

@@ -29,15 +29,6 @@ std::error_code job::claim_store(const std::string& job, std::uint64_t& last,
                                  std::unique_ptr<store::claim>& claim,
                                  std::shared_ptr<store::journal>& journal, std::string& why)
 {
-    std::vector<std::string> names;
-    if (auto ec = store_.list(job + "/", names); ec && ec != errc::not_found) {
-        why = fmt::format("cannot list job {} in {}: {}", job, store_.describe(),
-                          store::failure(store_, job, ec));
-        return ec;
-    }
-    for (const auto& n : names)
-        if (auto v = store::parse_version_dir(n))
-            last = std::max(last, *v);
     if (auto ec = store_.claim_job(job, opts_.node, claim)) {
         why = ec == errc::rank_in_use
                   ? fmt::format("job '{}' on node {} is being written by another daemon in {} "
@@ -48,6 +39,20 @@ std::error_code job::claim_store(const std::string& job, std::uint64_t& last,
         name_.clear();
         return ec;
     }
+    // Listed under the claim: a daemon that held it until just now may have
+    // completed a version after a listing made before, which this one
+    // would then number again and overwrite.
+    std::vector<std::string> names;
+    if (auto ec = store_.list(job + "/", names); ec && ec != errc::not_found) {
+        why = fmt::format("cannot list job {} in {}: {}", job, store_.describe(),
+                          store::failure(store_, job, ec));
+        claim.reset();
+        name_.clear();
+        return ec;
+    }
+    for (const auto& n : names)
+        if (auto v = store::parse_version_dir(n))
+            last = std::max(last, *v);
     if (auto ec = recover_journal(job, last, journal, why)) {
         name_.clear();
         return ec;
@@ -396,23 +401,34 @@ void job::rank_ended(std::uint32_t rank, bool clean)
         ranks_state_[rank] = clean ? rank_state::ended : rank_state::died;
 }
 
+void job::settle_journaled(const std::shared_ptr<store::journal>& log, std::uint32_t n)
+{
+    for (; log && n > 0; --n)
+        log->settled();
+}
+
 void job::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_t version,
                        std::uint32_t rank, const store::manifest_entry& entry,
-                       const job_summary::write_times& times)
+                       const job_summary::write_times& times, bool journaled)
 {
     summary_.durable(rank, version, entry.size, times);
     auto& pv = versions_[version];
     if (pv.entries.empty())
         pv.entries.resize(ranks);
-    if (rank >= pv.entries.size() || pv.entries[rank])
+    if (rank >= pv.entries.size() || pv.entries[rank]) {
+        if (journaled)
+            settle_journaled(journal_, 1);  // no manifest of ours will list it
         return;
+    }
     pv.entries[rank] = entry;
+    pv.journaled += journaled ? 1 : 0;
     if (++pv.count < ranks)
         return;
 
     store::manifest m{job, opts_.node, version, ranks, {}};
     for (const auto& e : pv.entries)
         m.entries.push_back(*e);
+    const std::uint32_t journaled_parts = pv.journaled;
     versions_.erase(version);
     const std::string name = store::manifest_object(job, version, opts_.node);
     auto text = std::make_shared<std::string>(store::format_manifest(m));
@@ -450,8 +466,14 @@ void job::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_
             }
             return ec;
         },
-        [this, name, version, result, job, nodes](std::error_code ec) {
+        [this, name, version, result, job, nodes, log = journal_,
+         journaled_parts](std::error_code ec) {
             committing_.erase(committing_.find(version));
+            // The manifest is durable (or retention wants the version gone):
+            // the journal's records of its parts are no longer needed. After
+            // a failure they stay, for the next daemon to complete it from.
+            if (!ec || result->superseded_by)
+                settle_journaled(log, journaled_parts);
             if (ec && result->superseded_by) {
                 log_info("version {} of node {}: not completed ({}), as retention (keep {}) "
                          "removes it: {} newer versions of job {} are complete",
@@ -499,6 +521,8 @@ void job::abandon_partial_versions()
 {
     std::uint64_t lost = 0;
     for (const auto& [version, pv] : versions_) {
+        // No manifest will list these parts: their records are not needed.
+        settle_journaled(journal_, pv.journaled);
         std::vector<std::uint32_t> missing, died;
         for (std::uint32_t r = 0; r < pv.entries.size(); ++r)
             if (!pv.entries[r])

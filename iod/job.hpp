@@ -61,10 +61,12 @@ public:
     void rank_ended(std::uint32_t rank, bool clean);
     // Version `version` of node-local rank `rank` is durable, written at
     // `times` (for the summary); the node's manifest follows once all
-    // `ranks` are.
+    // `ranks` are. `journaled`: its object is committed and its record in
+    // the node's journal is settled once the manifest is durable too (until
+    // then the record is what lets a restart write that manifest).
     void rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_t version,
                       std::uint32_t rank, const store::manifest_entry& entry,
-                      const job_summary::write_times& times);
+                      const job_summary::write_times& times, bool journaled = false);
     // A version io_write had already returned for could not be made durable.
     void version_failed(std::error_code ec);
     // Version `version` of some node-local rank arrived at `now`: returns
@@ -121,7 +123,13 @@ private:
     struct pending_version {
         std::vector<std::optional<store::manifest_entry>> entries;
         std::uint32_t count = 0;
+        // Parts whose journal record stands for them until the node's
+        // manifest is durable: settled then, or when the version is
+        // abandoned (settle_journaled).
+        std::uint32_t journaled = 0;
     };
+    // `n` records of the journal `log` are no longer needed.
+    static void settle_journaled(const std::shared_ptr<store::journal>& log, std::uint32_t n);
 
     // The newest version of `job` in the store (0: none) and the job's claim
     // for this node.

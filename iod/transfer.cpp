@@ -337,10 +337,12 @@ void transfer::flush_chunk(slot s, chunk c, bool commit, std::shared_ptr<std::ui
             if (!committing)
                 return std::error_code{};
             *committing = true;
-            auto ec = t->writer->commit();
-            if (jj && !ec)
-                jj->log->settled();
-            return ec;
+            // A logged part's record is settled later, once the node's
+            // manifest lists it (job::rank_durable): a record settled here
+            // could be overwritten before that manifest is durable, and
+            // a crash then would leave a version answered durable that no
+            // restart can complete.
+            return t->writer->commit();
         },
         [self = shared_from_this(), s, c, crc, committing](std::error_code ec) {
             self->on_flushed(s, c, *crc, ec, committing && *committing);

@@ -66,16 +66,18 @@ const std::map<std::string, std::string> small_journal{{"IOFWD_JOURNAL_SIZE", "1
 // A first run of `ranks` ranks makes the job's directory, version 1, and
 // fills the node's journal with zeros, once: held at its gate until the
 // journal is whole. Returns when its daemon is gone.
-void fill_journal(cluster& c, unsigned ranks)
+void fill_journal(cluster& c, unsigned ranks,
+                  const std::map<std::string, std::string>& journal_env = small_journal,
+                  std::uintmax_t journal_bytes = 1u << 20)
 {
     const std::string journal = c.store() + "/itest/.nodeA.journal";
     std::vector<process> rs;
     for (unsigned r = 0; r < ranks; ++r)
         rs.push_back(c.rank(r, ranks, {"--size", "5000", "--versions", "1", "--go-file", gate(c)},
-                            small_journal));
+                            journal_env));
     REQUIRE(wait_until([&] {
         std::error_code ec;
-        return std::filesystem::file_size(journal, ec) == (1u << 20);
+        return std::filesystem::file_size(journal, ec) == journal_bytes;
     }, 20s));
     std::this_thread::sleep_for(500ms);  // its fdatasync, after the last zeros
     open_gate(c);
@@ -313,6 +315,74 @@ TEST_CASE("a version of journaled and committed parts is completed after the dae
     std::string out;
     CHECK(c.verify(3, 2, out) == 0);
     CHECK(out.find("3 complete versions, 0 incomplete, 6 objects") != std::string::npos);
+}
+
+TEST_CASE("the journal keeps a version's records until the node's manifest is durable",
+          "[failure][journal-manifest]")
+{
+    // Found by review: a record was settled when its object was committed,
+    // before the node's manifest. Both ranks' version 2 answered durable
+    // from the journal, their objects committed, the manifest held up by the
+    // store; rank 0's version 3 then found the journal full with nothing
+    // unsettled and started it over: version 2's records were gone, and the
+    // daemon's death left a version both ranks were told is durable that no
+    // restart could complete. Now version 3 goes past the journal instead,
+    // and the restart completes version 2 from its records.
+    cluster c;
+    // 64 KiB: two records of 20000 bytes (24 KiB each) after the header.
+    const std::map<std::string, std::string> tiny{{"IOFWD_JOURNAL_SIZE", "64K"}};
+    fill_journal(c, 2, tiny, 64u << 10);
+    // The renames of version 2's two objects pass; the manifest's hangs.
+    auto env = tiny;
+    env["IOFWD_FAULT"] = "rename:DELAY30:2";
+    auto d = c.daemon({}, env);
+    REQUIRE(wait_until([&] { return count(c.log(), "ready:") == 2 || !d.running(); }, 20s));
+    REQUIRE(d.running());
+    // Both ranks admitted (the journal ready, filled by the first run),
+    // then rank 1's version 2, rank 0's a second later, its version 3
+    // another second later.
+    auto r1 = c.rank(1, 2, {"--size", "20000", "--versions", "1", "--wait", "--skip-finalize",
+                            "--go-file", gate(c)},
+                     tiny);
+    auto r0 = c.rank(0, 2, {"--size", "20000", "--versions", "2", "--wait", "--skip-finalize",
+                            "--go-file", gate(c), "--pause-ms", "1000"},
+                     tiny);
+    REQUIRE(wait_until([&] { return has_line(r0, "init 0") && has_line(r1, "init 0"); }, 20s));
+    std::this_thread::sleep_for(500ms);
+    open_gate(c);
+    const bool written = wait_until([&] { return has_line(r0, "write 1 0 3 "); }, 20s);
+    INFO("rank 0:\n" << r0.output() << "rank 1:\n" << r1.output() << "log:\n" << c.log());
+    REQUIRE(written);
+    REQUIRE(has_line(r0, "durable 0 0 "));
+    REQUIRE(has_line(r1, "durable 0 0 "));
+    // Both parts went through the journal, and their objects are committed.
+    REQUIRE(wait_until([&] {
+        return count(c.log(), "flushed itest/v00000002/nodeA.r000") == 2;
+    }, 10s));
+    CHECK(count(c.log(), ", in the journal first)") == 4);  // versions 1 and 2
+    // Version 3's part is handed over (and would have wrapped the journal).
+    std::this_thread::sleep_for(1s);
+    REQUIRE_FALSE(std::filesystem::exists(c.store() + "/itest/v00000002/nodeA.manifest"));
+    for (auto* p : {&d, &r0, &r1})
+        p->signal(SIGKILL);
+    for (auto* p : {&d, &r0, &r1})
+        REQUIRE(p->wait(10s).has_value());
+
+    auto n0 = c.rank(0, 2, {"--size", "20000", "--versions", "1", "--probe", "2"}, tiny);
+    auto n1 = c.rank(1, 2, {"--size", "5000", "--versions", "1"}, tiny);
+    for (auto* r : {&n0, &n1}) {
+        const auto st = r->wait(60s);
+        INFO("next run:\n" << r->output() << "log:\n" << c.log());
+        REQUIRE(st.has_value());
+        CHECK(exit_code(*st) == 0);
+    }
+    INFO("log:\n" << c.log());
+    CHECK(has_line(n0, "latest 0 2"));
+    CHECK(has_line(n0, "read 0 20000"));
+    CHECK(c.log().find("version 2 of node nodeA completed from the node's journal (2 ranks): "
+                       "complete on all 1 nodes") != std::string::npos);
+    std::string out;
+    CHECK(c.verify(3, 2, out) == 0);
 }
 
 TEST_CASE("a rank killed mid-write loses only its partial version; the others finish",
