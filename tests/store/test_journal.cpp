@@ -105,6 +105,27 @@ TEST_CASE("journal: replay gives back every appended record exactly", "[journal]
     CHECK(static_cast<std::uint64_t>(st.st_size) == 4u << 20);  // filled once, never grown
 }
 
+TEST_CASE("journal: a daemon set to a smaller journal still replays every record",
+          "[journal]")
+{
+    // Found by review: replay stopped at the new daemon's size, and the
+    // journal was then started over, so lowering IOFWD_JOURNAL_SIZE between
+    // a crash and the restart lost records of versions answered durable.
+    test::temp_dir tmp;
+    const auto path = tmp / "j";
+    {
+        auto j = ready_journal(path, 1u << 20);
+        for (std::uint64_t v = 1; v <= 5; ++v)
+            REQUIRE(!append(*j, v, 0, bytes_of(100000, static_cast<unsigned>(v))));
+    }
+    const auto found = replay(path, 64u << 10);
+    REQUIRE(found.size() == 5);
+    for (std::uint64_t v = 1; v <= 5; ++v) {
+        CHECK(found[v - 1].version == v);
+        CHECK(found[v - 1].data == bytes_of(100000, static_cast<unsigned>(v)));
+    }
+}
+
 TEST_CASE("journal: a record of an older iofwd, without ranks and nodes, is read as such",
           "[journal]")
 {
