@@ -192,6 +192,7 @@ public:
 
     std::error_code write_at(std::span<const std::byte> data, std::uint64_t offset) override
     {
+        buffered_ = buffered_ || !data.empty();
         if (sys::pwrite_all(fd_.get(), data.data(), data.size(), static_cast<off_t>(offset)) != 0)
             return last_system_error();
         return {};
@@ -220,6 +221,13 @@ private:
     // journalling file system the file's fsync then commits the rename and
     // the directories created for it in the same journal transaction, and
     // the directory fsyncs that POSIX asks for find nothing left to write.
+    // That holds for bytes written with O_DIRECT, on the disk (and their
+    // extents' conversion in the journal) before the rename. Bytes written
+    // through the page cache are not: another thread's fsync can make the
+    // rename durable before them, and a power cut then leaves the name
+    // with zeros (blocks reserved and never written), which a restart's
+    // journal replay would take for a committed part. So those are synced
+    // before the name is taken.
     // A new name is taken with RENAME_NOREPLACE, so that if the fsync fails
     // the name is ours to take back. An existing name (two daemons writing
     // the same COMPLETE record) is replaced only by bytes already durable,
@@ -231,6 +239,8 @@ private:
         if (::fstat(fd_.get(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) > size_ &&
             ::ftruncate(fd_.get(), static_cast<off_t>(size_)) != 0)
             return last_system_error();
+        if (buffered_ && sys::fsync(fd_.get()) != 0)
+            return last_system_error();
         int rc = sys::renameat(dir_.get(), temp_.c_str(), final_.c_str(), false);
         if (rc != 0 && errno == EINVAL && exclusive) {
             // No RENAME_NOREPLACE here: link() takes a name just as atomically.
@@ -241,7 +251,9 @@ private:
         if (rc == 0) {
             committed_ = true;
             std::error_code ec;
-            if (sys::fsync(fd_.get()) != 0 || ::close(fd_.release()) != 0)
+            // (Synced before the rename if buffered: the directory's fsync
+            // then makes the name durable.)
+            if ((!buffered_ && sys::fsync(fd_.get()) != 0) || ::close(fd_.release()) != 0)
                 ec = last_system_error();
             else
                 ec = dirs_->sync(dir_name_, dir_.get());
@@ -253,7 +265,7 @@ private:
             return make_error_code(errc::exists);
         if (errno != EEXIST && errno != EINVAL)
             return last_system_error();
-        if (sys::fsync(fd_.get()) != 0)
+        if (!buffered_ && sys::fsync(fd_.get()) != 0)
             return last_system_error();
         if (::close(fd_.release()) != 0)
             return last_system_error();
@@ -272,6 +284,7 @@ private:
     std::uint64_t size_;
     std::shared_ptr<durable_dirs> dirs_;
     bool committed_ = false;
+    bool buffered_ = false;  // some bytes went through the page cache (write_at)
 };
 
 }  // namespace
