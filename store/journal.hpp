@@ -5,8 +5,9 @@
 //
 // The daemon appends a version's bytes to its node's journal, tells the rank
 // it is durable once the journal's fdatasync returns, and then commits the
-// version's object as it always did (store/backend.hpp); once that commit
-// has returned the record is settled, no longer needed. A daemon that dies
+// version's object as it always did (store/backend.hpp); once that object
+// and the node's manifest that lists it are durable the record is settled,
+// no longer needed (job::rank_durable). A daemon that dies
 // in between leaves the record; the next daemon to claim the job on the node
 // replays the journal (replay()) and commits what is missing before it takes
 // new versions, and completes the versions whose every rank of the node it
