@@ -401,14 +401,20 @@ std::error_code directory_backend::open_dir(const std::string& rel, bool create,
     unique_fd cur(::fcntl(root_fd_.get(), F_DUPFD_CLOEXEC, 0));
     if (!cur)
         return last_system_error();
+    std::string path;  // under the root, so far
     for (const auto part : parts) {
         const std::string name(part);
+        path += (path.empty() ? "" : "/") + name;
         unique_fd next(
             ::openat(cur.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         if (!next && errno == ENOENT && create) {
             // Made durable later, by the commit of what goes into it
-            // (durable_dirs), together with the object.
-            if (::mkdirat(cur.get(), name.c_str(), group_ ? 0750 : 0700) != 0 && errno != EEXIST)
+            // (durable_dirs), together with the object. Made anew, its
+            // entry is not durable, whatever this process knew of a
+            // directory of that name another (`iofwd rm`) removed since.
+            if (::mkdirat(cur.get(), name.c_str(), group_ ? 0750 : 0700) == 0)
+                dirs_->forget(path);
+            else if (errno != EEXIST)
                 return last_system_error();
             next.reset(::openat(cur.get(), name.c_str(),
                                 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));

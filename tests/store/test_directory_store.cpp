@@ -225,6 +225,27 @@ TEST_CASE("a commit makes the directories above a new object durable, once", "[s
     CHECK(read_back(*st, "job/v00000001/c", bytes.size()) == bytes);
 }
 
+TEST_CASE("a directory another process removed and this one makes again is made durable again",
+          "[store][fault]")
+{
+    // Found by review: `iofwd rm` (another process) removed a version this
+    // daemon had written, the next run numbered it again, and its new
+    // directory's entry was taken for durable from before.
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    fault_guard guard;
+    const auto bytes = data_of(4096, 10);
+    REQUIRE_FALSE(st->put("job/v00000005/a", bytes));
+    std::filesystem::remove_all(tmp / "store/job/v00000005");
+    // The file, v00000005, then job (the entry of v00000005): a fault armed
+    // for the third fsync fires.
+    sys::inject(sys::fault{sys::call::fsync, EIO, false, 2, false});
+    CHECK(st->put("job/v00000005/b", bytes) == std::error_code(EIO, std::system_category()));
+    sys::inject(std::nullopt);
+    REQUIRE_FALSE(st->put("job/v00000005/c", bytes));
+    CHECK(read_back(*st, "job/v00000005/c", bytes.size()) == bytes);
+}
+
 TEST_CASE("bytes written through the page cache are synced before their name is taken",
           "[store][fault]")
 {
