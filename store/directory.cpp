@@ -710,7 +710,10 @@ std::error_code directory_backend::arrive(const std::string& tally, const std::s
     if (::fstat(fd.get(), &st) != 0)
         return last_system_error();
     count = st.st_nlink > 0 ? static_cast<std::uint64_t>(st.st_nlink) - 1 : 0;
-    return {};
+    // The arrival is durable before it is counted on: a node's arrival lost
+    // to a power cut of the store's host would leave the count short for
+    // good, and the version without its COMPLETE.
+    return dirs_->sync(tally_dir(tally), dir.get());
 }
 
 std::error_code directory_backend::arrivals(const std::string& tally,
