@@ -709,11 +709,13 @@ std::error_code directory_backend::arrive(const std::string& tally, const std::s
     // After the link: its count includes every link made before it.
     if (::fstat(fd.get(), &st) != 0)
         return last_system_error();
-    count = st.st_nlink > 0 ? static_cast<std::uint64_t>(st.st_nlink) - 1 : 0;
     // The arrival is durable before it is counted on: a node's arrival lost
     // to a power cut of the store's host would leave the count short for
     // good, and the version without its COMPLETE.
-    return dirs_->sync(tally_dir(tally), dir.get());
+    if (auto ec = dirs_->sync(tally_dir(tally), dir.get()))
+        return ec;
+    count = st.st_nlink > 0 ? static_cast<std::uint64_t>(st.st_nlink) - 1 : 0;
+    return {};
 }
 
 std::error_code directory_backend::arrivals(const std::string& tally,

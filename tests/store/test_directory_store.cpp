@@ -253,18 +253,31 @@ TEST_CASE("bytes written through the page cache are synced before their name is 
     // so another thread's fsync could make the name durable before them; a
     // power cut then left zeros under it, which a restart's journal replay
     // took for a committed part. With the first fsync held up 2 s, the
-    // name must not be there before it returns.
+    // name must not be there before it returns: once the temporary holds
+    // the bytes, and 300 ms later (the old order had renamed it by then).
     test::temp_dir tmp;
     auto st = open_store(tmp);
     fault_guard guard;
     const auto bytes = data_of(4096, 9);
     REQUIRE_FALSE(st->put("job/v00000001/a", bytes));  // the directories exist, durable
+    const std::string dir = tmp / "store/job/v00000001";
+    auto temporary_written = [&] {
+        std::error_code e;
+        for (const auto& f : std::filesystem::directory_iterator(dir, e))
+            if (f.path().filename().string().rfind(".b.tmp-", 0) == 0 &&
+                std::filesystem::file_size(f.path(), e) == bytes.size())
+                return true;
+        return false;
+    };
     sys::inject(sys::fault{sys::call::fsync, 0, false, 0, false, 2});
     std::error_code ec = make_error_code(errc::protocol_error);
     std::thread writer([&] { ec = st->put("job/v00000001/b", bytes); });
-    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    const bool written = test::wait_until(temporary_written, std::chrono::seconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
     std::uint64_t size = 0;
+    CHECK(written);
     CHECK(st->size("job/v00000001/b", size) == errc::not_found);
+    CHECK(temporary_written());
     writer.join();
     sys::inject(std::nullopt);
     CHECK_FALSE(ec);
@@ -660,9 +673,10 @@ TEST_CASE("an arrival is synced before it counts, and a failed sync fails it", "
     auto st = open_store(tmp);
     fault_guard guard;
     const std::string tally = store::arrivals_object("job", 4);
-    std::uint64_t count = 0;
+    std::uint64_t count = 7;
     sys::inject(sys::fault{sys::call::fsync, EIO, false, 0, false});
     CHECK(st->arrive(tally, "node01", "n", count) == std::error_code(EIO, std::system_category()));
+    CHECK(count == 7);  // not counted
     sys::inject(std::nullopt);
     // Arriving again (a retry) counts it once.
     REQUIRE_FALSE(st->arrive(tally, "node01", "n", count));
