@@ -7,7 +7,9 @@
 #include "files.hpp"
 #include "format.hpp"
 #include "log.hpp"
+#include "protocol.hpp"
 #include "session.hpp"
+#include "staging.hpp"
 #include "transfer.hpp"
 
 namespace iofwd::iod {
@@ -63,7 +65,7 @@ void file_writes::on_file_write(proto::file_write_msg& m)
             make_error_code(errc::too_large),
             fmt::format("FILE_WRITE of {} bytes: more than one write may be here ({}: {} chunks "
                         "of {})",
-                        m.length, human_bytes(most), staging::max_chunks_per_write,
+                        m.length, human_bytes(most), proto::max_chunks_per_write,
                         human_bytes(s_.owner().stage().slot_size())),
             m.cookie));
         return;

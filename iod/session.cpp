@@ -14,7 +14,9 @@
 #include "errors.hpp"
 #include "format.hpp"
 #include "log.hpp"
+#include "protocol.hpp"
 #include "puller.hpp"
+#include "staging.hpp"
 
 namespace iofwd::iod {
 
@@ -223,7 +225,7 @@ void session::on_connect(proto::connect_msg& m)
              fmt::format("a registered buffer of {} bytes is more than one write may be here "
                          "({}: {} chunks of {}; a larger IOFWD_CHUNK_SIZE allows more)",
                          m.buffer_length, human_bytes(d_.stage().max_write()),
-                         staging::max_chunks_per_write, human_bytes(d_.stage().slot_size())));
+                         proto::max_chunks_per_write, human_bytes(d_.stage().slot_size())));
         return;
     }
     std::string why;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "mapping.hpp"
+#include "protocol.hpp"
 #include "ucx.hpp"
 
 namespace iofwd::iod {
@@ -62,14 +63,11 @@ public:
     ucp_mem_h memh() const noexcept { return mem_.get(); }
     std::uint64_t slot_size() const noexcept { return slot_size_; }
     std::uint64_t total() const noexcept { return slot_size_ * slots_; }
-    // The most chunks one write may be cut into: a transfer sizes its
-    // bookkeeping (a crc, a size and a flag per chunk) up front, so a rank's
-    // length must not choose it. 2^20: 16 TiB in the default 16 MiB chunks.
-    static constexpr std::uint64_t max_chunks_per_write = 1u << 20;
     // The longest write a rank may announce (a registered buffer, a file
-    // write): max_chunks_per_write slots.
+    // write): proto::max_chunks_per_write slots.
     std::uint64_t max_write() const noexcept
     {
+        using proto::max_chunks_per_write;
         return slot_size_ > UINT64_MAX / max_chunks_per_write ? UINT64_MAX
                                                                : slot_size_ * max_chunks_per_write;
     }

@@ -150,10 +150,12 @@ std::error_code reader::read_staged(std::uint64_t version, std::span<std::byte> 
             served = e->state == proto::version_state_t::flushing;
             if (!served)
                 return {};
-            // The size first: the daemon's word, checked before it sizes a read.
+            // The size first: the daemon's word, checked before it sizes a read
+            // (pieces that overlap can add up to more than the buffer).
+            const bool fits = e->size <= out.size() && received == e->size;
             const std::uint32_t crc =
-                received == e->size ? crc32c(out.first(static_cast<std::size_t>(e->size))) : 0;
-            if (received != e->size || crc != e->crc32c)
+                fits ? crc32c(out.first(static_cast<std::size_t>(e->size))) : 0;
+            if (!fits || crc != e->crc32c)
                 return fail(errc::corrupt,
                             fmt::format("version {} read from daemon memory: {} of {} bytes, "
                                         "crc32c {:08x}, the daemon says {:08x}",

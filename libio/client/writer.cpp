@@ -142,7 +142,15 @@ std::error_code writer::push(std::uint64_t cookie, const void* data, std::uint64
                              ucp_mem_h memh, push_state& out)
 {
     const std::uint64_t chunk = accept_->chunk_bytes ? accept_->chunk_bytes : len;
-    out.headers.resize(len / chunk + (len % chunk != 0));  // ACCEPT's chunk: no wrap
+    // ACCEPT's chunk size is the daemon's word: no count that wraps, and no
+    // more chunks than a daemon takes in one write (staging.hpp).
+    const std::uint64_t chunks = len / chunk + (len % chunk != 0);
+    if (chunks > proto::max_chunks_per_write)
+        return fail(errc::protocol_error,
+                    fmt::format("the daemon's chunk size ({} bytes) cuts a write of {} bytes into "
+                                "{} chunks, more than {}",
+                                chunk, len, chunks, proto::max_chunks_per_write));
+    out.headers.resize(chunks);
     for (std::uint64_t off = 0, i = 0; off < len; off += chunk, ++i) {
         proto::encode_push_header(proto::push_header{accept_->session, cookie, off},
                                   *reinterpret_cast<std::byte(*)[proto::push_header_size]>(

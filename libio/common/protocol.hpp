@@ -272,6 +272,11 @@ struct file_run {
 };
 // Runs one FILE_WRITE may list; the shim sends a longer list as several writes.
 inline constexpr std::size_t max_file_runs = 64 * 1024;
+// The most chunks (of ACCEPT's chunk_bytes) one write may be cut into: the
+// daemon keeps a crc, a size and a flag per chunk of a write in flight, sized
+// up front, so a rank's length must not choose it; a rank does not push more
+// either. 2^20: 16 TiB in the default 16 MiB chunks.
+inline constexpr std::uint64_t max_chunks_per_write = 1u << 20;
 // A FILE_WRITE of several runs carries at least this many bytes per run on
 // average, not counting two runs (a write may start and end inside a piece
 // of its view): the daemon's list of a write in flight then takes at most
