@@ -469,9 +469,10 @@ void job::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_
         [this, name, version, result, job, nodes, log = journal_,
          journaled_parts](std::error_code ec) {
             committing_.erase(committing_.find(version));
-            // The manifest is durable (or retention wants the version gone):
-            // the journal's records of its parts are no longer needed. After
-            // a failure they stay, for the next daemon to complete it from.
+            // The manifest is durable and the node arrived at the version's
+            // tally (or retention wants the version gone): the journal's
+            // records of its parts are no longer needed. After a failure of
+            // either they stay, for the next daemon to complete it from.
             if (!ec || result->superseded_by)
                 settle_journaled(log, journaled_parts);
             if (ec && result->superseded_by) {
@@ -575,8 +576,9 @@ void job::write_summary()
     else
         log_info("job {}: summary {} ({} rank versions, {})", name_, name, summary_.versions(),
                  human_bytes(summary_.bytes()));
-    // Every record committed: the next daemon to claim the job on this node
-    // finds nothing to replay. One not committed stays for it.
+    // Every record settled: the next daemon to claim the job on this node
+    // finds nothing to replay. One not settled (its object, or its node's
+    // manifest or arrival, not written) stays for it.
     if (!journal_)
         return;
     if (const auto why = journal_->fill_error(); !why.empty())
@@ -584,8 +586,9 @@ void job::write_summary()
                  "objects: {}",
                  name_, opts_.node, why);
     if (const auto left = journal_->unsettled(); left > 0)
-        log_warn("job {}: {} record{} of node {}'s journal could not be committed; the next "
-                 "daemon to claim the job on the node commits {}",
+        log_warn("job {}: {} record{} of node {}'s journal could not be settled (an object, or "
+                 "the node's manifest or arrival, not written); the next daemon to claim the job "
+                 "on the node completes {}",
                  name_, left, left == 1 ? "" : "s", opts_.node, left == 1 ? "it" : "them");
     else if (auto ec = journal_->reset())
         log_warn("job {}: node {}'s journal could not be started over: {}", name_, opts_.node,

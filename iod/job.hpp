@@ -62,8 +62,9 @@ public:
     // Version `version` of node-local rank `rank` is durable, written at
     // `times` (for the summary); the node's manifest follows once all
     // `ranks` are. `journaled`: its object is committed and its record in
-    // the node's journal is settled once the manifest is durable too (until
-    // then the record is what lets a restart write that manifest).
+    // the node's journal is settled once the manifest is durable and the
+    // node's arrival made too (until then the record is what lets a restart
+    // write that manifest and arrive).
     void rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_t version,
                       std::uint32_t rank, const store::manifest_entry& entry,
                       const job_summary::write_times& times, bool journaled = false);

@@ -517,7 +517,7 @@ void set_view(open_file& f, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype fi
         why = "the view's filetype is not a whole number of etypes";
     else if (disp < 0 || std::any_of(flat.pieces.begin(), flat.pieces.end(),
                                      [](const auto& p) { return p.disp < 0; }))
-        why = "the view starts before the start of the file";
+        why = "a piece of the view lies before the start of the file";
     if (!why.empty()) {
         f.view_problem = std::move(why);
         return;

@@ -56,8 +56,9 @@ std::int64_t file_view::runs(std::int64_t begin, std::int64_t bytes,
         const block& p = pieces_[i];
         const std::int64_t into = within - starts_[i];
         const std::int64_t n = std::min(p.length - into, bytes - done);
-        // Far tiles of a wide filetype can pass the largest offset: what
-        // is left stays with MPI-IO, which says so (the offset would wrap).
+        // Far tiles of a wide filetype can pass the largest offset: the
+        // list stops there and the caller leaves the whole write to MPI-IO,
+        // which says so (the offset would wrap).
         std::int64_t at = 0;
         if (__builtin_mul_overflow(tile, tile_extent_, &at) ||
             __builtin_add_overflow(at, disp_, &at) || __builtin_add_overflow(at, p.disp, &at) ||

@@ -39,8 +39,10 @@ public:
     // size), touching runs merged into one. It stops early, before a piece
     // that would not come after the runs already listed (a filetype may
     // repeat or overlap bytes: the caller sends what it has and goes on from
-    // there, so the later byte still lands last), or when `out` holds
-    // `max_runs`. Returns the view bytes it covered (0 for a negative `begin`).
+    // there, so the later byte still lands last), when `out` holds
+    // `max_runs`, or before a run whose end would pass the largest file
+    // offset (2^63 - 1; the caller then leaves the write to MPI-IO).
+    // Returns the view bytes it covered (0 for a negative `begin`).
     std::int64_t runs(std::int64_t begin, std::int64_t bytes, std::vector<proto::file_run>& out,
                       std::size_t max_runs) const;
 

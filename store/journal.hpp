@@ -6,8 +6,9 @@
 // The daemon appends a version's bytes to its node's journal, tells the rank
 // it is durable once the journal's fdatasync returns, and then commits the
 // version's object as it always did (store/backend.hpp); once that object
-// and the node's manifest that lists it are durable the record is settled,
-// no longer needed (job::rank_durable). A daemon that dies
+// and the node's manifest that lists it are durable, and the node's arrival
+// at the version's tally is made, the record is settled, no longer needed
+// (job::rank_durable). A daemon that dies
 // in between leaves the record; the next daemon to claim the job on the node
 // replays the journal (replay()) and commits what is missing before it takes
 // new versions, and completes the versions whose every rank of the node it
@@ -112,9 +113,11 @@ public:
     // settled): the caller commits the version without it. Any other error
     // is the file's (the record counts as not written).
     std::error_code append(const origin& o, std::span<const std::byte> data, std::uint32_t crc);
-    // The object of one appended record is committed: its record is no
-    // longer needed. When every record is settled and the next does not
-    // fit, the journal starts over (reset()).
+    // One appended record is no longer needed: its object is committed and
+    // the node's manifest that lists it is durable and counted at the
+    // version's tally (or its version was abandoned; job::rank_durable).
+    // When every record is settled and the next does not fit, the journal
+    // starts over (reset()).
     void settled();
     // Records appended and not settled.
     std::uint64_t unsettled() const;

@@ -72,9 +72,10 @@ std::uint32_t load32(const std::byte* p)
     return v;
 }
 
-// A hole in the address space for the reader's mapping, followed by a
-// PROT_NONE page. Made before reader::create, whose mmap the kernel then
-// places at the top of the highest gap that fits: this hole.
+// A hole in the address space for one side's mapping (the reader's, or the
+// writer's), followed by a PROT_NONE page. Made just before reader::create
+// or writer::open, whose mmap the kernel then places at the top of the
+// highest gap that fits: this hole.
 class guard final {
 public:
     explicit guard(std::size_t total) : total_(total), mapped_(round_up(total, page))
@@ -88,7 +89,8 @@ public:
     }
     guard(const guard&) = delete;
     guard& operator=(const guard&) = delete;
-    // Destroyed after the reader, which has unmapped the hole by then.
+    // Destroyed after its side (declared before it), which has unmapped the
+    // hole by then.
     ~guard()
     {
         if (armed_)
@@ -97,9 +99,9 @@ public:
             ::munmap(hole_ + mapped_, page);
     }
 
-    // After reader::create and after mapping the harness's own view: when the
-    // mapping in the hole shows the bytes the view writes, it is the
-    // reader's; then the slack behind the area is poisoned.
+    // After that side's mapping and the harness's own view exist: when the
+    // mapping in the hole shows the bytes the view writes, it is that
+    // side's; then the slack behind the area is poisoned.
     bool arm(std::byte* view)
     {
         if (!hole_ || view == hole_ || ::msync(hole_, mapped_, MS_ASYNC) != 0)
