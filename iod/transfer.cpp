@@ -57,9 +57,8 @@ transfer::transfer(transfer_resources r, source src, std::uint32_t rank, std::ui
       inline_(std::move(inline_data)), from_inline_(!inline_.empty()),
       started_ns_(proto::monotonic_ns()), order_(started_ns_)
 {
-    // Admission bounds length_ by slots.max_write(); no wrap either way.
-    const std::uint64_t slot = r_.slots.slot_size();
-    const std::uint64_t chunks = length_ / slot + (length_ % slot != 0);
+    // Admission bounds length_ by slots.max_write().
+    const std::uint64_t chunks = proto::chunks_of(length_, r_.slots.slot_size());
     crcs_.resize(chunks);
     sizes_.resize(chunks);
     held_.resize(chunks);

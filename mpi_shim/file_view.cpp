@@ -45,7 +45,7 @@ std::int64_t file_view::runs(std::int64_t begin, std::int64_t bytes,
         std::int64_t end = 0;
         if (__builtin_add_overflow(disp_, begin, &end) || __builtin_add_overflow(end, bytes, &end))
             return 0;
-        return add(disp_ + begin, bytes) ? bytes : 0;
+        return add(end - bytes, bytes) ? bytes : 0;
     }
     std::int64_t tile = begin / tile_size_;
     std::int64_t within = begin % tile_size_;

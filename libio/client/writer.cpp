@@ -144,7 +144,7 @@ std::error_code writer::push(std::uint64_t cookie, const void* data, std::uint64
     const std::uint64_t chunk = accept_->chunk_bytes ? accept_->chunk_bytes : len;
     // ACCEPT's chunk size is the daemon's word: no count that wraps, and no
     // more chunks than a daemon takes in one write (staging.hpp).
-    const std::uint64_t chunks = len / chunk + (len % chunk != 0);
+    const std::uint64_t chunks = proto::chunks_of(len, chunk);
     if (chunks > proto::max_chunks_per_write)
         return fail(errc::protocol_error,
                     fmt::format("the daemon's chunk size ({} bytes) cuts a write of {} bytes into "

@@ -50,6 +50,14 @@ namespace {
 
 std::byte* area(layout* s) noexcept { return reinterpret_cast<std::byte*>(s) + header_bytes; }
 
+// What either side takes as a mailbox's area: room for records (at least
+// four of the smallest, whole ones only) and never so large that the header
+// and the area wrap.
+bool usable_capacity(std::size_t capacity) noexcept
+{
+    return capacity >= 4 * alignment && capacity % alignment == 0 && capacity <= max_capacity;
+}
+
 // Half the area: a record always fits, wherever the last one ended.
 std::size_t max_record_length(std::size_t capacity) noexcept
 {
@@ -68,7 +76,7 @@ std::size_t reader::max_length() const noexcept
 std::error_code reader::create(std::size_t capacity, reader& out, unique_fd& memfd,
                                std::string& why)
 {
-    if (capacity < 4 * alignment || capacity % alignment || capacity > max_capacity) {
+    if (!usable_capacity(capacity)) {
         why = fmt::format("a mailbox of {} bytes (at least {}, at most {}, and a multiple of {})",
                           capacity, 4 * alignment, max_capacity, alignment);
         return make_error_code(errc::invalid_argument);
@@ -225,11 +233,13 @@ std::error_code writer::open(int memfd, std::size_t capacity, writer& out, std::
         why = fmt::format("the daemon's mailbox: fstat failed: {}", ec.message());
         return ec;
     }
-    // ACCEPT's size must not wrap header_bytes + capacity, and the memory
-    // must be sealed against shrinking (a write there would fault).
-    if (capacity > max_capacity) {
-        why = fmt::format("ACCEPT describes a mailbox of {} bytes (at most {})", capacity,
-                          max_capacity);
+    // ACCEPT's size must be one the daemon can have made (and not wrap
+    // header_bytes + capacity), and the memory must be sealed against
+    // shrinking (a write there would fault).
+    if (!usable_capacity(capacity)) {
+        why = fmt::format("ACCEPT describes a mailbox of {} bytes (at least {}, at most {}, and "
+                          "a multiple of {})",
+                          capacity, 4 * alignment, max_capacity, alignment);
         return make_error_code(errc::protocol_error);
     }
     const int seals = ::fcntl(memfd, F_GET_SEALS);
@@ -249,8 +259,7 @@ std::error_code writer::open(int memfd, std::size_t capacity, writer& out, std::
         return ec;
     }
     auto* s = static_cast<layout*>(m.get());
-    if (s->magic != magic || s->capacity != capacity || capacity < 4 * alignment ||
-        capacity % alignment) {
+    if (s->magic != magic || s->capacity != capacity) {
         why = "the daemon's mailbox has an unknown layout";
         return make_error_code(errc::protocol_error);
     }

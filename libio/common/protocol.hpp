@@ -277,6 +277,12 @@ inline constexpr std::size_t max_file_runs = 64 * 1024;
 // up front, so a rank's length must not choose it; a rank does not push more
 // either. 2^20: 16 TiB in the default 16 MiB chunks.
 inline constexpr std::uint64_t max_chunks_per_write = 1u << 20;
+// The chunks of `chunk` bytes a write of `length` bytes is cut into, without
+// the wrap of (length + chunk - 1) / chunk for lengths near 2^64.
+constexpr std::uint64_t chunks_of(std::uint64_t length, std::uint64_t chunk) noexcept
+{
+    return length / chunk + (length % chunk != 0);
+}
 // A FILE_WRITE of several runs carries at least this many bytes per run on
 // average, not counting two runs (a write may start and end inside a piece
 // of its view): the daemon's list of a write in flight then takes at most
