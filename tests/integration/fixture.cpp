@@ -150,16 +150,16 @@ bool has_line(const process& p, const std::string& prefix)
     return out.rfind(prefix, 0) == 0 || out.find("\n" + prefix) != std::string::npos;
 }
 
-std::string gate(const cluster& c)
+std::string gate(const cluster& c, const std::string& name)
 {
-    return c.runtime_dir() + "/go";
+    return c.runtime_dir() + "/" + name;
 }
 
-void open_gate(const cluster& c)
+void open_gate(const cluster& c, const std::string& name)
 {
-    std::FILE* f = std::fopen(gate(c).c_str(), "w");
+    std::FILE* f = std::fopen(gate(c, name).c_str(), "w");
     if (!f)
-        throw std::runtime_error("cannot create " + gate(c));
+        throw std::runtime_error("cannot create " + gate(c, name));
     std::fclose(f);
 }
 

@@ -56,10 +56,11 @@ std::vector<pid_t> daemon_pids(const std::string& log);
 std::size_t count(const std::string& hay, const std::string& needle);
 // A line of p's output starts with `prefix`.
 bool has_line(const process& p, const std::string& prefix);
-// The gate a rank started with --go-file waits at after io_init: its path
-// in the test's runtime directory, and opening it (the file made).
-std::string gate(const cluster& c);
-void open_gate(const cluster& c);
+// The gate a rank started with --go-file waits at after io_init (or with
+// --gate-at before a write): its path in the test's runtime directory, and
+// opening it (the file made). `name` tells a second gate from the first.
+std::string gate(const cluster& c, const std::string& name = "go");
+void open_gate(const cluster& c, const std::string& name = "go");
 // The files under `dir` (recursively) that a store writer left uncommitted
 // (".NAME.tmp-..."), as paths.
 std::vector<std::string> temporaries(const std::string& dir);

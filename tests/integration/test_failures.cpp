@@ -339,27 +339,40 @@ TEST_CASE("the journal keeps a version's records until the node's manifest is du
     REQUIRE(wait_until([&] { return count(c.log(), "ready:") == 2 || !d.running(); }, 20s));
     REQUIRE(d.running());
     // Both ranks admitted (the journal ready, filled by the first run),
-    // then rank 1's version 2, rank 0's a second later, its version 3
-    // another second later.
+    // then rank 1's version 2, rank 0's a second later; rank 0's version 3
+    // waits at a gate until version 2's objects are committed.
     auto r1 = c.rank(1, 2, {"--size", "20000", "--versions", "1", "--wait", "--skip-finalize",
                             "--go-file", gate(c)},
                      tiny);
     auto r0 = c.rank(0, 2, {"--size", "20000", "--versions", "2", "--wait", "--skip-finalize",
-                            "--go-file", gate(c), "--pause-ms", "1000"},
+                            "--go-file", gate(c), "--pause-ms", "1000", "--gate-at", "1",
+                            gate(c, "v3")},
                      tiny);
     REQUIRE(wait_until([&] { return has_line(r0, "init 0") && has_line(r1, "init 0"); }, 20s));
     std::this_thread::sleep_for(500ms);
     open_gate(c);
-    const bool written = wait_until([&] { return has_line(r0, "write 1 0 3 "); }, 20s);
+    const bool answered = wait_until([&] {
+        return (has_line(r0, "gated 1") && has_line(r1, "durable 0 ")) || !r0.running() ||
+               !r1.running();
+    }, 20s);
     INFO("rank 0:\n" << r0.output() << "rank 1:\n" << r1.output() << "log:\n" << c.log());
-    REQUIRE(written);
+    REQUIRE(answered);
     REQUIRE(has_line(r0, "durable 0 0 "));
     REQUIRE(has_line(r1, "durable 0 0 "));
     // Both parts went through the journal, and their objects are committed.
     REQUIRE(wait_until([&] {
         return count(c.log(), "flushed itest/v00000002/nodeA.r000") == 2;
     }, 10s));
-    CHECK(count(c.log(), ", in the journal first)") == 4);  // versions 1 and 2
+    const auto log = c.log();
+    for (const char* object : {"itest/v00000002/nodeA.r0000", "itest/v00000002/nodeA.r0001"}) {
+        const auto at = log.find(std::string("flushed ") + object + " (");
+        REQUIRE(at != std::string::npos);
+        const auto line = log.substr(at, log.find('\n', at) - at);
+        CHECK(line.ends_with(", in the journal first)"));
+    }
+    open_gate(c, "v3");
+    REQUIRE(wait_until([&] { return has_line(r0, "write 1 0 3 ") || !r0.running(); }, 20s));
+    REQUIRE(has_line(r0, "write 1 0 3 "));
     // Version 3's part is handed over (and would have wrapped the journal).
     std::this_thread::sleep_for(1s);
     REQUIRE_FALSE(std::filesystem::exists(c.store() + "/itest/v00000002/nodeA.manifest"));
@@ -613,15 +626,26 @@ TEST_CASE("a full disk is reported to the rank and nothing partial is stored",
     // One chunk per version, so each version is in the daemon's memory
     // (io_write returned: through the rank's mailbox) before its flush
     // starts. Version 1 takes three pwrites (its chunk, the manifest, the
-    // COMPLETE record), done during the rank's 500 ms pause;
-    // from the fourth on the disk is full: version 2 fails after io_write
-    // returned. Without the node's journal, whose record would be one more
-    // pwrite once it is filled with zeros, on a thread (failure journal).
+    // COMPLETE record), all done before version 2 is written (the rank
+    // waits at a gate the test opens once COMPLETE is there: a pause was
+    // not enough when the disk's fsyncs were slow); from the fourth on the
+    // disk is full: version 2 fails after io_write returned. Without the
+    // node's journal, whose record would be one more pwrite once it is
+    // filled with zeros, on a thread (failure journal).
     const std::map<std::string, std::string> env{{"IOFWD_FAULT", "pwrite:ENOSPC:3"},
                                                  {"IOFWD_JOURNAL_MAX", "0"},
                                                  {"IOFWD_CHUNK_SIZE", "1M"},
                                                  {"IOFWD_STAGING_SIZE", "4M"}};
-    auto r0 = c.rank(0, 1, {"--size", "1048576", "--versions", "2", "--pause-ms", "500"}, env);
+    auto r0 = c.rank(0, 1, {"--size", "1048576", "--versions", "2", "--gate-at", "1", gate(c)},
+                     env);
+    const bool first = wait_until([&] {
+        return (exists(c.store() + "/itest/v00000001/COMPLETE") && has_line(r0, "gated 1")) ||
+               !r0.running();
+    }, 30s);
+    INFO(r0.output() << "\nlog:\n" << c.log());
+    REQUIRE(first);
+    REQUIRE(r0.running());
+    open_gate(c);
     const auto st = r0.wait(30s);
     INFO(r0.output() << "\nlog:\n" << c.log());
     REQUIRE(st.has_value());

@@ -12,6 +12,8 @@
 // --wait: io_wait after every write:  durable <k> <errno> <milliseconds>
 // --go-file PATH: after io_init, waits (at most 60 s) until PATH exists before
 //   the first write: a barrier the test opens, like an MPI job's after io_init.
+// --gate-at K PATH: before write K, prints "gated K" and waits (at most 60 s)
+//   until PATH exists: the test lets that write go when what it checks is done.
 // --barrier: io_set_barrier with the barrier of a job of this one process
 //   (it passes at once); each call printed:  barrier <pass> <errno> <milliseconds>
 // --again: after io_finalize, io_init again (no barrier set) and one more
@@ -45,6 +47,13 @@ double ms_since(std::chrono::steady_clock::time_point t0)
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// A gate the test opens by creating the file: waits at most 60 s.
+void wait_for_file(const std::string& path)
+{
+    for (int waited = 0; waited < 6000 && ::access(path.c_str(), F_OK) != 0; ++waited)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
 // The barrier of a job of one process: every rank is here at once. It
 // says each time it is called, so that a test sees which io_finalize used it.
 int lone_barrier(void* ctx, double)
@@ -69,6 +78,8 @@ int main(int argc, char** argv)
     bool latest_only = false;
     bool skip_finalize = false;
     std::string go_file;
+    long gate_at = -1;
+    std::string gate_file;
     bool wait_each = false;
     bool barrier = false;
     unsigned barrier_passes = 0;
@@ -89,6 +100,10 @@ int main(int argc, char** argv)
         else if (a == "--latest-only") latest_only = true;
         else if (a == "--skip-finalize") skip_finalize = true;
         else if (a == "--go-file") go_file = next();
+        else if (a == "--gate-at") {
+            gate_at = std::atol(next());
+            gate_file = next();
+        }
         else if (a == "--wait") wait_each = true;
         else if (a == "--again") again = true;
         else if (a == "--barrier") barrier = true;
@@ -154,11 +169,13 @@ int main(int argc, char** argv)
         if (rc)
             std::printf("error %s\n", io_last_error());
     }
-    if (!go_file.empty()) {
-        for (int waited = 0; waited < 6000 && ::access(go_file.c_str(), F_OK) != 0; ++waited)
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    if (!go_file.empty())
+        wait_for_file(go_file);
     for (unsigned k = 0; k < versions; ++k) {
+        if (static_cast<long>(k) == gate_at) {
+            std::printf("gated %u\n", k);
+            wait_for_file(gate_file);
+        }
         if (static_cast<long>(k) == stall_at) {
             std::printf("stalled\n");
             std::this_thread::sleep_for(std::chrono::hours(1));

@@ -73,10 +73,13 @@ TEST_CASE("status: a daemon mid-job, its ranks, and a version flushing with byte
           "[tools][status]")
 {
     cluster c;
-    // Every store write a second late, 1 MiB chunks, one flush thread: the
-    // 4 MiB version reaches the store a MiB a second.
-    const std::map<std::string, std::string> slow{
-        {"IOFWD_FAULT", "pwrite:DELAY"}, {"IOFWD_CHUNK_SIZE", "1M"}, {"IOFWD_FLUSH_THREADS", "1"}};
+    // Every store write two seconds late, 1 MiB chunks, one flush thread:
+    // the 4 MiB version reaches the store a MiB every two seconds, a window
+    // that a poll (`iofwd status` and python, 0.2 s here, more on a busy
+    // machine) does not miss.
+    const std::map<std::string, std::string> slow{{"IOFWD_FAULT", "pwrite:DELAY2"},
+                                                  {"IOFWD_CHUNK_SIZE", "1M"},
+                                                  {"IOFWD_FLUSH_THREADS", "1"}};
     const std::string size = std::to_string(4 << 20);
     auto r0 = c.rank(0, 2, {"--size", size, "--versions", "1"}, slow);
     auto r1 = c.rank(1, 2, {"--size", size, "--versions", "1", "--stall-at", "0"}, slow);
