@@ -93,6 +93,18 @@ std::string first_line(const char* path)
     return text.substr(0, text.find('\n'));
 }
 
+// How often the kernel found no free 2 MiB page for a collapse (its own
+// count, /proc/vmstat): a machine whose memory is fragmented (a page cache
+// full of an earlier test's files) may have none, and then the pages stay
+// as they are, rightly.
+long collapse_alloc_failures()
+{
+    const std::string vmstat = read_file("/proc/vmstat");
+    const std::string key = "\nthp_collapse_alloc_failed ";
+    const auto at = vmstat.find(key);
+    return at == std::string::npos ? 0 : std::atol(vmstat.c_str() + at + key.size());
+}
+
 }  // namespace
 
 TEST_CASE("a buffer's pages become 2 MiB pages after io_init, within it, or never",
@@ -137,18 +149,29 @@ TEST_CASE("a buffer's pages become 2 MiB pages after io_init, within it, or neve
         std::memset(buf, 2, len);
         REQUIRE(huge_kb(buf, buf + len) == 0);
         const long by_khugepaged = khugepaged();
+        const long alloc_failures = collapse_alloc_failures();
         REQUIRE(io_init(buf, len, 0, 1, nullptr, 1) == 0);
         const long want = std::string_view(mode) == "0" ? 0 : static_cast<long>(len >> 10);
+        // Collapsed as asked, or the kernel said it had no 2 MiB page to give.
+        const auto collapsed = [&] {
+            if (huge_kb(buf, buf + len) == want)
+                return true;
+            if (collapse_alloc_failures() == alloc_failures)
+                return false;
+            WARN("the kernel had no free 2 MiB page (thp_collapse_alloc_failed): "
+                 "IOFWD_HUGEPAGES=" << mode << " not checked");
+            return true;
+        };
         std::uint64_t v = 0;
         if (std::string_view(mode) == "init") {
-            CHECK(huge_kb(buf, buf + len) == want);
+            CHECK(collapsed());
         } else if (want > 0) {
             // A write at once, beside the thread's collapse; then the rest
             // (well under a second for 8 MiB), which a write that left the
             // thread waiting would stop.
             CHECK(io_write_version(len, &v) == 0);
             CHECK(io_wait(v) == 0);
-            CHECK(wait_until([&] { return huge_kb(buf, buf + len) == want; }, 5s));
+            CHECK(wait_until(collapsed, 5s));
         } else {
             std::this_thread::sleep_for(500ms);
             CHECK(huge_kb(buf, buf + len) == 0);

@@ -11,8 +11,11 @@
  * way to), `refuse` keeps it. Prints "huge KB", the array's AnonHugePages
  * after the first write (waiting up to WAIT_SECONDS for all of it),
  * "khugepaged N", the pages the kernel's own thread collapsed meanwhile (if
- * not 0, the figure above cannot tell its work from the shim's), and "file
- * ok" or "file differs" after the second write and close. Prints
+ * not 0, the figure above cannot tell its work from the shim's),
+ * "alloc-failed N", the collapses for which the kernel found no free 2 MiB
+ * page meanwhile (its own count: on fragmented memory the pages rightly stay
+ * as they are), and "file ok" or "file differs" after the second write and
+ * close. Prints
  * "skip: ..." and exits 0 where the kernel cannot collapse pages. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -64,6 +67,23 @@ static long khugepaged_collapsed(void)
     return n;
 }
 
+/* A counter of /proc/vmstat, -1 if there is none. */
+static long vmstat(const char* key)
+{
+    FILE* f = fopen("/proc/vmstat", "r");
+    char name[128];
+    long n = -1, value = 0;
+    if (!f)
+        return -1;
+    while (fscanf(f, "%127s %ld", name, &value) == 2)
+        if (strcmp(name, key) == 0) {
+            n = value;
+            break;
+        }
+    fclose(f);
+    return n;
+}
+
 static double now(void)
 {
     struct timespec t;
@@ -107,6 +127,7 @@ int main(int argc, char** argv)
     if (allow)
         madvise(buf, LEN, MADV_HUGEPAGE);
     const long by_khugepaged = khugepaged_collapsed();
+    const long alloc_failed = vmstat("thp_collapse_alloc_failed");
 
     MPI_File fh;
     if (MPI_File_open(MPI_COMM_SELF, argv[1], MPI_MODE_CREATE | MPI_MODE_WRONLY, MPI_INFO_NULL,
@@ -120,6 +141,7 @@ int main(int argc, char** argv)
         usleep(20000);
     printf("huge %ld\n", kb);
     printf("khugepaged %ld\n", khugepaged_collapsed() - by_khugepaged);
+    printf("alloc-failed %ld\n", vmstat("thp_collapse_alloc_failed") - alloc_failed);
     /* The bytes are the program's, whatever their pages. */
     if (MPI_File_write_at(fh, (MPI_Offset)LEN, buf, (int)LEN, MPI_BYTE, MPI_STATUS_IGNORE) !=
             MPI_SUCCESS ||

@@ -244,7 +244,11 @@ huge-pages)
   }
   khugepaged_quiet() { grep -qx "khugepaged 0" "$work/out"; }
   huge_run 10 allow
-  grep -qx "huge 8192" "$work/out" || fail "the array was not on 2 MiB pages 10 s after its write"
+  if ! grep -qx "huge 8192" "$work/out"; then
+    grep -qx "alloc-failed 0" "$work/out" &&
+      fail "the array was not on 2 MiB pages 10 s after its write"
+    echo "warning: the kernel had no free 2 MiB page for a collapse: the shim's collapse not checked"
+  fi
   khugepaged_quiet || echo "warning: khugepaged collapsed pages meanwhile: it may have done the shim's work"
   huge_run 2 allow IOFWD_HUGEPAGES=0
   if khugepaged_quiet; then
