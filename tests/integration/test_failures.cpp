@@ -619,6 +619,46 @@ TEST_CASE("a write longer than the daemon can keep account of is refused in word
     CHECK(d.wait(10s).has_value());
 }
 
+TEST_CASE("a rank refuses a daemon's chunk size that would cut its write wrongly",
+          "[failure][forged-daemon]")
+{
+    // Found by review: the rank cut a pushed write by ACCEPT's chunk size
+    // without a bound. A chunk of 2^64-1 bytes made the naive rounded-up
+    // count wrap to 0 and the first header was written into an empty vector
+    // (SIGSEGV); a chunk of one byte made a 2 MiB write 2 Mi pushed chunks.
+    // A daemon of the rank's own user that says so (a broken build, or a
+    // program in its place): the write fails in words, the rank lives on.
+    for (const char* mode : {"chunk-wrap", "chunk-one-byte"}) {
+        INFO(mode);
+        cluster c;
+        std::filesystem::create_directories(c.runtime_dir());
+        std::filesystem::permissions(c.runtime_dir(), std::filesystem::perms::owner_all);
+        auto d = c.run({build_path("IOFWD_TEST_FORGED_DAEMON"), c.socket(), mode, "20"});
+        REQUIRE(wait_until([&] { return has_line(d, "listening") || !d.running(); }, 10s));
+        REQUIRE(has_line(d, "listening"));
+        auto r = c.rank(0, 1, {"--size", "2097152", "--versions", "1"},
+                        {{"IOFWD_PULL", "push"}});
+        const auto st = r.wait(30s);
+        REQUIRE(d.wait(30s).has_value());
+        INFO("rank:\n" << r.output() << "forged daemon:\n" << d.output());
+        REQUIRE(st.has_value());
+        REQUIRE(WIFEXITED(*st));  // not a signal
+        CHECK(exit_code(*st) == 1);
+        CHECK(has_line(r, "init 0"));
+        if (std::string_view(mode) == "chunk-wrap") {
+            // One chunk of the whole write, pushed; then the daemon hangs up.
+            CHECK(has_line(d, "pushed 1 bytes 2097152"));
+            CHECK(has_line(r, "write 0 104 "));  // ECONNRESET
+        } else {
+            CHECK(has_line(d, "pushed 0 bytes 0"));
+            CHECK(has_line(r, "write 0 71 "));  // EPROTO
+            CHECK(r.output().find("the daemon's chunk size (1 bytes) cuts a write of 2097152 "
+                                  "bytes into 2097152 chunks, more than 1048576") !=
+                  std::string::npos);
+        }
+    }
+}
+
 TEST_CASE("a full disk is reported to the rank and nothing partial is stored",
           "[failure][enospc]")
 {
