@@ -619,6 +619,22 @@ TEST_CASE("a write longer than the daemon can keep account of is refused in word
     CHECK(d.wait(10s).has_value());
 }
 
+namespace {
+
+// A daemon that lies (tests/support/forged_daemon.cpp, in `mode`) at the
+// session's socket, listening, in a runtime directory as a rank makes it.
+process forged_daemon(cluster& c, const std::string& mode)
+{
+    std::filesystem::create_directories(c.runtime_dir());
+    std::filesystem::permissions(c.runtime_dir(), std::filesystem::perms::owner_all);
+    auto d = c.run({build_path("IOFWD_TEST_FORGED_DAEMON"), c.socket(), mode, "20"});
+    REQUIRE(wait_until([&] { return has_line(d, "listening") || !d.running(); }, 10s));
+    REQUIRE(has_line(d, "listening"));
+    return d;
+}
+
+}  // namespace
+
 TEST_CASE("a rank refuses a daemon's chunk size that would cut its write wrongly",
           "[failure][forged-daemon]")
 {
@@ -631,11 +647,7 @@ TEST_CASE("a rank refuses a daemon's chunk size that would cut its write wrongly
     for (const char* mode : {"chunk-wrap", "chunk-one-byte"}) {
         INFO(mode);
         cluster c;
-        std::filesystem::create_directories(c.runtime_dir());
-        std::filesystem::permissions(c.runtime_dir(), std::filesystem::perms::owner_all);
-        auto d = c.run({build_path("IOFWD_TEST_FORGED_DAEMON"), c.socket(), mode, "20"});
-        REQUIRE(wait_until([&] { return has_line(d, "listening") || !d.running(); }, 10s));
-        REQUIRE(has_line(d, "listening"));
+        auto d = forged_daemon(c, mode);
         auto r = c.rank(0, 1, {"--size", "2097152", "--versions", "1"},
                         {{"IOFWD_PULL", "push"}});
         const auto st = r.wait(30s);
@@ -657,6 +669,48 @@ TEST_CASE("a rank refuses a daemon's chunk size that would cut its write wrongly
                   std::string::npos);
         }
     }
+}
+
+TEST_CASE("a rank closes descriptors its daemon sends after ACCEPT", "[failure][forged-daemon]")
+{
+    // Found by review: descriptors are expected only with ACCEPT (the
+    // mailbox and its doorbell); any that came with a later message were
+    // kept open as long as the connection lived, so a broken daemon could
+    // run a rank out of descriptors. The forged daemon sends one with each
+    // WRITE_DONE.
+    cluster c;
+    auto d = forged_daemon(c, "late-fds");
+    auto r = c.rank(0, 1, {"--size", "4096", "--versions", "3", "--list-fds"});
+    const auto st = r.wait(30s);
+    REQUIRE(d.wait(30s).has_value());
+    INFO("rank:\n" << r.output() << "forged daemon:\n" << d.output());
+    REQUIRE(st.has_value());
+    CHECK(exit_code(*st) == 0);
+    CHECK(count(d.output(), "got WRITE_REQ") == 3);
+    CHECK(has_line(r, "write 2 0 3 "));
+    CHECK(has_line(r, "fd 0 "));  // the listing is there
+    CHECK(r.output().find("forged-late-fd") == std::string::npos);
+}
+
+TEST_CASE("a rank checks the size a daemon gives for a read before it reads that much",
+          "[failure][forged-daemon]")
+{
+    // Found by review: the closing VERSION_STATE of a read from daemon
+    // memory sized the checksum's span before it was compared with the
+    // bytes received; 2^40 bytes read far past the rank's buffer (SIGSEGV).
+    cluster c;
+    auto d = forged_daemon(c, "read-size");
+    auto r = c.rank(0, 1, {"--size", "8192", "--versions", "0", "--probe", "1"});
+    const auto st = r.wait(30s);
+    REQUIRE(d.wait(30s).has_value());
+    INFO("rank:\n" << r.output() << "forged daemon:\n" << d.output());
+    REQUIRE(st.has_value());
+    REQUIRE(WIFEXITED(*st));  // not a signal
+    CHECK(has_line(d, "got READ_REQ"));
+    CHECK(has_line(r, "read 74 0"));  // EBADMSG: corrupt
+    CHECK(r.output().find("version 1 read from daemon memory: 4096 of 1099511627776 bytes") !=
+          std::string::npos);
+    CHECK(has_line(r, "finalize 0 "));
 }
 
 TEST_CASE("a full disk is reported to the rank and nothing partial is stored",

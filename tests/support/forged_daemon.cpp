@@ -9,11 +9,22 @@
 //                   more than a daemon takes in one write
 //   chunk-wrap      the same with a chunk of 2^64 - 1 bytes, whose rounded-up
 //                   count wraps to 0 when added up naively
-// After ACCEPT it prints each message the rank sends ("got <TYPE>"), and
-// closes the connection after the first WRITE_REQ ("closed") or at the end
-// of SECONDS. Chunks pushed to its worker are taken and dropped, each
-// counted: "pushed <n> bytes <b>" at the end.
+//   late-fds        no puller; answers each WRITE_REQ with WRITE_DONE (the
+//                   version after the last, its bytes never read) and sends
+//                   a descriptor with it (a memfd named "forged-late-fd"),
+//                   which no rank expects after ACCEPT; answers BYE with
+//                   FINISHED
+//   read-size       says of any version asked for (QUERY) that it holds 4096
+//                   bytes in memory; a READ_REQ gets those bytes, then a
+//                   closing VERSION_STATE that says 2^40 bytes; answers BYE
+//                   with FINISHED
+// After ACCEPT it prints each message the rank sends ("got <TYPE>"), and in
+// the chunk modes closes the connection after the first WRITE_REQ
+// ("closed"); else at the end of SECONDS, or when the rank closes. Chunks
+// pushed to its worker are taken and dropped, each counted: "pushed <n>
+// bytes <b>" at the end.
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -27,6 +38,7 @@
 #include <string_view>
 #include <vector>
 
+#include "crc32c.hpp"
 #include "fd_passing.hpp"
 #include "protocol.hpp"
 #include "ucx.hpp"
@@ -105,16 +117,19 @@ int main(int argc, char** argv)
 {
     setvbuf(stdout, nullptr, _IOLBF, 0);
     if (argc != 4) {
-        std::fprintf(stderr, "usage: forged_daemon SOCKET chunk-one-byte|chunk-wrap SECONDS\n");
+        std::fprintf(stderr,
+                     "usage: forged_daemon SOCKET chunk-one-byte|chunk-wrap|late-fds|read-size SECONDS\n");
         return 2;
     }
     const std::string_view mode = argv[2];
-    std::uint64_t chunk = 0;
+    std::uint64_t chunk = 16u << 20;
+    const bool late_fds = mode == "late-fds", read_size = mode == "read-size";
+    const bool chunks = !late_fds && !read_size;
     if (mode == "chunk-one-byte")
         chunk = 1;
     else if (mode == "chunk-wrap")
         chunk = UINT64_MAX;
-    else {
+    else if (chunks) {
         std::fprintf(stderr, "forged_daemon: unknown mode %s\n", argv[2]);
         return 2;
     }
@@ -164,8 +179,8 @@ int main(int argc, char** argv)
     a.store_uri = "dir:/nonexistent-forged-store";
     a.transport = "?";
     a.session = 0x5eed;
-    a.pullers.resize(1);
-    if (worker.address(a.pullers[0].address)) {
+    a.pullers.resize(chunks ? 1 : 0);
+    if (chunks && worker.address(a.pullers[0].address)) {
         std::printf("setup-failed worker address\n");
         return 3;
     }
@@ -176,6 +191,7 @@ int main(int argc, char** argv)
     }
     std::printf("accepted chunk %llu\n", static_cast<unsigned long long>(chunk));
     const auto end = clock_type::now() + std::chrono::seconds(seconds);
+    std::uint64_t version = 0, bytes_done = 0;
     while (clock_type::now() < end) {
         const heard h = next_message(c, in, m, 100, worker);
         if (h == heard::closed) {
@@ -185,8 +201,44 @@ int main(int argc, char** argv)
         if (h == heard::nothing)
             continue;
         std::printf("got %s\n", proto::to_string(proto::type_of(m)));
-        if (std::holds_alternative<proto::write_req_msg>(m))
-            break;
+        if (chunks) {
+            if (std::holds_alternative<proto::write_req_msg>(m))
+                break;
+            continue;
+        }
+        const auto answer = [&](const proto::message& out) {
+            const auto b = proto::encode(out);
+            if (::send(c, b.data(), b.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(b.size()))
+                std::printf("%s not sent\n", proto::to_string(proto::type_of(out)));
+        };
+        const std::vector<std::byte> held(4096, std::byte{0x5a});
+        if (const auto* q = std::get_if<proto::query_msg>(&m); q && read_size) {
+            proto::version_state_msg st;
+            st.cookie = q->cookie;
+            st.version = q->version;
+            st.state = proto::version_state_t::flushing;
+            st.size = held.size();
+            st.crc32c = crc32c(held);
+            answer(st);
+        } else if (const auto* r = std::get_if<proto::read_req_msg>(&m); r && read_size) {
+            answer(proto::read_data_msg{r->cookie, 0, held});
+            proto::version_state_msg st;
+            st.cookie = r->cookie;
+            st.version = r->version;
+            st.state = proto::version_state_t::flushing;
+            st.size = 1ull << 40;
+            st.crc32c = crc32c(held);
+            answer(st);
+        } else if (const auto* w = std::get_if<proto::write_req_msg>(&m); w && late_fds) {
+            const unique_fd extra(::memfd_create("forged-late-fd", MFD_CLOEXEC));
+            const auto done = proto::encode(proto::write_done_msg{w->cookie, ++version});
+            const int fds[] = {extra.get()};
+            if (send_with_fds(c, done, fds) != static_cast<ssize_t>(done.size()))
+                std::printf("WRITE_DONE not sent\n");
+            bytes_done += w->length;
+        } else if (std::holds_alternative<proto::bye_msg>(m)) {
+            answer(proto::finished_msg{version, bytes_done, 0});
+        }
     }
     // Whatever the rank pushed before the close is taken (and dropped).
     for (const auto until = clock_type::now() + std::chrono::milliseconds(200);

@@ -12,6 +12,8 @@
 // --wait: io_wait after every write:  durable <k> <errno> <milliseconds>
 // --go-file PATH: after io_init, waits (at most 60 s) until PATH exists before
 //   the first write: a barrier the test opens, like an MPI job's after io_init.
+// --list-fds: after the writes, before io_finalize, one line per open
+//   descriptor:  fd <n> <what it is, as /proc/self/fd says>
 // --gate-at K PATH: before write K, prints "gated K" and waits (at most 60 s)
 //   until PATH exists: the test lets that write go when what it checks is done.
 // --barrier: io_set_barrier with the barrier of a job of this one process
@@ -31,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -78,6 +81,7 @@ int main(int argc, char** argv)
     bool latest_only = false;
     bool skip_finalize = false;
     std::string go_file;
+    bool list_fds = false;
     long gate_at = -1;
     std::string gate_file;
     bool wait_each = false;
@@ -100,6 +104,7 @@ int main(int argc, char** argv)
         else if (a == "--latest-only") latest_only = true;
         else if (a == "--skip-finalize") skip_finalize = true;
         else if (a == "--go-file") go_file = next();
+        else if (a == "--list-fds") list_fds = true;
         else if (a == "--gate-at") {
             gate_at = std::atol(next());
             gate_file = next();
@@ -204,6 +209,14 @@ int main(int argc, char** argv)
                 ++failures;
                 break;
             }
+        }
+    }
+    if (list_fds) {
+        std::error_code ec;
+        for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+            std::error_code lec;
+            const auto what = std::filesystem::read_symlink(e.path(), lec);
+            std::printf("fd %s %s\n", e.path().filename().c_str(), what.c_str());
         }
     }
     if (skip_finalize) {
