@@ -50,19 +50,32 @@ python3 - "$fuzz_passed" "$fuzz_failed" "${logs[@]}" <<'PY'
 import json, sys
 passed, failed = int(sys.argv[1]), int(sys.argv[2])
 skipped = 0
+names = []  # what failed, named here, since a log's tail is often all one sees
 for path in sys.argv[3:]:
+    build = path.split("/meson-logs/")[0]
     with open(path) as f:
         for line in f:
             line = line.strip()
             if not line:
                 continue
-            r = json.loads(line)["result"]
+            t = json.loads(line)
+            r = t["result"]
             if r in ("OK", "EXPECTEDFAIL"):
                 passed += 1
             elif r == "SKIP":
                 skipped += 1
             else:
                 failed += 1
+                names.append((f"{build}: {t['name']} ({r}, {t.get('duration', 0):.1f} s)",
+                              t.get("stdout") or ""))
+# The end of the first few failures' output again, here at the end.
+for n, out in names[:3]:
+    print(f"== the end of {n}:")
+    print("\n".join(out.rstrip().splitlines()[-40:]))
+for n, _ in names:
+    print(f"failed: {n}")
+if int(sys.argv[2]):
+    print(f"failed: {sys.argv[2]} fuzzer(s), see build/fuzz.log")
 print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
 PY
 exit $status
