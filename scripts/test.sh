@@ -48,6 +48,7 @@ fi
 phase "done"
 python3 - "$fuzz_passed" "$fuzz_failed" "${logs[@]}" <<'PY'
 import json, sys
+sys.stdout.reconfigure(errors="backslashreplace")  # a test's output in any locale
 passed, failed = int(sys.argv[1]), int(sys.argv[2])
 skipped = 0
 names = []  # what failed, named here, since a log's tail is often all one sees
@@ -66,7 +67,7 @@ for path in sys.argv[3:]:
                 skipped += 1
             else:
                 failed += 1
-                names.append((f"{build}: {t['name']} ({r}, {t.get('duration', 0):.1f} s)",
+                names.append((f"{build}: {t['name']} ({r}, {t.get('duration') or 0:.1f} s)",
                               t.get("stdout") or ""))
 # The end of the first few failures' output again, here at the end.
 for n, out in names[:3]:
@@ -75,7 +76,7 @@ for n, out in names[:3]:
 for n, _ in names:
     print(f"failed: {n}")
 if int(sys.argv[2]):
-    print(f"failed: {sys.argv[2]} fuzzer(s), see build/fuzz.log")
+    print(f"failed: {sys.argv[2]} fuzzer(s) (or the fuzzers did not run), see build/fuzz.log")
 print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
 PY
 exit $status

@@ -50,11 +50,17 @@ double ms_since(std::chrono::steady_clock::time_point t0)
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// A gate the test opens by creating the file: waits at most 60 s.
+// A gate the test opens by creating the file: waits at most 60 s, and says
+// so when the gate never opened (the order it was to keep is then lost).
 void wait_for_file(const std::string& path)
 {
-    for (int waited = 0; waited < 6000 && ::access(path.c_str(), F_OK) != 0; ++waited)
+    for (int waited = 0; ::access(path.c_str(), F_OK) != 0; ++waited) {
+        if (waited == 6000) {
+            std::printf("gate timed out %s\n", path.c_str());
+            return;
+        }
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
 }
 
 // The barrier of a job of one process: every rank is here at once. It
