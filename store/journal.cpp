@@ -11,6 +11,7 @@
 
 #include "crc32c.hpp"
 #include "errors.hpp"
+#include "store/byte_fields.hpp"
 #include "sys.hpp"
 
 namespace iofwd::store {
@@ -26,19 +27,8 @@ constexpr std::size_t record_fixed = 52;             // the fields before the na
 constexpr std::uint32_t record_magic_1 = 0x524a4f49;  // "IOJR"
 constexpr std::size_t record_fixed_1 = 44;
 
-template <typename T>
-void put(std::byte* at, T v)
-{
-    std::memcpy(at, &v, sizeof v);
-}
-
-template <typename T>
-T get(const std::byte* at)
-{
-    T v;
-    std::memcpy(&v, at, sizeof v);
-    return v;
-}
+using fields::get;
+using fields::put;
 
 std::uint64_t round_up(std::uint64_t n)
 {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "errors.hpp"
+#include "store/record_text.hpp"
 
 namespace iofwd::store {
 
@@ -68,35 +69,9 @@ std::string format_manifest(const manifest& m)
     return out;
 }
 
-namespace {
-
-bool next_line(std::string_view& text, std::string_view& line)
-{
-    if (text.empty())
-        return false;
-    const auto nl = text.find('\n');
-    line = text.substr(0, nl);
-    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
-    return true;
-}
-
-template <typename T>
-bool number(std::string_view s, T& out, int base = 10)
-{
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out, base);
-    return ec == std::errc{} && p == s.data() + s.size();
-}
-
-// "key value" -> value when the key matches.
-bool field(std::string_view line, std::string_view key, std::string_view& value)
-{
-    if (line.size() <= key.size() || line.substr(0, key.size()) != key || line[key.size()] != ' ')
-        return false;
-    value = line.substr(key.size() + 1);
-    return true;
-}
-
-}  // namespace
+using text::field;
+using text::next_line;
+using text::number;
 
 std::error_code parse_manifest(std::string_view text, manifest& out, std::string& why)
 {

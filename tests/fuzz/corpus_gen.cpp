@@ -9,13 +9,15 @@
 //              writer, wrap around the area, freeze, and break the format as
 //              tests/libio/test_mailbox.cpp does;
 //   store/     a manifest, a COMPLETE record and a run record (format_*), a
-//              version directory name, and near misses of each.
+//              version directory name, a pack and its index (build_pack),
+//              and near misses of each.
 //
 //   fuzz_corpus_gen DIR           (re)writes DIR/<target>/<seed>
 //   fuzz_corpus_gen --check DIR   exit 1 when DIR differs from what it would write
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -27,6 +29,7 @@
 #include <fmt/format.h>
 
 #include "store/layout.hpp"
+#include "store/pack.hpp"
 #include "mailbox.hpp"
 #include "mailbox_script.hpp"
 #include "protocol.hpp"
@@ -265,6 +268,25 @@ void store_seeds(corpus& c)
     c["store/miss-run-first-version-0"] = from(edit(rtext, "first-version 13", "first-version 0"));
     c["store/miss-run-truncated"] = from(rtext.substr(0, rtext.size() / 2));
     c["store/miss-version-dir-sign"] = from(std::string("v+0000012"));
+
+    // A pack of two versions of 2 ranks, whole; its index alone; torn.
+    const std::vector<std::byte> a(100, std::byte{1}), b(3, std::byte{2});
+    const std::vector<pack_input> parts{{12, 0, 2, a}, {12, 1, 2, b}, {13, 0, 2, b}, {13, 1, 2, a}};
+    std::vector<std::byte> pack;
+    std::string why;
+    if (build_pack("job", "node-1", parts, pack, why)) {
+        std::fprintf(stderr, "fuzz_corpus_gen: %s\n", why.c_str());
+        std::exit(1);
+    }
+    c["store/valid-pack"] = from(pack);
+    // The index as the harness takes it: its offset (8 bytes), then its text.
+    const std::string whole(reinterpret_cast<const char*>(pack.data()), pack.size());
+    const std::uint64_t at = whole.find("iofwd-pack 1\n");
+    std::string index(8, '\0');
+    std::memcpy(index.data(), &at, 8);
+    index += whole.substr(at, whole.size() - at - pack_trailer_size);
+    c["store/valid-pack-index"] = from(index);
+    c["store/miss-pack-torn"] = from(std::vector<std::byte>(pack.begin(), pack.end() - 1));
 }
 
 bytes read_file(const fs::path& p)

@@ -1,21 +1,31 @@
 // libFuzzer harness: the store's text records (layout.hpp) as a damaged or
 // hostile store holds them. The input is an object's text; it goes through
 // parse_manifest, parse_complete and parse_run (each recognises its own first
-// line) and parse_version_dir. For each it checks:
+// line), parse_version_dir, and a pack's (pack.hpp) trailer and index: the
+// input read as a whole pack, and as the index's offset (8 bytes, little
+// endian) and an index whose crc32c matches (so that the fuzzer gets past the
+// checksum to the parser). For each it checks:
 //  - a refusal is errc::corrupt, says why, and leaves the output alone;
 //  - what parses is well-formed as the format describes it (a manifest has
 //    one entry per rank, in rank order; a COMPLETE record at least one node;
 //    a run a first version and nodes; no field holds a line break);
 //  - format_* of the parsed value parses back to an equal value, so what a
-//    daemon rewrites from a record it read means the same.
+//    daemon rewrites from a record it read means the same;
+//  - a pack index that parses lays its parts out one after another inside
+//    the parts' region, each version with all of its ranks once, so that no
+//    read a reader makes from it passes the index.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <span>
 #include <string>
 #include <string_view>
 
 #include "check.hpp"
+#include "crc32c.hpp"
 #include "errors.hpp"
 #include "store/layout.hpp"
+#include "store/pack.hpp"
 
 using namespace iofwd;
 using namespace iofwd::store;
@@ -105,6 +115,56 @@ void check_version_dir(std::string_view text)
                name);
 }
 
+void check_pack_index(std::string_view text, std::uint64_t index_offset)
+{
+    const pack_index sentinel{"sentinel-job", "sentinel-node", {{1, 0, 1, 0, 0, 0}}};
+    pack_index x = sentinel;
+    std::string why;
+    const auto crc = crc32c(std::as_bytes(std::span(text.data(), text.size())));
+    if (auto ec = parse_pack_index(text, crc, index_offset, x, why)) {
+        FUZZ_CHECK(ec == errc::corrupt, "a pack index refused with '{}'", ec.message());
+        FUZZ_CHECK(!why.empty() && x == sentinel, "a pack index refused without a reason, or "
+                                                  "with its output changed");
+        return;
+    }
+    FUZZ_CHECK(!x.parts.empty() && one_line(x.job) && one_line(x.node), "a pack of {} parts",
+               x.parts.size());
+    std::uint64_t next = 0;
+    for (std::size_t i = 0; i < x.parts.size(); ++i) {
+        const auto& p = x.parts[i];
+        FUZZ_CHECK(p.offset == next && p.offset < index_offset &&
+                       p.size <= index_offset - p.offset - pack_part_header_size,
+                   "part {} at [{}, +{}) in {} bytes of parts after {}", i, p.offset, p.size,
+                   index_offset, next);
+        FUZZ_CHECK(p.rank < p.ranks && (i == 0 || x.parts[i - 1].version < p.version
+                                            ? p.rank == 0
+                                            : x.parts[i - 1].version == p.version &&
+                                                  p.rank == x.parts[i - 1].rank + 1),
+                   "part {}: version {} rank {} of {}", i, p.version, p.rank, p.ranks);
+        next = (p.offset + pack_part_header_size + p.size + 7) / 8 * 8;
+    }
+    FUZZ_CHECK(x.parts.back().rank + 1 == x.parts.back().ranks, "a pack ends mid-version");
+}
+
+void check_pack(std::span<const std::byte> object)
+{
+    std::uint64_t offset = 0, length = 0;
+    std::uint32_t crc = 0;
+    std::string why;
+    const auto trailer = object.size() < pack_trailer_size ? std::span<const std::byte>{}
+                                                           : object.last(pack_trailer_size);
+    if (parse_pack_trailer(trailer, object.size(), offset, length, crc, why))
+        return;
+    FUZZ_CHECK(offset + length + pack_trailer_size == object.size(),
+               "a pack trailer's index [{}, +{}) in {} bytes", offset, length, object.size());
+    pack_index x;
+    const std::string_view text(reinterpret_cast<const char*>(object.data() + offset), length);
+    if (parse_pack_index(text, crc, offset, x, why))
+        return;
+    for (const auto& p : x.parts)
+        (void)check_pack_part(object.subspan(p.offset, pack_part_header_size), p, why);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
@@ -114,5 +174,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check_complete(text);
     check_run(text);
     check_version_dir(text);
+    if (size >= 8) {
+        std::uint64_t index_offset = 0;
+        std::memcpy(&index_offset, data, 8);
+        check_pack_index(text.substr(8), index_offset);
+    }
+    check_pack(std::as_bytes(std::span(data, size)));
     return 0;
 }

@@ -1,0 +1,99 @@
+#pragma once
+// A pack: many small versions of one node of a job in one object, so that a
+// batch of them costs one object's create, write, rename and fsyncs instead
+// of a directory, an object per rank, a manifest and a COMPLETE record each
+// (docs/small-versions.md, issue 23 item 3).
+//
+// Status: the format, its writer and its checked reader. The daemon does not
+// write packs yet, and no reader looks for them (docs/small-versions.md says
+// what is left).
+//
+// The object, in order:
+//   parts     per version and rank of the node, ascending: a header of
+//             part_header_size bytes (magic "IOPK", the crc32c of the rest of
+//             the header, version, size, rank, the node's ranks, the bytes'
+//             crc32c) and the rank's bytes, the next header 8-aligned
+//   index     text a human can read with `tail`:
+//               iofwd-pack 1
+//               job <job>
+//               node <node>
+//               parts <n>
+//               part <version> <rank> <ranks> <offset> <size> <crc32c, 8 hex>  (n lines)
+//               end
+//   trailer   trailer_size bytes, the object's last: magic "IOFWDPAK", the
+//             index's offset and length, the index's crc32c, the crc32c of
+//             the trailer before it
+// A pack is whole or it is nothing: a torn one has no valid trailer, and
+// one whose index or a part's header does not match is refused in words
+// (errc::corrupt), whatever lengths it claims. Every version in a pack has
+// all of the node's ranks, each once.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "store/layout.hpp"
+
+namespace iofwd::store {
+
+inline constexpr std::size_t pack_part_header_size = 40;
+inline constexpr std::size_t pack_trailer_size = 32;
+// No more parts than this in one pack (64 versions of 65,536 ranks): an
+// index claiming more is refused before anything is sized by it.
+inline constexpr std::uint64_t pack_max_parts = 64ull << 16;
+
+// One rank's bytes of one version, to be packed.
+struct pack_input {
+    std::uint64_t version = 0;
+    std::uint32_t rank = 0;
+    std::uint32_t ranks = 0;  // the node's
+    std::span<const std::byte> bytes;
+};
+
+// Where a part is in the pack, and what its bytes must be.
+struct pack_part {
+    std::uint64_t version = 0;
+    std::uint32_t rank = 0;
+    std::uint32_t ranks = 0;
+    std::uint64_t offset = 0;  // of its header; the bytes follow it
+    std::uint64_t size = 0;
+    std::uint32_t crc32c = 0;
+    bool operator==(const pack_part&) const = default;
+};
+
+struct pack_index {
+    std::string job;
+    std::string node;
+    std::vector<pack_part> parts;  // ascending by version, then rank
+    bool operator==(const pack_index&) const = default;
+};
+
+// The whole object for `inputs` (ascending by version, then rank; every
+// version with each of its ranks once; each input's crc32c computed here).
+// errc::invalid_argument, with `why`, for inputs that break those rules.
+std::error_code build_pack(const std::string& job, const std::string& node,
+                           std::span<const pack_input> inputs, std::vector<std::byte>& out,
+                           std::string& why);
+
+// The index's place from the trailer (the object's last pack_trailer_size
+// bytes) of an object of `object_size` bytes.
+std::error_code parse_pack_trailer(std::span<const std::byte> trailer, std::uint64_t object_size,
+                                   std::uint64_t& index_offset, std::uint64_t& index_length,
+                                   std::uint32_t& index_crc, std::string& why);
+
+// The index's text, checked against its crc32c and against the parts'
+// region, which ends where the index begins.
+std::error_code parse_pack_index(std::string_view text, std::uint32_t crc,
+                                 std::uint64_t index_offset, pack_index& out, std::string& why);
+
+// A part's header as read from the pack, checked against the index's word.
+std::error_code check_pack_part(std::span<const std::byte> header, const pack_part& expected,
+                                std::string& why);
+
+// The node's manifest of each version in the pack (the same records the
+// one-object-per-rank layout writes), ascending by version.
+std::vector<manifest> pack_manifests(const pack_index& index);
+
+}  // namespace iofwd::store
