@@ -6,20 +6,22 @@
 
 #include "crc32c.hpp"
 #include "errors.hpp"
+#include "rendezvous.hpp"
 #include "store/byte_fields.hpp"
 #include "store/record_text.hpp"
 
 namespace iofwd::store {
 namespace {
 
-constexpr std::uint32_t part_magic = 0x4b504f49;  // "IOPK"
-constexpr char trailer_magic[8] = {'I', 'O', 'F', 'W', 'D', 'P', 'A', 'K'};
-// Ranks of one node, as the protocol bounds them (proto::max_ranks).
-constexpr std::uint32_t max_ranks = 65536;
-constexpr std::size_t max_name = 255;
-
 using fields::get;
 using fields::put;
+
+constexpr std::uint32_t part_magic = 0x4b504f49;  // "IOPK"
+constexpr char trailer_magic[8] = {'I', 'O', 'F', 'W', 'D', 'P', 'A', 'K'};
+// Ranks of one node, as the protocol bounds them (proto::max_ranks), and
+// versions as the journal does (iod/job.cpp).
+constexpr std::uint32_t max_ranks = 65536;
+constexpr std::uint64_t max_version = 1ull << 48;
 
 std::uint64_t align8(std::uint64_t n)
 {
@@ -27,7 +29,7 @@ std::uint64_t align8(std::uint64_t n)
 }
 
 // Header layout: magic, crc32c of [8, 40), version, size, rank, ranks, the
-// bytes' crc32c, 4 bytes of zeros.
+// bytes' crc32c, 4 zero bytes.
 void encode_header(const pack_part& p, std::byte* h)
 {
     std::memset(h, 0, pack_part_header_size);
@@ -46,12 +48,68 @@ std::error_code corrupt(std::string& why, std::string what)
     return make_error_code(errc::corrupt);
 }
 
-bool plain_name(std::string_view s)
+// The rule for the order of parts, the builder's and the parser's: each
+// version's ranks 0 .. ranks-1 once, in order; versions ascending, each
+// whole before the next. Says what is wrong with `p` after `prev` (none for
+// the first part), or nothing.
+std::string out_of_order(const pack_part* prev, const pack_part& p)
 {
-    return !s.empty() && s.size() <= max_name && s.find('\n') == std::string_view::npos;
+    if (p.version == 0 || p.version >= max_version)
+        return fmt::format("version {}: versions are 1 to 2^48", p.version);
+    if (p.ranks == 0 || p.ranks > max_ranks)
+        return fmt::format("version {}: {} ranks (1 to {})", p.version, p.ranks, max_ranks);
+    if (!prev || p.version != prev->version) {
+        if (prev && p.version < prev->version)
+            return fmt::format("version {} after version {}", p.version, prev->version);
+        if (prev && prev->rank + 1 != prev->ranks)
+            return fmt::format("version {} lacks ranks {} and up", prev->version, prev->rank + 1);
+        if (p.rank != 0)
+            return fmt::format("version {} starts with rank {}", p.version, p.rank);
+        return {};
+    }
+    if (p.ranks != prev->ranks)
+        return fmt::format("version {}: rank {} says {} ranks, rank {} said {}", p.version, p.rank,
+                           p.ranks, prev->rank, prev->ranks);
+    if (p.rank != prev->rank + 1)
+        return fmt::format("version {}: rank {} after rank {}", p.version, p.rank, prev->rank);
+    return {};
+}
+
+std::string unfinished(const pack_part& last)
+{
+    return last.rank + 1 == last.ranks
+               ? std::string{}
+               : fmt::format("version {} lacks ranks {} and up", last.version, last.rank + 1);
+}
+
+// A decimal number as format writes it: no sign, no leading zero.
+template <typename T>
+bool canonical(std::string_view s, T& out)
+{
+    return !s.empty() && (s.size() == 1 || s[0] != '0') && text::number(s, out);
+}
+
+// A crc32c as format writes it: 8 lowercase hex digits.
+bool canonical_crc(std::string_view s, std::uint32_t& out)
+{
+    for (const char c : s)
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+            return false;
+    return s.size() == 8 && text::number(s, out, 16);
 }
 
 }  // namespace
+
+std::string format_pack_index(const pack_index& index)
+{
+    std::string out = fmt::format("iofwd-pack 1\njob {}\nnode {}\nparts {}\n", index.job,
+                                  index.node, index.parts.size());
+    for (const auto& p : index.parts)
+        out += fmt::format("part {} {} {} {} {} {:08x}\n", p.version, p.rank, p.ranks, p.offset,
+                           p.size, p.crc32c);
+    out += "end\n";
+    return out;
+}
 
 std::error_code build_pack(const std::string& job, const std::string& node,
                            std::span<const pack_input> inputs, std::vector<std::byte>& out,
@@ -61,53 +119,38 @@ std::error_code build_pack(const std::string& job, const std::string& node,
         why = std::move(what);
         return make_error_code(errc::invalid_argument);
     };
-    if (!plain_name(job) || !plain_name(node))
-        return refuse("a job or node name that is empty, too long or holds a line break");
+    if (!valid_name(job) || !valid_name(node))
+        return refuse(fmt::format("job '{}' or node '{}' is not a valid name", job, node));
     if (inputs.empty() || inputs.size() > pack_max_parts)
         return refuse(fmt::format("{} parts: a pack holds 1 to {}", inputs.size(), pack_max_parts));
-    std::vector<pack_part> parts;
-    parts.reserve(inputs.size());
+    pack_index index{job, node, {}};
+    index.parts.reserve(inputs.size());
     std::uint64_t at = 0;
-    for (std::size_t i = 0; i < inputs.size(); ++i) {
-        const auto& in = inputs[i];
-        // Each version's ranks 0 .. ranks-1 in order, versions ascending.
-        const bool first_of_version = i == 0 || in.version != inputs[i - 1].version;
-        const std::uint32_t want = first_of_version ? 0 : inputs[i - 1].rank + 1;
-        if ((!first_of_version && in.ranks != inputs[i - 1].ranks) ||
-            (first_of_version && i > 0 &&
-             (in.version < inputs[i - 1].version || inputs[i - 1].rank + 1 != inputs[i - 1].ranks)))
-            return refuse(fmt::format("part {} (version {} rank {}): versions must ascend, each "
-                                      "with all of its ranks",
-                                      i, in.version, in.rank));
-        if (in.ranks == 0 || in.ranks > max_ranks || in.rank != want)
-            return refuse(fmt::format("part {} (version {}): rank {} of {}, expected rank {}", i,
-                                      in.version, in.rank, in.ranks, want));
-        pack_part p{in.version, in.rank, in.ranks, at, in.bytes.size(), crc32c(in.bytes)};
+    for (const auto& in : inputs) {
+        const pack_part p{in.version, in.rank, in.ranks, at, in.bytes.size(), crc32c(in.bytes)};
+        if (auto wrong = out_of_order(index.parts.empty() ? nullptr : &index.parts.back(), p);
+            !wrong.empty())
+            return refuse(std::move(wrong));
         at = align8(at + pack_part_header_size + p.size);
-        parts.push_back(p);
+        index.parts.push_back(p);
     }
-    if (inputs.back().rank + 1 != inputs.back().ranks)
-        return refuse(fmt::format("version {} lacks ranks {} and up", inputs.back().version,
-                                  inputs.back().rank + 1));
-    std::string index = fmt::format("iofwd-pack 1\njob {}\nnode {}\nparts {}\n", job, node,
-                                    parts.size());
-    for (const auto& p : parts)
-        index += fmt::format("part {} {} {} {} {} {:08x}\n", p.version, p.rank, p.ranks, p.offset,
-                             p.size, p.crc32c);
-    index += "end\n";
-    out.assign(at + index.size() + pack_trailer_size, std::byte{0});
-    for (std::size_t i = 0; i < parts.size(); ++i) {
-        encode_header(parts[i], out.data() + parts[i].offset);
+    if (auto wrong = unfinished(index.parts.back()); !wrong.empty())
+        return refuse(std::move(wrong));
+    const std::string text = format_pack_index(index);
+    out.assign(at + text.size() + pack_trailer_size, std::byte{0});
+    for (std::size_t i = 0; i < index.parts.size(); ++i) {
+        const auto& p = index.parts[i];
+        encode_header(p, out.data() + p.offset);
         if (!inputs[i].bytes.empty())
-            std::memcpy(out.data() + parts[i].offset + pack_part_header_size,
-                        inputs[i].bytes.data(), inputs[i].bytes.size());
+            std::memcpy(out.data() + p.offset + pack_part_header_size, inputs[i].bytes.data(),
+                        inputs[i].bytes.size());
     }
-    std::memcpy(out.data() + at, index.data(), index.size());
-    std::byte* t = out.data() + at + index.size();
+    std::memcpy(out.data() + at, text.data(), text.size());
+    std::byte* t = out.data() + at + text.size();
     std::memcpy(t, trailer_magic, sizeof trailer_magic);
     put(t + 8, at);
-    put(t + 16, static_cast<std::uint64_t>(index.size()));
-    put(t + 24, crc32c(std::as_bytes(std::span(index.data(), index.size()))));
+    put(t + 16, static_cast<std::uint64_t>(text.size()));
+    put(t + 24, crc32c(std::as_bytes(std::span(text.data(), text.size()))));
     put(t + 28, crc32c(std::span(t, 28)));
     return {};
 }
@@ -125,10 +168,14 @@ std::error_code parse_pack_trailer(std::span<const std::byte> trailer, std::uint
         return corrupt(why, "the pack's trailer does not match its crc32c");
     const auto offset = get<std::uint64_t>(t + 8), length = get<std::uint64_t>(t + 16);
     const std::uint64_t room = object_size - pack_trailer_size;
-    if (offset > room || length != room - offset)
+    if (offset > room || length != room - offset || offset % 8 != 0)
         return corrupt(why, fmt::format("the pack's index [{}, +{}) is not what lies between its "
                                         "parts and its trailer in {} bytes",
                                         offset, length, object_size));
+    if (length > pack_max_index)
+        return corrupt(why, fmt::format("the pack's index of {} bytes is longer than any pack's "
+                                        "({} bytes)",
+                                        length, pack_max_index));
     index_offset = offset;
     index_length = length;
     index_crc = get<std::uint32_t>(t + 24);
@@ -140,26 +187,31 @@ std::error_code parse_pack_index(std::string_view index, std::uint32_t crc,
 {
     using text::field;
     using text::next_line;
-    using text::number;
+    if (index.size() > pack_max_index || index_offset % 8 != 0)
+        return corrupt(why, fmt::format("an index of {} bytes at {}: at most {} bytes, at an "
+                                        "8-aligned offset",
+                                        index.size(), index_offset, pack_max_index));
     if (crc32c(std::as_bytes(std::span(index.data(), index.size()))) != crc)
         return corrupt(why, "the pack's index does not match its crc32c");
+    if (index.empty() || index.back() != '\n')
+        return corrupt(why, "the pack's index does not end with a line break");
     pack_index x;
     std::string_view line, v;
     if (!next_line(index, line) || line != "iofwd-pack 1")
         return corrupt(why, "not an iofwd pack index (first line)");
-    if (!next_line(index, line) || !field(line, "job", v) || !plain_name(v))
+    if (!next_line(index, line) || !field(line, "job", v) || !valid_name(std::string(v)))
         return corrupt(why, "missing or bad job line");
     x.job = v;
-    if (!next_line(index, line) || !field(line, "node", v) || !plain_name(v))
+    if (!next_line(index, line) || !field(line, "node", v) || !valid_name(std::string(v)))
         return corrupt(why, "missing or bad node line");
     x.node = v;
     std::uint64_t count = 0;
-    if (!next_line(index, line) || !field(line, "parts", v) || !number(v, count) || count == 0 ||
-        count > pack_max_parts)
+    if (!next_line(index, line) || !field(line, "parts", v) || !canonical(v, count) ||
+        count == 0 || count > pack_max_parts)
         return corrupt(why, fmt::format("missing or bad parts line (1 to {})", pack_max_parts));
-    // Each line is at least "part 0 0 1 0 0 00000000": a count the text
+    // Each line is at least "part 1 0 1 0 0 00000000\n": a count the text
     // cannot hold is refused before anything is sized by it.
-    if (count > index.size() / 24 + 1)
+    if (count > index.size() / 24)
         return corrupt(why, fmt::format("{} parts claimed in an index of {} bytes", count,
                                         index.size()));
     x.parts.reserve(count);
@@ -169,28 +221,24 @@ std::error_code parse_pack_index(std::string_view index, std::uint32_t crc,
         if (!next_line(index, line) || !field(line, "part", v))
             return corrupt(why, fmt::format("part line {} of {} missing", i + 1, count));
         std::string_view f[6];
+        bool split = true;
         for (int k = 0; k < 6; ++k) {
             const auto sp = v.find(' ');
             f[k] = v.substr(0, sp);
+            split = split && ((k < 5) == (sp != std::string_view::npos));
             v = sp == std::string_view::npos ? std::string_view{} : v.substr(sp + 1);
         }
-        if (!v.empty() || !number(f[0], p.version) || !number(f[1], p.rank) ||
-            !number(f[2], p.ranks) || !number(f[3], p.offset) || !number(f[4], p.size) ||
-            f[5].size() != 8 || !number(f[5], p.crc32c, 16))
+        if (!split || !canonical(f[0], p.version) || !canonical(f[1], p.rank) ||
+            !canonical(f[2], p.ranks) || !canonical(f[3], p.offset) || !canonical(f[4], p.size) ||
+            !canonical_crc(f[5], p.crc32c))
             return corrupt(why, fmt::format("part line {}: '{}'", i + 1, line));
-        const pack_part* prev = x.parts.empty() ? nullptr : &x.parts.back();
-        const bool first_of_version = !prev || p.version != prev->version;
-        const std::uint32_t want = first_of_version ? 0 : prev->rank + 1;
-        if (p.ranks == 0 || p.ranks > max_ranks || p.rank != want ||
-            (!first_of_version && p.ranks != prev->ranks) ||
-            (first_of_version && prev && (p.version < prev->version || prev->rank + 1 != prev->ranks)))
-            return corrupt(why, fmt::format("part line {} (version {} rank {} of {}): versions "
-                                            "must ascend, each with all of its ranks once",
-                                            i + 1, p.version, p.rank, p.ranks));
+        if (auto wrong = out_of_order(x.parts.empty() ? nullptr : &x.parts.back(), p);
+            !wrong.empty())
+            return corrupt(why, fmt::format("part line {}: {}", i + 1, wrong));
         // In the parts' region, in order, none over another: no length the
-        // index claims reaches past where the index itself begins.
-        if (p.offset != next_offset || p.offset > index_offset ||
-            index_offset - p.offset < pack_part_header_size ||
+        // index claims reaches past where the index itself begins. (No sum
+        // below wraps: each is bounded by index_offset first.)
+        if (p.offset != next_offset || index_offset - p.offset < pack_part_header_size ||
             p.size > index_offset - p.offset - pack_part_header_size)
             return corrupt(why, fmt::format("part line {}: bytes [{}, +{}) are not where the "
                                             "parts before end, within the {} bytes of parts",
@@ -198,9 +246,8 @@ std::error_code parse_pack_index(std::string_view index, std::uint32_t crc,
         next_offset = align8(p.offset + pack_part_header_size + p.size);
         x.parts.push_back(p);
     }
-    if (x.parts.back().rank + 1 != x.parts.back().ranks)
-        return corrupt(why, fmt::format("version {} lacks ranks {} and up",
-                                        x.parts.back().version, x.parts.back().rank + 1));
+    if (auto wrong = unfinished(x.parts.back()); !wrong.empty())
+        return corrupt(why, std::move(wrong));
     if (next_offset != index_offset)
         return corrupt(why, fmt::format("the parts end at {}, the index begins at {}", next_offset,
                                         index_offset));
@@ -216,12 +263,12 @@ std::error_code check_pack_part(std::span<const std::byte> header, const pack_pa
     if (header.size() != pack_part_header_size)
         return corrupt(why, fmt::format("a part's header of {} bytes", header.size()));
     const std::byte* h = header.data();
-    if (get<std::uint32_t>(h) != part_magic ||
+    if (get<std::uint32_t>(h) != part_magic || get<std::uint32_t>(h + 36) != 0 ||
         crc32c(std::span(h + 8, pack_part_header_size - 8)) != get<std::uint32_t>(h + 4))
         return corrupt(why, fmt::format("no valid part header at {}", expected.offset));
-    pack_part found{get<std::uint64_t>(h + 8), get<std::uint32_t>(h + 24),
-                    get<std::uint32_t>(h + 28), expected.offset, get<std::uint64_t>(h + 16),
-                    get<std::uint32_t>(h + 32)};
+    const pack_part found{get<std::uint64_t>(h + 8),  get<std::uint32_t>(h + 24),
+                          get<std::uint32_t>(h + 28), expected.offset,
+                          get<std::uint64_t>(h + 16), get<std::uint32_t>(h + 32)};
     if (found != expected)
         return corrupt(why, fmt::format("the part at {} is version {} rank {} of {}, {} bytes, "
                                         "crc32c {:08x}; the index says version {} rank {} of {}, "

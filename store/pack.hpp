@@ -10,9 +10,10 @@
 //
 // The object, in order:
 //   parts     per version and rank of the node, ascending: a header of
-//             part_header_size bytes (magic "IOPK", the crc32c of the rest of
-//             the header, version, size, rank, the node's ranks, the bytes'
-//             crc32c) and the rank's bytes, the next header 8-aligned
+//             pack_part_header_size bytes (magic "IOPK", the crc32c of the
+//             rest of the header, version, size, rank, the node's ranks, the
+//             bytes' crc32c, 4 zero bytes) and the rank's bytes, the next
+//             header 8-aligned
 //   index     text a human can read with `tail`:
 //               iofwd-pack 1
 //               job <job>
@@ -20,13 +21,21 @@
 //               parts <n>
 //               part <version> <rank> <ranks> <offset> <size> <crc32c, 8 hex>  (n lines)
 //               end
-//   trailer   trailer_size bytes, the object's last: magic "IOFWDPAK", the
-//             index's offset and length, the index's crc32c, the crc32c of
-//             the trailer before it
-// A pack is whole or it is nothing: a torn one has no valid trailer, and
-// one whose index or a part's header does not match is refused in words
-// (errc::corrupt), whatever lengths it claims. Every version in a pack has
-// all of the node's ranks, each once.
+//   trailer   pack_trailer_size bytes, the object's last: magic "IOFWDPAK",
+//             the index's offset and length, the index's crc32c, the crc32c
+//             of the trailer before it
+// What a reader may trust: an object whose trailer and index pass, and
+// whose parts each pass check_pack_part when read, is the pack as written.
+// A torn pack usually has no valid trailer, but a cut inside a part's bytes
+// may leave something that looks like one: the index's crc32c and the
+// parts' checks are what make a pack whole or nothing. Every length the
+// trailer or the index claims is bounded before anything is sized by it
+// (the index: pack_max_index bytes; parts: pack_max_parts), and refused in
+// words (errc::corrupt). Every version has all of the node's ranks, each
+// once; versions ascend, from 1 to below 2^48 (the journal's bound); names
+// are valid_name's (rendezvous.hpp), as everywhere in the store; numbers
+// are written one way only (decimal without leading zeros, crc32c in 8
+// lowercase hex digits), so that a parsed index formats back to its text.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -40,9 +49,11 @@ namespace iofwd::store {
 
 inline constexpr std::size_t pack_part_header_size = 40;
 inline constexpr std::size_t pack_trailer_size = 32;
-// No more parts than this in one pack (64 versions of 65,536 ranks): an
-// index claiming more is refused before anything is sized by it.
-inline constexpr std::uint64_t pack_max_parts = 64ull << 16;
+// No more parts than this in one pack (64 versions of 1,024 ranks, more than
+// a node's journal holds at once), and so no index longer than this: a
+// claim beyond is refused before anything is sized by it.
+inline constexpr std::uint64_t pack_max_parts = 1u << 16;
+inline constexpr std::uint64_t pack_max_index = 8u << 20;
 
 // One rank's bytes of one version, to be packed.
 struct pack_input {
@@ -84,9 +95,13 @@ std::error_code parse_pack_trailer(std::span<const std::byte> trailer, std::uint
                                    std::uint32_t& index_crc, std::string& why);
 
 // The index's text, checked against its crc32c and against the parts'
-// region, which ends where the index begins.
+// region, which ends where the index begins. The caller compares the job
+// and node it names with those the object's name says.
 std::error_code parse_pack_index(std::string_view text, std::uint32_t crc,
                                  std::uint64_t index_offset, pack_index& out, std::string& why);
+
+// The index's text for `index` (the form parse_pack_index reads).
+std::string format_pack_index(const pack_index& index);
 
 // A part's header as read from the pack, checked against the index's word.
 std::error_code check_pack_part(std::span<const std::byte> header, const pack_part& expected,

@@ -132,18 +132,23 @@ void check_pack_index(std::string_view text, std::uint64_t index_offset)
     std::uint64_t next = 0;
     for (std::size_t i = 0; i < x.parts.size(); ++i) {
         const auto& p = x.parts[i];
-        FUZZ_CHECK(p.offset == next && p.offset < index_offset &&
+        FUZZ_CHECK(p.offset == next && index_offset - p.offset >= pack_part_header_size &&
                        p.size <= index_offset - p.offset - pack_part_header_size,
                    "part {} at [{}, +{}) in {} bytes of parts after {}", i, p.offset, p.size,
                    index_offset, next);
-        FUZZ_CHECK(p.rank < p.ranks && (i == 0 || x.parts[i - 1].version < p.version
-                                            ? p.rank == 0
-                                            : x.parts[i - 1].version == p.version &&
-                                                  p.rank == x.parts[i - 1].rank + 1),
+        FUZZ_CHECK(p.version >= 1 && p.rank < p.ranks && p.ranks <= 65536 &&
+                       (i == 0 || x.parts[i - 1].version < p.version
+                            ? p.rank == 0
+                            : x.parts[i - 1].version == p.version &&
+                                  p.rank == x.parts[i - 1].rank + 1),
                    "part {}: version {} rank {} of {}", i, p.version, p.rank, p.ranks);
         next = (p.offset + pack_part_header_size + p.size + 7) / 8 * 8;
     }
+    FUZZ_CHECK(next == index_offset, "the parts end at {}, the index begins at {}", next,
+               index_offset);
     FUZZ_CHECK(x.parts.back().rank + 1 == x.parts.back().ranks, "a pack ends mid-version");
+    // Written one way only: what parses formats back to the same text.
+    FUZZ_CHECK(format_pack_index(x) == text, "a pack index that formats otherwise:\n{}", text);
 }
 
 void check_pack(std::span<const std::byte> object)

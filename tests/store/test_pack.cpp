@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -21,9 +22,10 @@ std::vector<std::byte> bytes_of(std::size_t n, unsigned seed)
     return b;
 }
 
-// Two versions of a node of 2 ranks (5000, 0, 4096 and 7 bytes).
+// Two versions of a node of 2 ranks (5001, 0, 4096 and 7 bytes: the second
+// header 8-aligned after padding, the third after an empty part).
 struct sample {
-    std::vector<std::vector<std::byte>> data{bytes_of(5000, 1), {}, bytes_of(4096, 3),
+    std::vector<std::vector<std::byte>> data{bytes_of(5001, 1), {}, bytes_of(4096, 3),
                                              bytes_of(7, 4)};
     std::vector<pack_input> inputs{{11, 0, 2, data[0]}, {11, 1, 2, data[1]},
                                    {12, 0, 2, data[2]}, {12, 1, 2, data[3]}};
@@ -74,18 +76,23 @@ TEST_CASE("a pack holds each rank's bytes of each version, found through its ind
     CHECK(index.node == "node-1");
     REQUIRE(index.parts.size() == 4);
     CHECK(parts == s.data);
-    CHECK(index.parts[1] == pack_part{11, 1, 2, 5040, 0, 0});
-    CHECK(index.parts[2].offset == 5080);  // 8-aligned after an empty part
+    CHECK(index.parts[0] == pack_part{11, 0, 2, 0, 5001, crc32c(s.data[0])});
+    CHECK(index.parts[1] == pack_part{11, 1, 2, 5048, 0, 0});  // 5041 rounded up
+    CHECK(index.parts[2].offset == 5088);
+    CHECK(index.parts[3].offset == 9224);
+    CHECK(format_pack_index(index) + "" ==
+          std::string(reinterpret_cast<const char*>(pack.data()) + 9272,
+                      pack.size() - 9272 - pack_trailer_size));
     // The manifests are those the one-object-per-rank layout writes.
     const auto ms = pack_manifests(index);
     REQUIRE(ms.size() == 2);
     CHECK(ms[0] == manifest{"job", "node-1", 11, 2,
-                            {{0, 5000, crc32c(s.data[0])}, {1, 0, crc32c(s.data[1])}}});
+                            {{0, 5001, crc32c(s.data[0])}, {1, 0, crc32c(s.data[1])}}});
     CHECK(ms[1].version == 12);
     CHECK(ms[1].entries.size() == 2);
     // A human can read the index with tail.
     const std::string text(reinterpret_cast<const char*>(pack.data()), pack.size());
-    CHECK(text.find("iofwd-pack 1\njob job\nnode node-1\nparts 4\npart 11 0 2 0 5000 ") !=
+    CHECK(text.find("iofwd-pack 1\njob job\nnode node-1\nparts 4\npart 11 0 2 0 5001 ") !=
           std::string::npos);
 }
 
@@ -104,8 +111,12 @@ TEST_CASE("a pack is built only of whole versions, in order", "[pack]")
     CHECK(refused({s.inputs[0], s.inputs[1], s.inputs[2]}));                  // version 12 half
     CHECK(refused({{11, 0, 1, s.data[0]}, {11, 0, 1, s.data[0]}}));           // a version twice
     CHECK(refused({{11, 0, 0, s.data[0]}}));                                  // no ranks
-    CHECK(build_pack("", "node", s.inputs, pack, why) == errc::invalid_argument);
-    CHECK(build_pack("job", "no\nde", s.inputs, pack, why) == errc::invalid_argument);
+    CHECK(refused({{0, 0, 1, s.data[0]}}));                                   // version 0
+    CHECK(refused({{1ull << 48, 0, 1, s.data[0]}}));                          // past the journal's
+    for (const char* bad : {"", "no\nde", "a/b", "..", ".hidden", "sp ace"}) {
+        CHECK(build_pack(bad, "node", s.inputs, pack, why) == errc::invalid_argument);
+        CHECK(build_pack("job", bad, s.inputs, pack, why) == errc::invalid_argument);
+    }
 }
 
 TEST_CASE("a torn or altered pack is refused in words, whatever it claims", "[pack]")
@@ -116,7 +127,7 @@ TEST_CASE("a torn or altered pack is refused in words, whatever it claims", "[pa
     REQUIRE_FALSE(build_pack("job", "node", s.inputs, good, why));
     pack_index index;
     // Torn anywhere: no trailer at the end.
-    for (std::size_t cut : {std::size_t{0}, std::size_t{10}, good.size() / 2, good.size() - 1}) {
+    for (std::size_t cut = 0; cut < good.size(); ++cut) {
         INFO("cut to " << cut);
         const std::vector<std::byte> torn(good.begin(), good.begin() + static_cast<long>(cut));
         CHECK(read_back(torn, index, why) == errc::corrupt);
@@ -134,7 +145,7 @@ TEST_CASE("a torn or altered pack is refused in words, whatever it claims", "[pa
         }
         return false;
     };
-    for (std::size_t at = 0; at < good.size(); at += 13) {
+    for (std::size_t at = 0; at < good.size(); ++at) {
         if (padding(at))
             continue;
         INFO("byte " << at);
@@ -144,32 +155,97 @@ TEST_CASE("a torn or altered pack is refused in words, whatever it claims", "[pa
         CHECK(read_back(bad, index, why) == errc::corrupt);
         CHECK_FALSE(why.empty());
     }
-    // An index whose lengths reach past its region, with a matching crc32c:
-    // refused by the bounds, not by a read past the object.
-    constexpr std::uint64_t offset = 4096;  // where a forged index begins
-    auto forged = [&](const std::string& text) {
-        const auto crc = crc32c(std::as_bytes(std::span(text.data(), text.size())));
+    // Indexes with a matching crc32c that break one rule each, every other
+    // rule kept (the parts end where the index begins): each refused by
+    // its own rule, not by another.
+    auto forged = [&](const std::string& parts_lines, std::uint64_t offset,
+                      const std::string& count = "") {
+        const auto n = std::count(parts_lines.begin(), parts_lines.end(), '\n');
+        const std::string text = "iofwd-pack 1\njob j\nnode n\nparts " +
+                                 (count.empty() ? std::to_string(n) : count) + "\n" +
+                                 parts_lines + "end\n";
         why.clear();
-        return parse_pack_index(text, crc, offset, index, why);
+        const auto crc = crc32c(std::as_bytes(std::span(text.data(), text.size())));
+        return parse_pack_index(text, crc, offset, index, why) == errc::corrupt;
     };
-    CHECK(forged("iofwd-pack 1\njob j\nnode n\nparts 1\npart 1 0 1 0 18446744073709551615 "
-                 "00000000\nend\n") == errc::corrupt);
-    CHECK(why.find("not where the parts before end") != std::string::npos);
-    CHECK(forged("iofwd-pack 1\njob j\nnode n\nparts 4194304\npart 1 0 1 0 1 00000000\nend\n") ==
-          errc::corrupt);
-    CHECK(forged("iofwd-pack 1\njob j\nnode n\nparts 99999999999\nend\n") == errc::corrupt);
-    CHECK(forged("iofwd-pack 1\njob j\nnode n\nparts 1\npart 1 0 1 0 1 0000000\nend\n") ==
-          errc::corrupt);
-    CHECK(forged("iofwd-pack 1\njob j\nnode n\nparts 1\npart 1 0 1 8 1 00000000\nend\n") ==
-          errc::corrupt);
-    CHECK(forged("iofwd-pack 1\njob j\nnode n\nparts 2\npart 1 0 2 0 1 00000000\npart 1 0 2 48 "
-                 "1 00000000\nend\n") == errc::corrupt);
-    // A header that disagrees with its index line.
-    auto moved = good;
+    const std::string one = "part 1 0 1 0 1 00000000\n";  // its parts end at 48
+    REQUIRE_FALSE(forged(one, 48));
+    CHECK(index.parts == std::vector<pack_part>{{1, 0, 1, 0, 1, 0}});
+    const struct {
+        std::string lines;
+        std::uint64_t offset;
+        std::string count;
+        std::string words;
+    } cases[] = {
+        {"part 1 0 1 0 18446744073709551615 00000000\n", 48, "", "not where the parts before end"},
+        {"part 1 0 1 8 1 00000000\n", 56, "", "not where the parts before end"},
+        {one, 48, "4194304", "missing or bad parts line"},
+        {one, 48, "2", "2 parts claimed in an index of"},
+        {one, 48, "01", "missing or bad parts line"},
+        {"part 1 0 1 0 1 0000000\n", 48, "", "part line 1: 'part 1 0 1 0 1 0000000'"},
+        {"part 1 0 1 0 1 0000000A\n", 48, "", "part line 1:"},
+        {"part 1 0 1 0 01 00000000\n", 48, "", "part line 1:"},
+        {"part 1 0 1 0 1 00000000 \n", 48, "", "part line 1:"},
+        {"part 1 0 1 0 10000000000\n", 48, "", "part line 1:"},  // five fields
+        {"part 0 0 1 0 1 00000000\n", 48, "", "versions are 1 to 2^48"},
+        {"part 1 0 0 0 1 00000000\n", 48, "", "0 ranks"},
+        {"part 1 0 65537 0 1 00000000\n", 48, "", "65537 ranks"},
+        {"part 1 1 2 0 1 00000000\n", 48, "", "version 1 starts with rank 1"},
+        {"part 1 0 2 0 1 00000000\npart 1 0 2 48 1 00000000\n", 96, "", "rank 0 after rank 0"},
+        {"part 1 0 2 0 1 00000000\npart 1 1 3 48 1 00000000\n", 96, "", "says 3 ranks"},
+        {"part 2 0 1 0 1 00000000\npart 1 0 1 48 1 00000000\n", 96, "", "version 1 after version 2"},
+        {"part 1 0 2 0 1 00000000\npart 2 0 1 48 1 00000000\n", 96, "", "version 1 lacks ranks 1"},
+        {"part 1 0 2 0 1 00000000\n", 48, "", "version 1 lacks ranks 1 and up"},
+        {one, 56, "", "the parts end at 48, the index begins at 56"},
+        {one, 52, "", "8-aligned"},
+    };
+    for (const auto& c : cases) {
+        INFO(c.lines << " at " << c.offset << " count '" << c.count << "'");
+        CHECK(forged(c.lines, c.offset, c.count));
+        INFO(why);
+        CHECK(why.find(c.words) != std::string::npos);
+    }
+    // Text the format never writes: after end, a missing last line break,
+    // names that are not names.
+    auto raw = [&](const std::string& text) {
+        why.clear();
+        const auto crc = crc32c(std::as_bytes(std::span(text.data(), text.size())));
+        return parse_pack_index(text, crc, 48, index, why) == errc::corrupt;
+    };
+    const std::string head = "iofwd-pack 1\njob j\nnode n\nparts 1\n" + one;
+    CHECK(raw(head + "end\nmore\n"));
+    CHECK(raw(head + "end"));
+    CHECK(raw("iofwd-pack 1\njob a/b\nnode n\nparts 1\n" + one + "end\n"));
+    CHECK(raw("iofwd-pack 1\njob j\nnode ..\nparts 1\n" + one + "end\n"));
+    CHECK_FALSE(raw(head + "end\n"));
+    // The crc32c is checked first: the right text with another one.
+    CHECK(parse_pack_index(head + "end\n", 1, 48, index, why) == errc::corrupt);
+    CHECK(why == "the pack's index does not match its crc32c");
+    // A trailer that claims a longer index than any pack has.
+    std::vector<std::byte> huge(pack_trailer_size);
+    std::memcpy(huge.data(), "IOFWDPAK", 8);
+    const std::uint64_t big = pack_max_index + 8, zero = 0;
+    std::memcpy(huge.data() + 8, &zero, 8);
+    std::memcpy(huge.data() + 16, &big, 8);
+    const std::uint32_t tcrc = crc32c(std::span(huge).first(28));
+    std::memcpy(huge.data() + 28, &tcrc, 4);
+    std::uint64_t o = 0, l = 0;
+    std::uint32_t ic = 0;
+    CHECK(parse_pack_trailer(huge, big + pack_trailer_size, o, l, ic, why) == errc::corrupt);
+    CHECK(why.find("longer than any pack's") != std::string::npos);
+    // A header that disagrees with its index line, field by field.
     REQUIRE_FALSE(read_back(good, index, why));
-    pack_part lie = index.parts[0];
-    lie.size = 4999;
-    CHECK(check_pack_part(std::span(moved).first(pack_part_header_size), lie, why) ==
-          errc::corrupt);
-    CHECK(why.find("the index says version 11 rank 0 of 2, 4999 bytes") != std::string::npos);
+    const auto header = std::span<const std::byte>(good).first(pack_part_header_size);
+    CHECK_FALSE(check_pack_part(header, index.parts[0], why));
+    for (int field = 0; field < 5; ++field) {
+        pack_part lie = index.parts[0];
+        if (field == 0) lie.version = 12;
+        if (field == 1) lie.rank = 1;
+        if (field == 2) lie.ranks = 3;
+        if (field == 3) lie.size = 5000;
+        if (field == 4) lie.crc32c ^= 1;
+        INFO("field " << field);
+        CHECK(check_pack_part(header, lie, why) == errc::corrupt);
+        CHECK(why.find("the part at 0 is version 11 rank 0 of 2, 5001 bytes") != std::string::npos);
+    }
 }
