@@ -18,6 +18,7 @@
 #include "io.h"
 #include "pattern.hpp"
 #include "procfs.hpp"
+#include "../support/spare_huge_page.h"
 
 using namespace test;
 
@@ -93,27 +94,6 @@ std::string first_line(const char* path)
     return text.substr(0, text.find('\n'));
 }
 
-// Whether the kernel can make a 2 MiB page right now: a fresh, touched,
-// aligned 2 MiB of this process collapsed. On a machine whose memory is
-// fragmented (the suite writes gigabytes through the page cache before this
-// test) it may have none to give (ENOMEM), and then the pages of a buffer
-// rightly stay as they are.
-bool kernel_has_a_huge_page()
-{
-    constexpr std::size_t huge = 2u << 20;
-    void* map = ::mmap(nullptr, 2 * huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                       -1, 0);
-    if (map == MAP_FAILED)
-        return false;
-    auto* at = reinterpret_cast<char*>(
-        (reinterpret_cast<std::uintptr_t>(map) + huge - 1) & ~std::uintptr_t(huge - 1));
-    std::memset(at, 1, huge);
-    constexpr int madv_collapse = 25;
-    const bool made = ::madvise(at, huge, madv_collapse) == 0 || errno != ENOMEM;
-    ::munmap(map, 2 * huge);
-    return made;
-}
-
 }  // namespace
 
 TEST_CASE("a buffer's pages become 2 MiB pages after io_init, within it, or never",
@@ -163,7 +143,7 @@ TEST_CASE("a buffer's pages become 2 MiB pages after io_init, within it, or neve
         // Collapsed as asked; or not, when the kernel has no 2 MiB page to
         // give (asked afterwards, with a collapse of the test's own).
         const auto check_collapsed = [&](bool all) {
-            if (!all && !kernel_has_a_huge_page()) {
+            if (!all && !spare_huge_page()) {
                 WARN("the kernel has no free 2 MiB page (a collapse fails with ENOMEM): "
                      "IOFWD_HUGEPAGES=" << mode << " not checked");
                 return;

@@ -22,7 +22,6 @@
 #endif
 #include <mpi.h>
 
-#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,6 +30,8 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "../support/spare_huge_page.h"
 
 #define HUGE_PAGE ((size_t)2 << 20)
 #define LEN ((size_t)8 << 20)
@@ -66,21 +67,6 @@ static long khugepaged_collapsed(void)
         fclose(f);
     }
     return n;
-}
-
-/* Whether the kernel can make a 2 MiB page now: a fresh, touched, aligned
- * 2 MiB collapsed (ENOMEM when it has none to give). */
-static int spare_huge_page(void)
-{
-    char* map = mmap(NULL, 2 * HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
-    if (map == MAP_FAILED)
-        return 0;
-    char* at = (char*)(((uintptr_t)map + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
-    memset(at, 1, HUGE_PAGE);
-    const int made = madvise(at, HUGE_PAGE, 25 /* MADV_COLLAPSE */) == 0 || errno != ENOMEM;
-    munmap(map, 2 * HUGE_PAGE);
-    return made;
 }
 
 static double now(void)

@@ -80,7 +80,7 @@ TEST_CASE("a pack holds each rank's bytes of each version, found through its ind
     CHECK(index.parts[1] == pack_part{11, 1, 2, 5048, 0, 0});  // 5041 rounded up
     CHECK(index.parts[2].offset == 5088);
     CHECK(index.parts[3].offset == 9224);
-    CHECK(format_pack_index(index) + "" ==
+    CHECK(format_pack_index(index) ==
           std::string(reinterpret_cast<const char*>(pack.data()) + 9272,
                       pack.size() - 9272 - pack_trailer_size));
     // The manifests are those the one-object-per-rank layout writes.
@@ -126,7 +126,8 @@ TEST_CASE("a torn or altered pack is refused in words, whatever it claims", "[pa
     std::string why;
     REQUIRE_FALSE(build_pack("job", "node", s.inputs, good, why));
     pack_index index;
-    // Torn anywhere: no trailer at the end.
+    // Torn anywhere: no trailer at the end, or one whose index or parts do
+    // not match.
     for (std::size_t cut = 0; cut < good.size(); ++cut) {
         INFO("cut to " << cut);
         const std::vector<std::byte> torn(good.begin(), good.begin() + static_cast<long>(cut));
