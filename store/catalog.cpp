@@ -8,6 +8,7 @@
 
 #include "crc32c.hpp"
 #include "errors.hpp"
+#include "store/pack.hpp"
 
 namespace iofwd::store {
 
@@ -25,6 +26,99 @@ std::error_code read_all(backend& st, const std::string& name, std::string& out)
     return {};
 }
 
+namespace {
+
+// The record of bucket `bucket` of `job` (its newest), read and checked;
+// not_found when it has none.
+std::error_code read_bucket(backend& st, const std::string& job, std::uint64_t bucket,
+                            bucket_record& out, std::string& why)
+{
+    std::vector<std::string> names;
+    if (auto ec = st.list(bucket_dir(job, bucket) + "/", names)) {
+        why = fmt::format("listing {}: {}", bucket_dir(job, bucket), ec.message());
+        return ec;
+    }
+    std::optional<std::uint64_t> newest;
+    for (const auto& n : names)
+        if (const auto last = parse_bucket_complete(n); last && (!newest || *last > *newest))
+            newest = last;
+    if (!newest)
+        return make_error_code(errc::not_found);
+    const auto name = bucket_complete_object(job, bucket, *newest);
+    std::string text;
+    if (auto ec = read_all(st, name, text)) {
+        why = fmt::format("{}: {}", name, failure(st, name, ec));
+        return ec;
+    }
+    if (auto ec = parse_bucket(text, out, why)) {
+        why = fmt::format("{}: {}", name, why);
+        return ec;
+    }
+    if (out.job != job || out.bucket != bucket || out.last != *newest) {
+        why = fmt::format("{} is the record of job {} bucket {} up to version {}: it was copied "
+                          "or moved, it is not that record",
+                          name, out.job, out.bucket, out.last);
+        return make_error_code(errc::corrupt);
+    }
+    return {};
+}
+
+// The job's buckets, ascending (none: not an error).
+std::error_code buckets(backend& st, const std::string& job, std::vector<std::uint64_t>& out)
+{
+    std::vector<std::string> names;
+    out.clear();
+    if (auto ec = st.list(fmt::format("{}/{}/", job, packs_dir), names))
+        return ec == errc::not_found ? std::error_code{} : ec;
+    for (const auto& n : names)
+        if (const auto b = parse_bucket_dir(n))
+            out.push_back(*b);
+    std::sort(out.begin(), out.end());
+    return {};
+}
+
+// The bucket whose record says `version` is complete: not_found when none
+// does (the version is in no pack, or not complete yet).
+std::error_code find_bucket(backend& st, const std::string& job, std::uint64_t version,
+                            bucket_record& out, std::string& why)
+{
+    std::vector<std::uint64_t> all;
+    if (auto ec = buckets(st, job, all)) {
+        why = fmt::format("listing the packs of job {}: {}", job, ec.message());
+        return ec;
+    }
+    // Buckets are named by their first version and hold the versions up to
+    // the next one's: the last bucket at or below the version.
+    const auto it = std::upper_bound(all.begin(), all.end(), version);
+    if (it == all.begin())
+        return make_error_code(errc::not_found);
+    if (auto ec = read_bucket(st, job, *std::prev(it), out, why))
+        return ec;
+    if (version < out.first || version > out.last)
+        return make_error_code(errc::not_found);
+    return {};
+}
+
+}  // namespace
+
+std::error_code packed_versions(backend& st, const std::string& job,
+                                std::vector<std::uint64_t>& out)
+{
+    std::vector<std::uint64_t> all, found;
+    if (auto ec = buckets(st, job, all))
+        return ec;
+    for (const auto b : all) {
+        bucket_record rec;
+        std::string why;
+        if (read_bucket(st, job, b, rec, why))
+            continue;  // not complete yet, or damaged: none of its versions
+        for (auto v = rec.first; v <= rec.last; ++v)
+            found.push_back(v);
+    }
+    out = std::move(found);
+    return {};
+}
+
 std::error_code complete_versions(backend& st, const std::string& job,
                                   std::vector<std::uint64_t>& out)
 {
@@ -32,7 +126,9 @@ std::error_code complete_versions(backend& st, const std::string& job,
     if (auto ec = st.list(job + "/", dirs))
         return ec;
     std::vector<std::uint64_t> found;
+    bool packs = false;
     for (const auto& d : dirs) {
+        packs = packs || d == packs_dir;
         const auto v = parse_version_dir(d);
         if (!v)
             continue;
@@ -40,12 +136,112 @@ std::error_code complete_versions(backend& st, const std::string& job,
         if (!st.size(complete_object(job, *v), size))
             found.push_back(*v);
     }
+    if (packs) {
+        std::vector<std::uint64_t> packed;
+        if (auto ec = packed_versions(st, job, packed))
+            return ec;
+        found.insert(found.end(), packed.begin(), packed.end());
+    }
     std::sort(found.begin(), found.end());
+    found.erase(std::unique(found.begin(), found.end()), found.end());
     out = std::move(found);
     return {};
 }
 
 namespace {
+
+// The index of pack `name`, checked against its trailer and against the
+// crc32c its bucket's record holds for it.
+std::error_code read_pack_index(backend& st, const std::string& name, std::uint32_t expected_crc,
+                                pack_index& out, std::string& why, damage& d)
+{
+    std::uint64_t size = 0;
+    if (auto ec = st.size(name, size)) {
+        why = fmt::format("pack {} listed as complete is unreadable: {}", name,
+                          failure(st, name, ec));
+        d = {name, "a pack", ec == errc::not_found ? "missing" : failure(st, name, ec),
+             problem::record};
+        return make_error_code(errc::corrupt);
+    }
+    auto bad = [&](std::error_code ec, std::string found) {
+        why = fmt::format("pack {}: {}", name, found);
+        d = {name, "a pack", std::move(found), problem::record};
+        return ec == errc::corrupt ? ec : make_error_code(errc::corrupt);
+    };
+    std::byte trailer[pack_trailer_size] = {};
+    std::string found;
+    std::uint64_t offset = 0, length = 0;
+    std::uint32_t crc = 0;
+    if (size < pack_trailer_size)
+        return bad(errc::corrupt, fmt::format("{} bytes, too short for a pack", size));
+    if (auto ec = st.read(name, size - pack_trailer_size, trailer))
+        return bad(ec, fmt::format("reading its trailer: {}", failure(st, name, ec)));
+    if (auto ec = parse_pack_trailer(trailer, size, offset, length, crc, found))
+        return bad(ec, found);
+    if (crc != expected_crc)
+        return bad(errc::corrupt,
+                   fmt::format("its index has crc32c {:08x}, its bucket's record says {:08x} "
+                               "(a pack written again after the record?)",
+                               crc, expected_crc));
+    std::string text(static_cast<std::size_t>(length), '\0');
+    if (auto ec = st.read(name, offset, std::as_writable_bytes(std::span(text))))
+        return bad(ec, fmt::format("reading its index: {}", failure(st, name, ec)));
+    if (auto ec = parse_pack_index(text, crc, offset, out, found))
+        return bad(ec, found);
+    return {};
+}
+
+// load()'s part for a version in a pack.
+std::error_code load_packed(backend& st, const std::string& job, std::uint64_t version,
+                            const std::string& only, version_info& out, std::string& why,
+                            damage& d)
+{
+    bucket_record b;
+    if (auto ec = find_bucket(st, job, version, b, why)) {
+        if (ec != errc::not_found)
+            d = {fmt::format("{}/{}", job, packs_dir), "a bucket's record", why, problem::record};
+        return ec;
+    }
+    version_info info;
+    info.record = {job, version, {}};
+    for (const auto& p : b.packs)
+        if (p.first <= version && version <= p.last)
+            info.record.nodes.push_back({p.node, p.ranks, p.index_crc32c});
+    for (const auto& n : info.record.nodes) {
+        if (!only.empty() && n.node != only)
+            continue;
+        const auto* p = pack_holding(b, n.node, version);
+        const auto name = pack_object(job, b.bucket, n.node, p->first, p->last);
+        pack_index index;
+        if (auto ec = read_pack_index(st, name, n.manifest_crc32c, index, why, d))
+            return ec;
+        manifest m{job, n.node, version, n.ranks, {}};
+        std::vector<bytes_place> at;
+        for (const auto& part : index.parts) {
+            if (part.version != version)
+                continue;
+            m.entries.push_back({part.rank, part.size, part.crc32c});
+            at.push_back({name, part.offset + pack_part_header_size, true});
+        }
+        // The index's order rule gives a version present all its ranks.
+        if (index.job != job || index.node != n.node || m.entries.empty() ||
+            m.entries.front().rank != 0 || m.entries.size() != n.ranks) {
+            why = fmt::format("pack {} is of job {} node {} and holds {} ranks of version {}; "
+                              "its bucket's record says job {} node {}, {} ranks",
+                              name, index.job, index.node, m.entries.size(), version, job, n.node,
+                              n.ranks);
+            d = {name, fmt::format("job {} node {}, {} ranks of version {}", job, n.node, n.ranks,
+                                   version),
+                 fmt::format("job {} node {}, {} ranks", index.job, index.node, m.entries.size()),
+                 problem::record};
+            return make_error_code(errc::corrupt);
+        }
+        info.manifests.push_back(std::move(m));
+        info.places.push_back(std::move(at));
+    }
+    out = std::move(info);
+    return {};
+}
 
 // load_version, of every node or (`only` not empty) of one.
 std::error_code load(backend& st, const std::string& job, std::uint64_t version,
@@ -57,6 +253,14 @@ std::error_code load(backend& st, const std::string& job, std::uint64_t version,
     std::string text;
     const auto rec_name = complete_object(job, version);
     if (auto ec = read_all(st, rec_name, text)) {
+        if (ec == errc::not_found) {
+            std::string packed_why;
+            const auto pec = load_packed(st, job, version, only, out, packed_why, d);
+            if (pec != errc::not_found) {
+                why = std::move(packed_why);
+                return pec;
+            }
+        }
         why = fmt::format("version {} of job {} is not complete ({}: {})", version, job, rec_name,
                           failure(st, rec_name, ec));
         d = {rec_name, "a COMPLETE record", failure(st, rec_name, ec), problem::record};
@@ -113,7 +317,11 @@ std::error_code load(backend& st, const std::string& job, std::uint64_t version,
                  problem::record};
             return make_error_code(errc::corrupt);
         }
+        std::vector<bytes_place> at;
+        for (const auto& e : m.entries)
+            at.push_back({data_object(job, version, m.node, e.rank)});
         info.manifests.push_back(std::move(m));
+        info.places.push_back(std::move(at));
     }
     out = std::move(info);
     return {};
@@ -137,12 +345,20 @@ std::error_code load_node(backend& st, const std::string& job, std::uint64_t ver
 
 namespace {
 
-// Reads [0, size) in pieces of at most 16 MiB into `dest` (or a scratch
-// block when dest is empty), hands each to `each`, and returns the crc32c.
-std::error_code read_crc(backend& st, const std::string& name, std::uint64_t size,
+// How a message names the bytes at `at`.
+std::string label(const bytes_place& at)
+{
+    return at.part ? fmt::format("{} (the part at {})", at.object, at.offset) : at.object;
+}
+
+// Reads [0, size) of the bytes at `at` in pieces of at most 16 MiB into
+// `dest` (or a scratch block when dest is empty), hands each to `each`, and
+// returns the crc32c.
+std::error_code read_crc(backend& st, const bytes_place& at, std::uint64_t size,
                          std::span<std::byte> dest, const block_check& each, std::uint32_t& crc,
                          std::string& why, damage& what)
 {
+    const std::string& name = at.object;
     std::vector<std::byte> scratch;
     if (dest.empty())
         scratch.resize(static_cast<std::size_t>(std::min<std::uint64_t>(size, 16u << 20)));
@@ -156,15 +372,15 @@ std::error_code read_crc(backend& st, const std::string& name, std::uint64_t siz
             piece = dest.subspan(static_cast<std::size_t>(off),
                                  static_cast<std::size_t>(std::min<std::uint64_t>(16u << 20, size - off)));
         }
-        if (auto ec = st.read(name, off, piece)) {
-            why = fmt::format("reading object {} failed: {}", name, failure(st, name, ec));
-            what = {name, "readable", fmt::format("read at {}: {}", off, failure(st, name, ec)),
+        if (auto ec = st.read(name, at.offset + off, piece)) {
+            why = fmt::format("reading object {} failed: {}", label(at), failure(st, name, ec));
+            what = {label(at), "readable", fmt::format("read at {}: {}", off, failure(st, name, ec)),
                     problem::unreadable};
             return ec;
         }
         c = crc32c(piece, c);
         if (each && !each(piece, off, why, what)) {
-            what.object = name;
+            what.object = label(at);
             what.kind = problem::content;
             return make_error_code(errc::corrupt);
         }
@@ -174,27 +390,33 @@ std::error_code read_crc(backend& st, const std::string& name, std::uint64_t siz
     return {};
 }
 
-std::error_code checked(backend& st, const std::string& name, std::uint64_t size,
+std::error_code checked(backend& st, const bytes_place& at, std::uint64_t size,
                         std::uint32_t crc, std::span<std::byte> dest, const block_check& each,
                         std::string& why, damage& what)
 {
+    const std::string name = label(at);
     std::uint64_t actual = 0;
-    if (auto ec = st.size(name, actual)) {
+    if (auto ec = st.size(at.object, actual)) {
         why = ec == errc::not_found ? fmt::format("object {} is missing", name)
-                                    : fmt::format("object {}: {}", name, failure(st, name, ec));
+                                    : fmt::format("object {}: {}", name, failure(st, at.object, ec));
         what = {name, fmt::format("{} bytes", size),
-                ec == errc::not_found ? "missing" : failure(st, name, ec),
+                ec == errc::not_found ? "missing" : failure(st, at.object, ec),
                 ec == errc::not_found ? problem::missing : problem::unreadable};
         return ec == errc::not_found || ec == errc::unsafe_path ? make_error_code(errc::corrupt)
                                                                 : ec;
     }
-    if (actual != size) {
-        why = fmt::format("object {} holds {} bytes, its manifest says {}", name, actual, size);
-        what = {name, fmt::format("{} bytes", size), fmt::format("{} bytes", actual), problem::size};
+    if (at.part ? at.offset > actual || size > actual - at.offset : actual != size) {
+        why = at.part ? fmt::format("pack {} holds {} bytes, its part of {} bytes at {} ends "
+                                    "beyond",
+                                    at.object, actual, size, at.offset)
+                      : fmt::format("object {} holds {} bytes, its manifest says {}", name,
+                                    actual, size);
+        what = {name, fmt::format("{} bytes", at.part ? at.offset + size : size),
+                fmt::format("{} bytes", actual), problem::size};
         return make_error_code(errc::corrupt);
     }
     std::uint32_t got = 0;
-    if (auto ec = read_crc(st, name, size, dest, each, got, why, what))
+    if (auto ec = read_crc(st, at, size, dest, each, got, why, what))
         return ec;
     if (got != crc) {
         why = fmt::format("object {} fails its checksum: crc32c {:08x}, the manifest says {:08x}",
@@ -218,39 +440,52 @@ std::error_code object_crc(backend& st, const std::string& name, std::uint64_t& 
     }
     damage what;
     std::uint32_t c = 0;
-    if (auto ec = read_crc(st, name, n, {}, {}, c, why, what))
+    if (auto ec = read_crc(st, bytes_place{name}, n, {}, {}, c, why, what))
         return ec;
     size = n;
     crc = c;
     return {};
 }
 
-std::error_code read_checked(backend& st, const std::string& name, std::uint64_t size,
+std::error_code read_checked(backend& st, const bytes_place& at, std::uint64_t size,
                              std::uint32_t crc, std::span<std::byte> out, std::string& why)
 {
     if (out.size() < size) {
-        why = fmt::format("object {} holds {} bytes, more than the {} byte buffer", name, size,
-                          out.size());
+        why = fmt::format("object {} holds {} bytes, more than the {} byte buffer", label(at),
+                          size, out.size());
         return make_error_code(errc::too_large);
     }
     if (size == 0)
         return {};
     damage what;
-    return checked(st, name, size, crc, out.first(static_cast<std::size_t>(size)), {}, why, what);
+    return checked(st, at, size, crc, out.first(static_cast<std::size_t>(size)), {}, why, what);
+}
+
+std::error_code read_checked(backend& st, const std::string& name, std::uint64_t size,
+                             std::uint32_t crc, std::span<std::byte> out, std::string& why)
+{
+    return read_checked(st, bytes_place{name}, size, crc, out, why);
 }
 
 std::error_code check_object(backend& st, const std::string& name, std::uint64_t size,
                              std::uint32_t crc, std::string& why)
 {
     damage what;
-    return checked(st, name, size, crc, {}, {}, why, what);
+    return checked(st, bytes_place{name}, size, crc, {}, {}, why, what);
 }
 
 std::error_code check_object(backend& st, const std::string& name, std::uint64_t size,
                              std::uint32_t crc, const block_check& each, std::string& why,
                              damage& what)
 {
-    return checked(st, name, size, crc, {}, each, why, what);
+    return checked(st, bytes_place{name}, size, crc, {}, each, why, what);
+}
+
+std::error_code check_object(backend& st, const bytes_place& at, std::uint64_t size,
+                             std::uint32_t crc, const block_check& each, std::string& why,
+                             damage& what)
+{
+    return checked(st, at, size, crc, {}, each, why, what);
 }
 
 std::error_code latest(backend& st, const std::string& job, bool verify, std::uint64_t& out,
@@ -266,16 +501,13 @@ std::error_code latest(backend& st, const std::string& job, bool verify, std::ui
         std::string reason;
         auto ec = load_version(st, job, *it, info, reason);
         if (!ec && verify) {
-            for (const auto& m : info.manifests) {
-                for (const auto& e : m.entries) {
-                    ec = check_object(st, data_object(job, *it, m.node, e.rank), e.size,
-                                      e.crc32c, reason);
-                    if (ec)
-                        break;
+            damage ignored;
+            for (std::size_t i = 0; i < info.manifests.size() && !ec; ++i)
+                for (std::size_t j = 0; j < info.manifests[i].entries.size() && !ec; ++j) {
+                    const auto& e = info.manifests[i].entries[j];
+                    ec = check_object(st, info.places[i][j], e.size, e.crc32c, {}, reason,
+                                      ignored);
                 }
-                if (ec)
-                    break;
-            }
         }
         if (!ec) {
             out = *it;
@@ -400,6 +632,14 @@ std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
 
 std::error_code remove_version(backend& st, const std::string& job, std::uint64_t version)
 {
+    // A version in a pack goes only with its whole bucket (not built yet:
+    // docs/small-versions.md), never alone.
+    {
+        bucket_record b;
+        std::string why;
+        if (!find_bucket(st, job, version, b, why))
+            return std::make_error_code(std::errc::operation_not_supported);
+    }
     // COMPLETE goes first: a version half deleted is never taken as complete.
     const auto dir = version_dir(job, version);
     if (auto ec = st.remove(complete_object(job, version)); ec && ec != errc::not_found)
@@ -515,6 +755,15 @@ std::error_code committed(backend& st, const std::string& job, std::uint64_t ver
     if (ec && ec != errc::not_found)
         return ec;
     yes = !ec;
+    if (!yes) {
+        bucket_record b;
+        std::string why;
+        const auto bec = find_bucket(st, job, version, b, why);
+        yes = !bec;
+        // A damaged bucket's record completes nothing, as complete_versions says.
+        if (bec && bec != errc::not_found && bec != errc::corrupt)
+            return bec;
+    }
     return {};
 }
 

@@ -18,7 +18,13 @@ namespace iofwd::store {
 // A small object, whole.
 std::error_code read_all(backend& st, const std::string& name, std::string& out);
 
-// The job's versions that have a COMPLETE record, ascending.
+// The versions of `job` that its buckets' records say are complete (in
+// packs), ascending; none when the job has no packs.
+std::error_code packed_versions(backend& st, const std::string& job,
+                                std::vector<std::uint64_t>& out);
+
+// The job's versions that have a COMPLETE record, their own or their
+// bucket's (a bucket whose record does not parse counts none), ascending.
 std::error_code complete_versions(backend& st, const std::string& job,
                                   std::vector<std::uint64_t>& out);
 
@@ -40,12 +46,27 @@ struct damage {
     problem kind = problem::record;
 };
 
+// Where a rank's bytes of a version are: an object of its own, or a part
+// of its node's pack (pack.hpp), which holds more than these bytes.
+struct bytes_place {
+    std::string object;
+    std::uint64_t offset = 0;  // of the bytes in the object
+    bool part = false;
+};
+
 // A complete version: its record and every node's manifest, each manifest
-// checked against the checksum the record holds for it. When the record or a
-// manifest is wrong, `what` (if given) names the object and the mismatch.
+// checked against the checksum the record holds for it, and where each
+// rank's bytes are. When the record or a manifest is wrong, `what` (if
+// given) names the object and the mismatch.
+//
+// A version in a pack (layout.hpp) has no record or manifests of its own:
+// they are made from its bucket's record and its nodes' pack indexes, each
+// index checked against the crc32c the bucket's record holds for it (which
+// `record` then gives as the node's manifest_crc32c).
 struct version_info {
     complete_record record;
     std::vector<manifest> manifests;
+    std::vector<std::vector<bytes_place>> places;  // per manifest, per entry
 };
 std::error_code load_version(backend& st, const std::string& job, std::uint64_t version,
                              version_info& out, std::string& why, damage* what = nullptr);
@@ -61,6 +82,10 @@ std::error_code load_node(backend& st, const std::string& job, std::uint64_t ver
 // A mismatch is errc::corrupt with the object and version named in `why`.
 std::error_code read_checked(backend& st, const std::string& name, std::uint64_t size,
                              std::uint32_t crc, std::span<std::byte> out, std::string& why);
+// The same for bytes wherever they are (a part of a pack: the object must
+// hold them, and more).
+std::error_code read_checked(backend& st, const bytes_place& at, std::uint64_t size,
+                             std::uint32_t crc, std::span<std::byte> out, std::string& why);
 
 // Checks an object without keeping its bytes (reads it in blocks).
 std::error_code check_object(backend& st, const std::string& name, std::uint64_t size,
@@ -73,6 +98,9 @@ std::error_code check_object(backend& st, const std::string& name, std::uint64_t
 using block_check = std::function<bool(std::span<const std::byte> block, std::uint64_t offset,
                                        std::string& why, damage& what)>;
 std::error_code check_object(backend& st, const std::string& name, std::uint64_t size,
+                             std::uint32_t crc, const block_check& each, std::string& why,
+                             damage& what);
+std::error_code check_object(backend& st, const bytes_place& at, std::uint64_t size,
                              std::uint32_t crc, const block_check& each, std::string& why,
                              damage& what);
 
@@ -101,7 +129,8 @@ std::error_code try_complete(backend& st, const manifest& m, std::uint32_t manif
 // crashed writers left in it when that is what keeps the directory
 // (backend::leftovers). A version that is not there is not an error.
 // Durable when it returns; a crash in the middle may leave part of it, as an
-// incomplete version.
+// incomplete version. A version in a pack is refused
+// (errc::operation_not_supported): it would go only with its bucket.
 std::error_code remove_version(backend& st, const std::string& job, std::uint64_t version);
 
 // How many complete versions of `job` are newer than `version` (0 when the
@@ -135,7 +164,8 @@ std::error_code join_run(backend& st, const std::string& job, const std::string&
                          run_record& out, std::string& why);
 
 // Whether `version` of `job` is complete job-wide: one look at its COMPLETE
-// record, cheap enough for every rank to poll.
+// record, cheap enough for every rank to poll (a version in a pack: a
+// listing of the job's buckets and a read of its bucket's record).
 std::error_code committed(backend& st, const std::string& job, std::uint64_t version,
                           bool& yes);
 // The same, or was (a newer version is complete: retention may have removed

@@ -71,10 +71,46 @@ std::error_code job_versions(backend& st, const std::string& job, std::vector<st
     for (const auto& d : dirs)
         if (const auto v = parse_version_dir(d))
             versions.push_back(*v);
+    if (std::find(dirs.begin(), dirs.end(), packs_dir) != dirs.end()) {
+        std::vector<std::uint64_t> packed;
+        if (auto ec = packed_versions(st, job, packed))
+            return ec;
+        versions.insert(versions.end(), packed.begin(), packed.end());
+    }
     std::sort(versions.begin(), versions.end());
+    versions.erase(std::unique(versions.begin(), versions.end()), versions.end());
     out = std::move(versions);
     return {};
 }
+
+namespace {
+
+// inspect_version's part for a version in a pack (complete: its bucket's
+// record says so).
+std::error_code inspect_packed(backend& st, const std::string& job, std::uint64_t version,
+                               version_entry& e)
+{
+    version_info info;
+    damage what;
+    if (auto ec = load_version(st, job, version, info, e.why, &what)) {
+        if (ec == errc::not_found)
+            return ec;
+        e.state = version_state::damaged;
+        return {};
+    }
+    e.state = version_state::complete;
+    e.nodes = static_cast<std::uint32_t>(info.record.nodes.size());
+    for (const auto& m : info.manifests)
+        for (const auto& r : m.entries) {
+            ++e.ranks;
+            e.bytes += r.size;
+        }
+    if (!info.places.empty() && !info.places.front().empty())
+        st.modified(info.places.front().front().object, e.time);
+    return {};
+}
+
+}  // namespace
 
 std::error_code inspect_version(backend& st, const std::string& job, std::uint64_t version,
                                 version_entry& out)
@@ -83,8 +119,13 @@ std::error_code inspect_version(backend& st, const std::string& job, std::uint64
     e.version = version;
     const std::string dir = version_dir(job, version);
     std::vector<std::string> names;
-    if (auto ec = st.list(dir + "/", names))
+    if (auto ec = st.list(dir + "/", names)) {
+        if (ec == errc::not_found && !inspect_packed(st, job, version, e)) {
+            out = std::move(e);
+            return {};
+        }
         return ec;
+    }
     const std::set<std::string> present(names.begin(), names.end());
     if (present.contains(complete_name)) {
         version_info info;

@@ -46,9 +46,29 @@ std::string report_object(const std::string& job, const std::string& key, const 
     return fmt::format("{}/{}/{}/{}{}", job, reports_dir, key, node, report_suffix);
 }
 
-std::optional<std::uint64_t> parse_version_dir(std::string_view name)
+std::string bucket_dir(const std::string& job, std::uint64_t bucket)
 {
-    if (name.size() < 2 || name[0] != 'v')
+    return fmt::format("{}/{}/b{:08}", job, packs_dir, bucket);
+}
+
+std::string pack_object(const std::string& job, std::uint64_t bucket, const std::string& node,
+                        std::uint64_t first, std::uint64_t last)
+{
+    return fmt::format("{}/{}.v{:08}-{:08}", bucket_dir(job, bucket), node, first, last);
+}
+
+std::string bucket_complete_object(const std::string& job, std::uint64_t bucket,
+                                   std::uint64_t last)
+{
+    return fmt::format("{}/{}.v{:08}", bucket_dir(job, bucket), complete_name, last);
+}
+
+namespace {
+
+// "<letter><digits>" -> the number.
+std::optional<std::uint64_t> numbered(std::string_view name, char letter)
+{
+    if (name.size() < 2 || name[0] != letter)
         return std::nullopt;
     std::uint64_t v = 0;
     const auto* first = name.data() + 1;
@@ -57,6 +77,26 @@ std::optional<std::uint64_t> parse_version_dir(std::string_view name)
     if (ec != std::errc{} || p != last)
         return std::nullopt;
     return v;
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> parse_version_dir(std::string_view name)
+{
+    return numbered(name, 'v');
+}
+
+std::optional<std::uint64_t> parse_bucket_dir(std::string_view name)
+{
+    return numbered(name, 'b');
+}
+
+std::optional<std::uint64_t> parse_bucket_complete(std::string_view name)
+{
+    const std::string_view head = complete_name;
+    if (!name.starts_with(head) || name.size() <= head.size() || name[head.size()] != '.')
+        return std::nullopt;
+    return numbered(name.substr(head.size() + 1), 'v');
 }
 
 std::string format_manifest(const manifest& m)

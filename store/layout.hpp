@@ -7,6 +7,15 @@
 //   <job>/v<version, 8 digits>/COMPLETE                 the version is complete job-wide
 //   <job>/runs/<run>                                    a run's first version (run_record)
 //   <job>/reports/<key>/<node>.json                     a node's summary of a run (report.hpp)
+//   <job>/packs/b<bucket, 8 digits>/<node>.v<first>-<last>  a node's small versions (pack.hpp)
+//   <job>/packs/b<bucket, 8 digits>/COMPLETE.v<last, 8 digits>
+//                                                       which of them are complete job-wide
+//
+// A bucket is named by its first version. Its records are never replaced:
+// each names the last version it says is complete, and the one with the
+// highest is the bucket's (a slow writer of an older one cannot hide a
+// newer one). A reader looks for v<version>/COMPLETE first, then for the
+// bucket that holds the version (catalog.hpp).
 //
 // A node's manifest is written (atomically, after every object it lists is
 // committed) once all of the node's ranks have that version durable. After
@@ -38,17 +47,27 @@ std::string complete_object(const std::string& job, std::uint64_t version);
 // (backend::arrive): not an object list() shows.
 std::string arrivals_object(const std::string& job, std::uint64_t version);
 std::string run_object(const std::string& job, const std::string& run);
+std::string bucket_dir(const std::string& job, std::uint64_t bucket);
+std::string pack_object(const std::string& job, std::uint64_t bucket, const std::string& node,
+                        std::uint64_t first, std::uint64_t last);
+std::string bucket_complete_object(const std::string& job, std::uint64_t bucket,
+                                   std::uint64_t last);
 // `key`: the run's name, or a name of the run made by the daemon (report.hpp).
 std::string report_object(const std::string& job, const std::string& key, const std::string& node);
 inline constexpr const char* complete_name = "COMPLETE";
 inline constexpr const char* arrivals_name = "ARRIVED";
 inline constexpr const char* runs_dir = "runs";
+inline constexpr const char* packs_dir = "packs";
 inline constexpr const char* reports_dir = "reports";
 inline constexpr const char* report_suffix = ".json";
 inline constexpr const char* manifest_suffix = ".manifest";
 
 // "v00000012" -> 12; nullopt for anything else.
 std::optional<std::uint64_t> parse_version_dir(std::string_view name);
+// "b00000065" -> 65; nullopt for anything else.
+std::optional<std::uint64_t> parse_bucket_dir(std::string_view name);
+// "COMPLETE.v00000070" -> 70; nullopt for anything else.
+std::optional<std::uint64_t> parse_bucket_complete(std::string_view name);
 
 struct manifest_entry {
     std::uint32_t rank = 0;

@@ -290,4 +290,109 @@ std::vector<manifest> pack_manifests(const pack_index& index)
     return out;
 }
 
+std::string format_bucket(const bucket_record& b)
+{
+    std::string out = fmt::format("iofwd-bucket 1\njob {}\nbucket {}\nversions {} {}\nnodes {}\n",
+                                  b.job, b.bucket, b.first, b.last, b.nodes);
+    for (const auto& p : b.packs)
+        out += fmt::format("pack {} {} {} {} {:08x}\n", p.node, p.ranks, p.first, p.last,
+                           p.index_crc32c);
+    out += "end\n";
+    return out;
+}
+
+std::error_code parse_bucket(std::string_view text, bucket_record& out, std::string& why)
+{
+    using text::field;
+    using text::next_line;
+    bucket_record b;
+    std::string_view line, v;
+    auto words = [](std::string_view s, std::string_view* f, int n) {
+        for (int k = 0; k < n; ++k) {
+            const auto sp = s.find(' ');
+            if ((k < n - 1) != (sp != std::string_view::npos))
+                return false;
+            f[k] = s.substr(0, sp);
+            s = sp == std::string_view::npos ? std::string_view{} : s.substr(sp + 1);
+        }
+        return true;
+    };
+    if (text.size() > pack_max_index)
+        return corrupt(why, fmt::format("a bucket record of {} bytes (at most {})", text.size(),
+                                        pack_max_index));
+    if (text.empty() || text.back() != '\n')
+        return corrupt(why, "the bucket record does not end with a line break (torn?)");
+    if (!next_line(text, line) || line != "iofwd-bucket 1")
+        return corrupt(why, "not an iofwd bucket record (first line)");
+    if (!next_line(text, line) || !field(line, "job", v) || !valid_name(std::string(v)))
+        return corrupt(why, "missing or bad job line");
+    b.job = v;
+    if (!next_line(text, line) || !field(line, "bucket", v) || !canonical(v, b.bucket) ||
+        b.bucket == 0 || b.bucket >= max_version)
+        return corrupt(why, "missing or bad bucket line");
+    std::string_view f[5];
+    if (!next_line(text, line) || !field(line, "versions", v) || !words(v, f, 2) ||
+        !canonical(f[0], b.first) || !canonical(f[1], b.last) || b.first < b.bucket ||
+        b.first > b.last || b.last >= max_version || b.last - b.bucket >= bucket_max_versions)
+        return corrupt(why, fmt::format("missing or bad versions line (bucket {}: versions from "
+                                        "it on, first to last, at most {})",
+                                        b.bucket, bucket_max_versions));
+    if (!next_line(text, line) || !field(line, "nodes", v) || !canonical(v, b.nodes) ||
+        b.nodes == 0 || b.nodes > pack_max_parts)
+        return corrupt(why, "missing or bad nodes line");
+    std::uint32_t nodes_seen = 0;
+    std::uint64_t covered = 0;  // of the current node: first .. covered hold in its packs
+    while (next_line(text, line) && line != "end") {
+        bucket_pack p;
+        if (!field(line, "pack", v) || !words(v, f, 5) || !valid_name(std::string(f[0])) ||
+            !canonical(f[1], p.ranks) || p.ranks == 0 || p.ranks > max_ranks ||
+            !canonical(f[2], p.first) || !canonical(f[3], p.last) ||
+            !canonical_crc(f[4], p.index_crc32c) || p.first < b.bucket || p.first > p.last ||
+            p.last >= max_version || p.last - b.bucket >= bucket_max_versions)
+            return corrupt(why, fmt::format("bad pack line '{}'", line));
+        p.node = f[0];
+        const bucket_pack* prev = b.packs.empty() ? nullptr : &b.packs.back();
+        if (!prev || prev->node != p.node) {
+            if (prev && (prev->node > p.node || covered < b.last))
+                return corrupt(why, fmt::format("pack line '{}': after node {}, {}", line,
+                                                prev->node,
+                                                prev->node > p.node
+                                                    ? "nodes are sorted"
+                                                    : "whose packs do not hold every version"));
+            ++nodes_seen;
+            covered = b.first - 1;
+        } else if (p.first <= prev->last || p.ranks != prev->ranks) {
+            return corrupt(why, fmt::format("pack line '{}': over node {}'s pack of versions "
+                                            "{} to {}, or another number of ranks",
+                                            line, p.node, prev->first, prev->last));
+        }
+        // Versions first .. last are held when each node's packs, in order,
+        // leave no gap among them.
+        if (p.first <= covered + 1 && p.last > covered)
+            covered = p.last;
+        if (b.packs.size() >= pack_max_parts)
+            return corrupt(why, "more pack lines than any bucket has");
+        b.packs.push_back(std::move(p));
+    }
+    if (line != "end" || !text.empty())
+        return corrupt(why, "missing end line, or text after it");
+    if (!b.packs.empty() && covered < b.last)
+        return corrupt(why, fmt::format("node {}'s packs do not hold every version {} to {}",
+                                        b.packs.back().node, b.first, b.last));
+    if (nodes_seen != b.nodes)
+        return corrupt(why, fmt::format("the bucket's packs are of {} nodes, the record says {}",
+                                        nodes_seen, b.nodes));
+    out = std::move(b);
+    return {};
+}
+
+const bucket_pack* pack_holding(const bucket_record& b, const std::string& node,
+                                std::uint64_t version)
+{
+    for (const auto& p : b.packs)
+        if (p.node == node && p.first <= version && version <= p.last)
+            return &p;
+    return nullptr;
+}
+
 }  // namespace iofwd::store

@@ -4,9 +4,10 @@
 // of a directory, an object per rank, a manifest and a COMPLETE record each
 // (docs/small-versions.md, issue 23 item 3).
 //
-// Status: the format, its writer and its checked reader. The daemon does not
-// write packs yet, and no reader looks for them (docs/small-versions.md says
-// what is left).
+// Status: the format, its writer and its checked reader, and the bucket's
+// record; the catalog's readers find versions in packs (catalog.hpp). The
+// daemon does not write packs yet (docs/small-versions.md says what is
+// left).
 //
 // The object, in order:
 //   parts     per version and rank of the node, ascending: a header of
@@ -110,5 +111,46 @@ std::error_code check_pack_part(std::span<const std::byte> header, const pack_pa
 // The node's manifest of each version in the pack (the same records the
 // one-object-per-rank layout writes), ascending by version.
 std::vector<manifest> pack_manifests(const pack_index& index);
+
+// A bucket's record (layout.hpp's bucket_complete_object, named by its
+// last version and never replaced), written by the node whose pack
+// completes the bucket's versions job-wide:
+//   iofwd-bucket 1
+//   job <job>
+//   bucket <its first version>
+//   versions <first> <last>                             complete: first .. last
+//   nodes <n>
+//   pack <node> <ranks> <first> <last> <index crc32c>   (per pack; by node, then first)
+//   end
+// A node may have several packs in a bucket (one closed early, then the
+// rest). What a reader may trust of a record that parses: every version
+// first .. last lies in exactly one pack of each of the n nodes, within
+// the bucket, and the pack's index has the crc32c given (a pack replaced
+// since is refused).
+// A bucket spans at most this many versions (its setting B is smaller): a
+// reader lists a bucket's versions without trusting a larger claim.
+inline constexpr std::uint64_t bucket_max_versions = 1u << 16;
+struct bucket_pack {
+    std::string node;
+    std::uint32_t ranks = 0;
+    std::uint64_t first = 0;
+    std::uint64_t last = 0;
+    std::uint32_t index_crc32c = 0;
+    bool operator==(const bucket_pack&) const = default;
+};
+struct bucket_record {
+    std::string job;
+    std::uint64_t bucket = 0;
+    std::uint64_t first = 0;
+    std::uint64_t last = 0;
+    std::uint32_t nodes = 0;
+    std::vector<bucket_pack> packs;
+    bool operator==(const bucket_record&) const = default;
+};
+std::string format_bucket(const bucket_record& b);
+std::error_code parse_bucket(std::string_view text, bucket_record& out, std::string& why);
+// The pack of `node` that holds `version`, or nullptr.
+const bucket_pack* pack_holding(const bucket_record& b, const std::string& node,
+                                std::uint64_t version);
 
 }  // namespace iofwd::store

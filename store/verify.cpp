@@ -50,28 +50,29 @@ std::error_code verify_job(backend& st, const std::string& job,
     for (const auto v : wanted) {
         version_result r;
         r.version = v;
-        std::uint64_t ignored = 0;
-        if (st.size(complete_object(job, v), ignored)) {
+        version_info info;
+        if (auto ec = load_version(st, job, v, info, r.why, &r.what); ec == errc::not_found) {
             r.state = version_state::incomplete;
             r.why = "no COMPLETE record";
             report.versions.push_back(std::move(r));
             continue;
-        }
-        version_info info;
-        if (load_version(st, job, v, info, r.why, &r.what)) {
+        } else if (ec) {
             r.state = version_state::damaged;
             ++report.damaged;
             report.versions.push_back(std::move(r));
             continue;
         }
         r.state = version_state::complete;
-        for (auto& m : info.manifests) {
-            manifests.push_back(std::move(m));
+        for (std::size_t k = 0; k < info.manifests.size(); ++k) {
+            manifests.push_back(std::move(info.manifests[k]));
             const auto& mm = manifests.back();
             for (std::size_t i = 0; i < mm.entries.size(); ++i) {
                 const auto& e = mm.entries[i];
                 object_result o;
-                o.name = data_object(job, v, mm.node, e.rank);
+                o.place = info.places[k][i];
+                o.name = o.place.part ? fmt::format("{} (version {} rank {})", o.place.object, v,
+                                                    e.rank)
+                                      : o.place.object;
                 o.node = mm.node;
                 o.rank = e.rank;
                 o.size = e.size;
@@ -109,7 +110,9 @@ std::error_code verify_job(backend& st, const std::string& job,
                 advance(block.size());
                 return true;
             };
-            o.intact = !check_object(st, o.name, o.size, o.crc32c, each, o.why, o.what);
+            o.intact = !check_object(st, o.place, o.size, o.crc32c, each, o.why, o.what);
+            if (!o.intact && o.place.part)
+                o.what.object = o.name;  // which version and rank, not where in the pack
             if (seen < o.size)
                 advance(o.size - seen);  // what a damaged object will not show
         }

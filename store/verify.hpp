@@ -31,7 +31,8 @@ struct verify_options {
 };
 
 struct object_result {
-    std::string name;
+    std::string name;            // for a part of a pack: the pack, its version and rank
+    bytes_place place;
     std::string node;
     std::uint32_t rank = 0;
     std::uint64_t size = 0;      // its manifest's

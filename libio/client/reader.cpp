@@ -98,16 +98,20 @@ std::error_code reader::read(const place& at, std::uint64_t version, std::span<s
     const std::string& job = at.job;
     std::uint64_t length = st.size;
     std::uint32_t crc = st.crc32c;
+    store::bytes_place place{store::data_object(job, version, at.node, at.rank)};
     if (st.state == proto::version_state_t::unknown) {
-        // Not written in this run: the version must be complete job-wide.
+        // Not written in this run: the version must be complete job-wide
+        // (in its own directory or in a pack: the catalog says where).
         store::version_info info;
         std::string why;
         if (auto ec = store::load_node(*store_, job, version, at.node, info, why))
             return fail(ec == errc::not_found ? make_error_code(errc::not_found) : ec, why);
         const store::manifest_entry* entry = nullptr;
-        for (const auto& m : info.manifests)
-            if (m.node == at.node && at.rank < m.entries.size())
-                entry = &m.entries[at.rank];
+        for (std::size_t i = 0; i < info.manifests.size(); ++i)
+            if (info.manifests[i].node == at.node && at.rank < info.manifests[i].entries.size()) {
+                entry = &info.manifests[i].entries[at.rank];
+                place = info.places[i][at.rank];
+            }
         if (!entry)
             return fail(errc::not_found,
                         fmt::format("version {} of job {} holds no data for node {} rank {}",
@@ -115,9 +119,8 @@ std::error_code reader::read(const place& at, std::uint64_t version, std::span<s
         length = entry->size;
         crc = entry->crc32c;
     }
-    const auto name = store::data_object(job, version, at.node, at.rank);
     std::string why;
-    if (auto ec = store::read_checked(*store_, name, length, crc, out, why))
+    if (auto ec = store::read_checked(*store_, place, length, crc, out, why))
         return fail(ec, fmt::format("version {}: {}", version, why));
     size = length;
     return {};

@@ -287,6 +287,14 @@ void store_seeds(corpus& c)
     index += whole.substr(at, whole.size() - at - pack_trailer_size);
     c["store/valid-pack-index"] = from(index);
     c["store/miss-pack-torn"] = from(std::vector<std::byte>(pack.begin(), pack.end() - 1));
+
+    // A bucket's record of two nodes, one with two packs; one with a gap.
+    const bucket_record bucket{"job", 65, 66, 70, 2,
+                               {{"node-1", 2, 65, 67, 0x1234abcd}, {"node-1", 2, 68, 70, 7},
+                                {"node-2", 1, 66, 72, 0xffffffff}}};
+    const std::string btext = format_bucket(bucket);
+    c["store/valid-bucket"] = from(btext);
+    c["store/miss-bucket-gap"] = from(edit(btext, "68 70", "69 70"));
 }
 
 bytes read_file(const fs::path& p)

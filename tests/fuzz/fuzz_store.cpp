@@ -4,22 +4,27 @@
 // line), parse_version_dir, and a pack's (pack.hpp) trailer and index: the
 // input read as a whole pack, and as the index's offset (8 bytes, little
 // endian) and an index whose crc32c matches (so that the fuzzer gets past the
-// checksum to the parser). For each it checks:
+// checksum to the parser), and a bucket's record (parse_bucket). For each
+// it checks:
 //  - a refusal is errc::corrupt, says why, and leaves the output alone;
 //  - what parses is well-formed as the format describes it (a manifest has
 //    one entry per rank, in rank order; a COMPLETE record at least one node;
 //    a run a first version and nodes; no field holds a line break);
 //  - format_* of the parsed value parses back to an equal value, so what a
 //    daemon rewrites from a record it read means the same;
+//  - a bucket's record that parses has each of its nodes' packs hold every
+//    version it says is complete, once, within the bucket's span;
 //  - a pack index that parses lays its parts out one after another inside
 //    the parts' region, each version with all of its ranks once, so that no
 //    read a reader makes from it passes the index.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "check.hpp"
 #include "crc32c.hpp"
@@ -115,6 +120,34 @@ void check_version_dir(std::string_view text)
                name);
 }
 
+void check_bucket(std::string_view text)
+{
+    const bucket_record sentinel{"sentinel-job", 9, 9, 9, 1, {{"sentinel-node", 1, 9, 9, 0}}};
+    bucket_record b;
+    if (!parse_checked<bucket_record>(parse_bucket, "bucket record", text, sentinel, b))
+        return;
+    FUZZ_CHECK(b.bucket >= 1 && b.bucket <= b.first && b.first <= b.last &&
+                   b.last - b.bucket < bucket_max_versions,
+               "a bucket record of bucket {}, versions {} to {}", b.bucket, b.first, b.last);
+    // An oracle of its own, not the parser's rule: every node named holds
+    // every version first .. last in exactly one pack.
+    std::vector<std::string> nodes;
+    for (const auto& p : b.packs)
+        if (std::find(nodes.begin(), nodes.end(), p.node) == nodes.end())
+            nodes.push_back(p.node);
+    FUZZ_CHECK(nodes.size() == b.nodes, "a bucket record of {} nodes names {}", b.nodes,
+               nodes.size());
+    for (const auto& n : nodes)
+        for (auto v = b.first; v <= b.last; ++v) {
+            unsigned holding = 0;
+            for (const auto& p : b.packs)
+                holding += p.node == n && p.first <= v && v <= p.last;
+            FUZZ_CHECK(holding == 1, "node {} holds version {} in {} packs", n, v, holding);
+            FUZZ_CHECK(pack_holding(b, n, v) != nullptr, "pack_holding misses {} {}", n, v);
+        }
+    round_trip<bucket_record>(parse_bucket, "bucket record", b, format_bucket(b), sentinel);
+}
+
 void check_pack_index(std::string_view text, std::uint64_t index_offset)
 {
     const pack_index sentinel{"sentinel-job", "sentinel-node", {{1, 0, 1, 0, 0, 0}}};
@@ -179,6 +212,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check_complete(text);
     check_run(text);
     check_version_dir(text);
+    check_bucket(text);
     if (size >= 8) {
         std::uint64_t index_offset = 0;
         std::memcpy(&index_offset, data, 8);

@@ -250,3 +250,75 @@ TEST_CASE("a torn or altered pack is refused in words, whatever it claims", "[pa
         CHECK(why.find("the part at 0 is version 11 rank 0 of 2, 5001 bytes") != std::string::npos);
     }
 }
+
+TEST_CASE("a bucket's record reads back as written and refuses any broken rule", "[pack]")
+{
+    const bucket_record rec{"job", 65, 65, 70, 2,
+                            {{"na", 2, 65, 66, 0x0000abcd}, {"na", 2, 67, 71, 0xffffffff},
+                             {"nb", 1, 65, 70, 1}}};
+    const std::string text = format_bucket(rec);
+    CHECK(text == "iofwd-bucket 1\njob job\nbucket 65\nversions 65 70\nnodes 2\n"
+                  "pack na 2 65 66 0000abcd\npack na 2 67 71 ffffffff\npack nb 1 65 70 00000001\n"
+                  "end\n");
+    bucket_record back;
+    std::string why;
+    REQUIRE_FALSE(parse_bucket(text, back, why));
+    CHECK(back == rec);
+    CHECK(pack_holding(back, "na", 66) == &back.packs[0]);
+    CHECK(pack_holding(back, "na", 67) == &back.packs[1]);
+    CHECK(pack_holding(back, "nb", 70) == &back.packs[2]);
+    CHECK(pack_holding(back, "nb", 71) == nullptr);
+    CHECK(pack_holding(back, "nc", 66) == nullptr);
+
+    // Each case breaks one rule of a record that is otherwise the one
+    // above, and is refused by that rule's words.
+    const std::string head = "iofwd-bucket 1\njob job\nbucket 65\n";
+    const std::string nodes = "versions 65 70\nnodes 2\n";
+    const std::string na = "pack na 2 65 66 0000abcd\npack na 2 67 71 ffffffff\n";
+    const std::string nb = "pack nb 1 65 70 00000001\n";
+    struct bad_case {
+        std::string text;
+        const char* words;
+    };
+    const std::vector<bad_case> cases{
+        {"iofwd-bucket 2\n" + text.substr(15), "first line"},
+        {"iofwd-bucket 1\njob a/b\nbucket 65\n" + nodes + na + nb + "end\n", "job line"},
+        {"iofwd-bucket 1\njob job\nbucket 0\n" + nodes + na + nb + "end\n", "bucket line"},
+        {"iofwd-bucket 1\njob job\nbucket 065\n" + nodes + na + nb + "end\n", "bucket line"},
+        {head + "versions 64 70\nnodes 2\n" + na + nb + "end\n", "versions line"},
+        {head + "versions 70 65\nnodes 2\n" + na + nb + "end\n", "versions line"},
+        {head + "versions 65 65601\nnodes 2\n" + na + nb + "end\n", "at most 65536"},
+        {head + "versions 65 70\nnodes 0\n" + na + nb + "end\n", "nodes line"},
+        {head + nodes + "pack na 2 64 66 0000abcd\npack na 2 67 71 ffffffff\n" + nb + "end\n",
+         "bad pack line"},
+        {head + nodes + "pack na 2 65 66 0000ABCD\npack na 2 67 71 ffffffff\n" + nb + "end\n",
+         "bad pack line"},
+        {head + nodes + "pack na 0 65 66 0000abcd\npack na 0 67 71 ffffffff\n" + nb + "end\n",
+         "bad pack line"},
+        {head + nodes + "pack n/a 2 65 66 0000abcd\n" + nb + "end\n", "bad pack line"},
+        {head + nodes + "pack na 2 65 66 0000abcd\npack na 2 66 71 ffffffff\n" + nb + "end\n",
+         "over node na's pack of versions 65 to 66"},
+        {head + nodes + "pack na 2 65 66 0000abcd\npack na 3 67 71 ffffffff\n" + nb + "end\n",
+         "another number of ranks"},
+        {head + nodes + "pack na 2 65 66 0000abcd\npack na 2 68 71 ffffffff\n" + nb + "end\n",
+         "do not hold every version"},
+        {head + nodes + "pack na 2 65 66 0000abcd\n" + nb + "end\n", "do not hold every version"},
+        {head + nodes + nb + na + "end\n", "nodes are sorted"},
+        {head + nodes + na + "pack nb 1 65 69 00000001\nend\n",
+         "node nb's packs do not hold every version 65 to 70"},
+        {head + nodes + na + "end\n", "packs are of 1 nodes, the record says 2"},
+        {head + nodes + "end\n", "packs are of 0 nodes, the record says 2"},
+        {head + "versions 65 70\nnodes 3\n" + na + nb + "end\n", "the record says 3"},
+        {head + nodes + na + nb, "end line"},
+        {head + nodes + na + nb + "end\nmore\n", "end line"},
+        {head + nodes + na + nb + "end", "line break"},
+    };
+    for (const auto& c : cases) {
+        INFO(c.text);
+        why.clear();
+        CHECK(parse_bucket(c.text, back, why) == errc::corrupt);
+        INFO(why);
+        CHECK(why.find(c.words) != std::string::npos);
+    }
+    CHECK_FALSE(parse_bucket(head + nodes + na + nb + "end\n", back, why));
+}

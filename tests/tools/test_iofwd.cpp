@@ -19,6 +19,9 @@
 #include "fixture.hpp"
 #include "iofwd_run.hpp"
 #include "pattern.hpp"
+#include "store/backend.hpp"
+#include "store/layout.hpp"
+#include "store/pack.hpp"
 
 using namespace test;
 
@@ -216,6 +219,108 @@ TEST_CASE("restore and cat: the bytes written, checked; damage refused", "[tools
     auto bad_cat = run_iofwd(c, {"cat", "itest", "2", "1"});
     CHECK(bad_cat.code == 1);
     CHECK(bad_cat.err.find("iofwd cat: itest/v00000002/nodeA.r0001 is damaged") == 0);
+}
+
+TEST_CASE("a version in a pack: ls, verify, cat and restore read it; rm refuses it",
+          "[tools][packed]")
+{
+    // Version 1 by a real run; versions 2 and 3 of the same two ranks put in
+    // nodeA's pack of bucket 2 by the pack writer, as a daemon that writes
+    // packs will (rank_client's pattern, 4096 and 100 bytes).
+    cluster c;
+    {
+        auto r0 = c.rank(0, 2, {"--size", "100000", "--versions", "1"});
+        auto r1 = c.rank(1, 2, {"--size", "100000", "--versions", "1"});
+        require_exit(r0, 0);
+        require_exit(r1, 0);
+    }
+    std::unique_ptr<iofwd::store::backend> st;
+    std::string why;
+    REQUIRE_FALSE(iofwd::store::open(c.store(), st, why));
+    std::vector<std::string> bytes;
+    std::vector<iofwd::store::pack_input> inputs;
+    for (std::uint64_t v = 2; v <= 3; ++v)
+        for (std::uint32_t r = 0; r < 2; ++r)
+            bytes.push_back(pattern(r, v, r == 0 ? 4096 : 100));
+    for (std::size_t i = 0; i < bytes.size(); ++i)
+        inputs.push_back({2 + i / 2, static_cast<std::uint32_t>(i % 2), 2,
+                          std::as_bytes(std::span(bytes[i]))});
+    std::vector<std::byte> pack;
+    REQUIRE_FALSE(iofwd::store::build_pack("itest", "nodeA", inputs, pack, why));
+    const auto pack_name = iofwd::store::pack_object("itest", 2, "nodeA", 2, 3);
+    REQUIRE_FALSE(st->put(pack_name, pack));
+    std::uint64_t index_at = 0, index_length = 0;
+    std::uint32_t index_crc = 0;
+    REQUIRE_FALSE(iofwd::store::parse_pack_trailer(std::span(pack).last(32), pack.size(),
+                                                   index_at, index_length, index_crc, why));
+    const iofwd::store::bucket_record rec{"itest", 2, 2, 3, 1, {{"nodeA", 2, 2, 3, index_crc}}};
+    const auto rec_text = iofwd::store::format_bucket(rec);
+    REQUIRE_FALSE(st->put(iofwd::store::bucket_complete_object("itest", 2, 3),
+                          std::as_bytes(std::span(rec_text))));
+
+    auto ls = run_iofwd(c, {"ls", "itest"});
+    CHECK(ls.code == 0);
+    CHECK(masked(ls.out) ==
+          "job itest in directory " + c.store() + ": 3 versions, 3 complete, 0 incomplete, 0 damaged\n"
+          " VERSION  STATE       TIME                  NODES  RANKS       BYTES  NOTE\n"
+          "       1  complete    <time>                    1      2   195.3 KiB\n"
+          "       2  complete    <time>                    1      2     4.1 KiB\n"
+          "       3  complete    <time>                    1      2     4.1 KiB\n");
+
+    auto v = run_iofwd(c, {"verify", "itest"});
+    CHECK(v.code == 0);
+    CHECK(v.out == "version 1: intact (2 objects, 195.3 KiB)\n"
+                   "version 2: intact (2 objects, 4.1 KiB)\n"
+                   "version 3: intact (2 objects, 4.1 KiB)\n"
+                   "job itest: 3 of 3 complete versions intact, 0 damaged objects or records; "
+                   "6 objects, 203.5 KiB checked\n");
+    std::string out;
+    CHECK(c.verify(3, 2, out) == 0);  // the example's verifier checks the pattern too
+
+    auto cat = run_iofwd(c, {"cat", "itest", "3", "nodeA.1"});
+    CHECK(cat.code == 0);
+    CHECK(cat.out == pattern(1, 3, 100));
+    auto json = run_iofwd(c, {"cat", "itest", "2", "0", "--json"});
+    CHECK(py(c, json.out, "d['object'], d['bytes'], d['intact']") ==
+          pack_name + " at 40 4096 True\n");
+    const std::string dir = c.tmp / "restored";
+    auto restore = run_iofwd(c, {"restore", "itest", "3", dir});
+    CHECK(restore.code == 0);
+    CHECK(names_in(dir) == std::vector<std::string>{"nodeA.r0000", "nodeA.r0001"});
+    CHECK(read_file(dir + "/nodeA.r0000") == pattern(0, 3, 4096));
+    CHECK(read_file(dir + "/nodeA.r0001") == pattern(1, 3, 100));
+
+    // A rank's restart: io_latest_verified and io_read through the pack.
+    {
+        auto r0 = c.rank(0, 2, {"--size", "4096", "--versions", "0", "--restart"});
+        auto r1 = c.rank(1, 2, {"--size", "100", "--versions", "0", "--restart"});
+        require_exit(r0, 0);
+        require_exit(r1, 0);
+        CHECK(has_line(r0, "restart 0 3 1"));
+        CHECK(has_line(r1, "restart 0 3 1"));
+    }
+
+    auto rm = run_iofwd(c, {"rm", "itest", "3"});
+    CHECK(rm.code == 3);
+    CHECK(rm.err == "iofwd rm: not removing version 3 of job itest: it is in a pack "
+                    "(itest/packs) with other versions, and this iofwd removes none of a pack's "
+                    "versions\n");
+    CHECK(read_file(c.store() + "/" + pack_name).size() == pack.size());
+
+    // A changed byte in version 3's rank 0, inside the pack: that part only.
+    const auto part3 = std::string(reinterpret_cast<const char*>(pack.data()), pack.size())
+                           .find(pattern(0, 3, 4096));
+    REQUIRE(part3 != std::string::npos);
+    flip_byte(c.store() + "/" + pack_name, static_cast<long>(part3 + 7));
+    auto bad = run_iofwd(c, {"verify", "itest"});
+    CHECK(bad.code == 1);
+    CHECK(bad.out.find("version 2: intact (2 objects, 4.1 KiB)\n"
+                       "version 3: DAMAGED " + pack_name + " (version 3 rank 0): expected crc32c ") !=
+          std::string::npos);
+    auto bad_cat = run_iofwd(c, {"cat", "itest", "3", "0"});
+    CHECK(bad_cat.code == 1);
+    CHECK(bad_cat.err.find("iofwd cat: " + pack_name + " (the part at " + std::to_string(part3) +
+                           ") is damaged") == 0);
 }
 
 TEST_CASE("rm, keep and gc remove exactly what they say", "[tools][clean]")

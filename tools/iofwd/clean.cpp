@@ -59,9 +59,15 @@ void remove_versions(store::backend& st, const std::string& job,
                      const std::vector<std::uint64_t>& versions)
 {
     for (const auto v : versions)
-        if (auto ec = store::remove_version(st, job, v))
+        if (auto ec = store::remove_version(st, job, v)) {
+            if (ec == std::errc::operation_not_supported)
+                throw failure(refused, fmt::format("not removing version {} of job {}: it is in "
+                                                   "a pack ({}/{}) with other versions, and "
+                                                   "this iofwd removes none of a pack's versions",
+                                                   v, job, job, store::packs_dir));
             throw failure(damaged, fmt::format("removing version {} of job {} failed: {}", v, job,
                                                store::failure(st, store::version_dir(job, v), ec)));
+        }
 }
 
 int rm(const clean_args& a)

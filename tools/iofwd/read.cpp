@@ -37,7 +37,13 @@ struct part {
     std::uint32_t rank = 0;
     std::uint32_t index = 0;
     store::manifest_entry entry;
-    std::string object;
+    store::bytes_place at;  // its own object, or its part of a pack
+    std::string file;       // the name restore gives it: its own object's ("nodeA.r0003")
+    // For humans and JSON: the object, and for a part of a pack where in it.
+    std::string object() const
+    {
+        return at.part ? fmt::format("{} at {}", at.object, at.offset) : at.object;
+    }
 };
 
 std::vector<part> load_parts(store::backend& st, const std::string& job, std::uint64_t version)
@@ -52,10 +58,14 @@ std::vector<part> load_parts(store::backend& st, const std::string& job, std::ui
                                                  version, job)
                                    : why);
     std::vector<part> parts;
-    for (const auto& m : info.manifests)
-        for (const auto& e : m.entries)
-            parts.push_back({m.node, e.rank, static_cast<std::uint32_t>(parts.size()), e,
-                             store::data_object(job, version, m.node, e.rank)});
+    for (std::size_t i = 0; i < info.manifests.size(); ++i) {
+        const auto& m = info.manifests[i];
+        for (std::size_t j = 0; j < m.entries.size(); ++j) {
+            const auto own = store::data_object(job, version, m.node, m.entries[j].rank);
+            parts.push_back({m.node, m.entries[j].rank, static_cast<std::uint32_t>(parts.size()),
+                             m.entries[j], info.places[i][j], own.substr(own.rfind('/') + 1)});
+        }
+    }
     return parts;
 }
 
@@ -88,7 +98,7 @@ void copy_checked(store::backend& st, const part& p, int fd)
         }
         return true;
     };
-    if (store::check_object(st, p.object, p.entry.size, p.entry.crc32c, write, why, what))
+    if (store::check_object(st, p.at, p.entry.size, p.entry.crc32c, write, why, what))
         throw failure(damaged, what.kind == store::problem::content
                                    ? why
                                    : fmt::format("{} is damaged: expected {}, found {}",
@@ -109,7 +119,7 @@ int restore(const read_args& a)
         throw failure(bad_argument, fmt::format("{} is not a directory I can open: {}", a.target,
                                                 std::strerror(errno)));
     for (const auto& p : parts) {
-        const std::string file = p.object.substr(p.object.rfind('/') + 1);
+        const std::string& file = p.file;
         if (::faccessat(dir.get(), file.c_str(), F_OK, AT_SYMLINK_NOFOLLOW) == 0)
             throw failure(bad_argument,
                           fmt::format("{}/{} exists: not overwriting it", a.target, file));
@@ -117,7 +127,7 @@ int restore(const read_args& a)
     nlohmann::json files = nlohmann::json::array();
     for (const auto& p : parts) {
         // Written under a temporary name and renamed once whole and checked.
-        const std::string file = p.object.substr(p.object.rfind('/') + 1);
+        const std::string& file = p.file;
         const std::string temp = "." + file + ".part";
         unique_fd fd(::openat(dir.get(), temp.c_str(),
                               O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
@@ -134,7 +144,7 @@ int restore(const read_args& a)
             throw failure(damaged, fmt::format("cannot write {}/{}: {}", a.target, file,
                                                std::strerror(errno)));
         files.push_back({{"file", a.target + "/" + file},
-                         {"object", p.object},
+                         {"object", p.object()},
                          {"node", p.node},
                          {"rank", p.rank},
                          {"index", p.index},
@@ -195,12 +205,12 @@ int cat(const read_args& a)
         // The part described and checked, its bytes not written.
         std::string why;
         store::damage what;
-        const bool intact = !store::check_object(*st, p.object, p.entry.size, p.entry.crc32c,
+        const bool intact = !store::check_object(*st, p.at, p.entry.size, p.entry.crc32c,
                                                  {}, why, what);
         print_json({{"store", st->location()},
                     {"job", a.job},
                     {"version", version},
-                    {"object", p.object},
+                    {"object", p.object()},
                     {"node", p.node},
                     {"rank", p.rank},
                     {"index", p.index},

@@ -1,0 +1,333 @@
+// The catalog's readers (catalog.hpp, inventory.hpp, verify.hpp) find a
+// version in a pack as they find one in its own directory, and refuse a
+// damaged pack or bucket record in words. The packs are built with the
+// pack writer (store/pack.hpp) and put in a real directory store.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "crc32c.hpp"
+#include "errors.hpp"
+#include "process.hpp"
+#include "store/backend.hpp"
+#include "store/catalog.hpp"
+#include "store/inventory.hpp"
+#include "store/pack.hpp"
+#include "store/verify.hpp"
+
+using namespace iofwd;
+using namespace iofwd::store;
+
+namespace {
+
+std::vector<std::byte> bytes_of(std::uint64_t version, const std::string& node,
+                                std::uint32_t rank)
+{
+    // Sizes differ by version and rank, and one part is empty.
+    const std::size_t n = version == 4 && rank == 1 ? 0 : 1000 * version + 13 * rank + node.size();
+    std::vector<std::byte> b(n);
+    for (std::size_t i = 0; i < n; ++i)
+        b[i] = static_cast<std::byte>((i * 37 + version * 11 + rank * 5 + node[1]) & 0xff);
+    return b;
+}
+
+const std::map<std::string, std::uint32_t> node_ranks{{"na", 2}, {"nb", 1}};
+
+// Node `node`'s pack of versions first .. last in bucket `bucket`; the
+// crc32c of its index.
+std::uint32_t put_pack(backend& st, std::uint64_t bucket, const std::string& node,
+                       std::uint64_t first, std::uint64_t last, unsigned salt = 0)
+{
+    std::vector<std::vector<std::byte>> data;
+    std::vector<pack_input> inputs;
+    const auto ranks = node_ranks.at(node);
+    for (auto v = first; v <= last; ++v)
+        for (std::uint32_t r = 0; r < ranks; ++r) {
+            data.push_back(bytes_of(v, node, r));
+            if (salt && !data.back().empty())
+                data.back()[0] ^= static_cast<std::byte>(salt);
+        }
+    std::size_t i = 0;
+    for (auto v = first; v <= last; ++v)
+        for (std::uint32_t r = 0; r < ranks; ++r)
+            inputs.push_back({v, r, ranks, data[i++]});
+    std::vector<std::byte> pack;
+    std::string why;
+    REQUIRE_FALSE(build_pack("job", node, inputs, pack, why));
+    REQUIRE_FALSE(st.put(pack_object("job", bucket, node, first, last), pack));
+    std::uint64_t offset = 0, length = 0;
+    std::uint32_t crc = 0;
+    REQUIRE_FALSE(parse_pack_trailer(std::span(pack).last(pack_trailer_size), pack.size(), offset,
+                                     length, crc, why));
+    return crc;
+}
+
+void put_text(backend& st, const std::string& name, const std::string& text)
+{
+    REQUIRE_FALSE(st.put(name, std::as_bytes(std::span(text))));
+}
+
+// Version `v` in its own directory, both nodes, complete.
+void put_own_version(backend& st, std::uint64_t v)
+{
+    for (const auto& [node, ranks] : node_ranks) {
+        manifest m{"job", node, v, ranks, {}};
+        for (std::uint32_t r = 0; r < ranks; ++r) {
+            const auto b = bytes_of(v, node, r);
+            REQUIRE_FALSE(st.put(data_object("job", v, node, r), b));
+            m.entries.push_back({r, b.size(), crc32c(b)});
+        }
+        const auto text = format_manifest(m);
+        put_text(st, manifest_object("job", v, node), text);
+        bool completed = false;
+        std::string why;
+        REQUIRE_FALSE(try_complete(st, m, crc32c(std::as_bytes(std::span(text))), 2, completed,
+                                   why));
+    }
+}
+
+// The store of these tests: version 1 in its own directory; versions 3 to 6
+// in packs of bucket 3 (node na in two packs, 3-4 and 5-6; nb in one,
+// 3-6), of which the bucket's record says 3 to 5 are complete (6 is
+// written, as a node does before the others have).
+struct packed_store {
+    test::temp_dir tmp;
+    std::unique_ptr<backend> st;
+    bucket_record record;
+
+    packed_store()
+    {
+        std::string why;
+        REQUIRE_FALSE(open(tmp / "store", st, why));
+        put_own_version(*st, 1);
+        record = {"job", 3, 3, 5, 2, {}};
+        record.packs.push_back({"na", 2, 3, 4, put_pack(*st, 3, "na", 3, 4)});
+        record.packs.push_back({"na", 2, 5, 6, put_pack(*st, 3, "na", 5, 6)});
+        record.packs.push_back({"nb", 1, 3, 6, put_pack(*st, 3, "nb", 3, 6)});
+        put_record();
+    }
+    void put_record()
+    {
+        put_text(*st, bucket_complete_object("job", 3, record.last), format_bucket(record));
+    }
+    std::string path(const std::string& name) const { return tmp / ("store/" + name); }
+};
+
+// Every rank's bytes of `version` read through the catalog equal those
+// written.
+void check_reads(backend& st, std::uint64_t version)
+{
+    version_info info;
+    std::string why;
+    REQUIRE_FALSE(load_version(st, "job", version, info, why));
+    REQUIRE(info.record.nodes.size() == 2);
+    CHECK(info.record.version == version);
+    REQUIRE(info.manifests.size() == 2);
+    REQUIRE(info.places.size() == 2);
+    for (std::size_t i = 0; i < 2; ++i) {
+        const auto& m = info.manifests[i];
+        CHECK(m.node == (i == 0 ? "na" : "nb"));
+        CHECK(m.version == version);
+        REQUIRE(m.entries.size() == node_ranks.at(m.node));
+        for (std::uint32_t r = 0; r < m.ranks; ++r) {
+            const auto want = bytes_of(version, m.node, r);
+            CHECK(m.entries[r].size == want.size());
+            CHECK(m.entries[r].crc32c == crc32c(want));
+            std::vector<std::byte> got(want.size() + 3);
+            REQUIRE_FALSE(read_checked(st, info.places[i][r], m.entries[r].size,
+                                       m.entries[r].crc32c, got, why));
+            got.resize(want.size());
+            CHECK(got == want);
+        }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("versions in packs are found, read and checked as versions in directories are",
+          "[packed]")
+{
+    packed_store s;
+    auto& st = *s.st;
+    std::string why;
+
+    std::vector<std::uint64_t> versions;
+    REQUIRE_FALSE(complete_versions(st, "job", versions));
+    CHECK(versions == std::vector<std::uint64_t>{1, 3, 4, 5});
+    REQUIRE_FALSE(job_versions(st, "job", versions));
+    CHECK(versions == std::vector<std::uint64_t>{1, 3, 4, 5});
+    REQUIRE_FALSE(packed_versions(st, "job", versions));
+    CHECK(versions == std::vector<std::uint64_t>{3, 4, 5});
+
+    for (const std::uint64_t v : {1, 3, 4, 5})
+        check_reads(st, v);
+
+    // A version in a pack: the places are parts of the node's pack.
+    version_info info;
+    REQUIRE_FALSE(load_node(st, "job", 5, "nb", info, why));
+    REQUIRE(info.manifests.size() == 1);
+    CHECK(info.manifests[0].node == "nb");
+    REQUIRE(info.places[0].size() == 1);
+    CHECK(info.places[0][0].part);
+    CHECK(info.places[0][0].object == pack_object("job", 3, "nb", 3, 6));
+    REQUIRE_FALSE(load_node(st, "job", 1, "na", info, why));
+    REQUIRE(info.places[0].size() == 2);
+    CHECK_FALSE(info.places[0][1].part);
+    CHECK(info.places[0][1].object == data_object("job", 1, "na", 1));
+
+    bool yes = false;
+    for (const std::uint64_t v : {1, 3, 5}) {
+        REQUIRE_FALSE(committed(st, "job", v, yes));
+        CHECK(yes);
+    }
+    for (const std::uint64_t v : {2, 6, 7}) {
+        REQUIRE_FALSE(committed(st, "job", v, yes));
+        CHECK_FALSE(yes);
+    }
+    CHECK(load_version(st, "job", 6, info, why) == errc::not_found);
+
+    std::uint64_t newest = 0;
+    std::string skipped;
+    REQUIRE_FALSE(latest(st, "job", true, newest, skipped, why));
+    CHECK(newest == 5);
+    CHECK(skipped.empty());
+
+    verify_report report;
+    REQUIRE_FALSE(verify_job(st, "job", {}, {}, report, why));
+    REQUIRE(report.versions.size() == 4);
+    for (const auto& r : report.versions) {
+        CHECK(r.state == version_state::complete);
+        CHECK(r.intact());
+        CHECK(r.objects.size() == 3);
+    }
+
+    version_entry e;
+    REQUIRE_FALSE(inspect_version(st, "job", 4, e));
+    CHECK(e.state == version_state::complete);
+    CHECK(e.nodes == 2);
+    CHECK(e.ranks == 3);
+    CHECK(e.bytes == bytes_of(4, "na", 0).size() + bytes_of(4, "nb", 0).size());
+
+    // A version in a pack never goes alone: refused, and still whole.
+    CHECK(remove_version(st, "job", 4) == std::errc::operation_not_supported);
+    check_reads(st, 4);
+}
+
+TEST_CASE("a damaged pack or bucket record is refused in words and completes nothing",
+          "[packed]")
+{
+    packed_store s;
+    auto& st = *s.st;
+    std::string why;
+    version_info info;
+    std::vector<std::uint64_t> versions;
+
+    SECTION("a changed byte in a part fails its read and only its version's check")
+    {
+        REQUIRE_FALSE(load_node(st, "job", 5, "na", info, why));
+        const auto at = info.places[0][1];
+        const auto size = info.manifests[0].entries[1].size;
+        {
+            std::fstream f(s.path(at.object), std::ios::in | std::ios::out | std::ios::binary);
+            f.seekp(static_cast<std::streamoff>(at.offset + size - 1));
+            f.put('\x5a' ^ static_cast<char>(bytes_of(5, "na", 1).back()));
+        }
+        std::vector<std::byte> got(size);
+        CHECK(read_checked(st, at, size, info.manifests[0].entries[1].crc32c, got, why) ==
+              errc::corrupt);
+        CHECK_THAT(why, Catch::Contains("fails its checksum") &&
+                            Catch::Contains(pack_object("job", 3, "na", 5, 6)));
+        verify_report report;
+        REQUIRE_FALSE(verify_job(st, "job", {}, {}, report, why));
+        REQUIRE(report.versions.size() == 4);
+        for (const auto& r : report.versions) {
+            CAPTURE(r.version);
+            CHECK(r.intact() == (r.version != 5));
+        }
+        const auto& bad = report.versions[3].objects[1];
+        CHECK_FALSE(bad.intact);
+        CHECK(bad.what.kind == problem::checksum);
+        CHECK(bad.name == pack_object("job", 3, "na", 5, 6) + " (version 5 rank 1)");
+    }
+    SECTION("a pack written again after the record is refused by its index's checksum")
+    {
+        put_pack(st, 3, "na", 3, 4, 0x40);
+        damage what;
+        CHECK(load_version(st, "job", 3, info, why, &what) == errc::corrupt);
+        CHECK_THAT(why, Catch::Contains("its bucket's record says"));
+        CHECK(what.object == pack_object("job", 3, "na", 3, 4));
+        CHECK(what.kind == problem::record);
+        check_reads(st, 5);  // na's other pack is whole
+    }
+    SECTION("a torn pack is refused")
+    {
+        std::filesystem::resize_file(s.path(pack_object("job", 3, "nb", 3, 6)), 3000);
+        CHECK(load_node(st, "job", 4, "nb", info, why) == errc::corrupt);
+        CHECK_THAT(why, Catch::Contains("pack") && Catch::Contains("trailer"));
+        REQUIRE_FALSE(load_node(st, "job", 4, "na", info, why));  // na's pack is whole
+    }
+    SECTION("a pack that is missing is refused")
+    {
+        REQUIRE(std::filesystem::remove(s.path(pack_object("job", 3, "nb", 3, 6))));
+        CHECK(load_version(st, "job", 3, info, why) == errc::corrupt);
+        CHECK_THAT(why, Catch::Contains("listed as complete is unreadable"));
+    }
+    SECTION("without the bucket's record none of its versions is complete")
+    {
+        REQUIRE(std::filesystem::remove(s.path(bucket_complete_object("job", 3, 5))));
+        REQUIRE_FALSE(complete_versions(st, "job", versions));
+        CHECK(versions == std::vector<std::uint64_t>{1});
+        CHECK(load_version(st, "job", 4, info, why) == errc::not_found);
+        bool yes = true;
+        REQUIRE_FALSE(committed(st, "job", 4, yes));
+        CHECK_FALSE(yes);
+    }
+    SECTION("the record of the most versions is the bucket's, whatever came after it")
+    {
+        // A newer record that says 6 is complete too (na's second pack and
+        // nb's pack hold it); then an older one, as a slow node writes it.
+        s.record.last = 6;
+        s.put_record();
+        s.record.last = 4;
+        s.record.packs.erase(s.record.packs.begin() + 1);
+        s.put_record();
+        REQUIRE_FALSE(complete_versions(st, "job", versions));
+        CHECK(versions == std::vector<std::uint64_t>{1, 3, 4, 5, 6});
+        check_reads(st, 6);
+        // A record whose name says another last version than its text.
+        auto text = format_bucket(s.record);
+        put_text(st, bucket_complete_object("job", 3, 7), text);
+        REQUIRE_FALSE(complete_versions(st, "job", versions));
+        CHECK(versions == std::vector<std::uint64_t>{1});
+        CHECK(load_version(st, "job", 4, info, why) == errc::corrupt);
+        CHECK_THAT(why, Catch::Contains("copied or moved"));
+    }
+    SECTION("a record that does not parse completes none of its versions")
+    {
+        auto text = format_bucket(s.record);
+        text.replace(text.find("versions 3 5"), 12, "versions 3 6");  // nb holds 6, na too
+        put_text(st, bucket_complete_object("job", 3, 6), text.substr(0, text.size() - 4));
+        REQUIRE_FALSE(complete_versions(st, "job", versions));
+        CHECK(versions == std::vector<std::uint64_t>{1});
+        damage what;
+        CHECK(load_version(st, "job", 4, info, why, &what) == errc::corrupt);
+        CHECK_THAT(why, Catch::Contains("end line"));
+        bool yes = true;
+        REQUIRE_FALSE(committed(st, "job", 4, yes));
+        CHECK_FALSE(yes);
+    }
+    SECTION("a record copied under another bucket's name is not that bucket's")
+    {
+        put_text(st, bucket_complete_object("job", 1, 5), format_bucket(s.record));
+        CHECK(load_version(st, "job", 2, info, why) == errc::corrupt);
+        CHECK_THAT(why, Catch::Contains("copied or moved"));
+        // Bucket 3's versions are found in bucket 3, whatever bucket 1 holds.
+        check_reads(st, 4);
+    }
+}
