@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -9,6 +10,7 @@
 #include "crc32c.hpp"
 #include "errors.hpp"
 #include "store/pack.hpp"
+#include "store/record_text.hpp"
 
 namespace iofwd::store {
 
@@ -191,6 +193,55 @@ std::error_code read_pack_index(backend& st, const std::string& name, std::uint3
     return {};
 }
 
+// Node `n`'s part of `version` in the version's directory, added to `info`:
+// its manifest, checked against the checksum and ranks that `rec_name` (a
+// COMPLETE record, or a bucket's) holds for it, and its objects.
+std::error_code add_own_part(backend& st, const std::string& job, std::uint64_t version,
+                             const complete_node& n, const std::string& rec_name,
+                             version_info& info, std::string& why, damage& d)
+{
+    std::string text;
+    manifest m;
+    const auto mname = manifest_object(job, version, n.node);
+    if (auto ec = read_all(st, mname, text)) {
+        why = fmt::format("version {}: manifest {} listed as complete is unreadable: {}",
+                          version, mname, failure(st, mname, ec));
+        d = {mname, "a manifest", ec == errc::not_found ? "missing" : failure(st, mname, ec),
+             problem::record};
+        return make_error_code(errc::corrupt);
+    }
+    if (const auto got = crc32c(std::as_bytes(std::span(text))); got != n.manifest_crc32c) {
+        why = fmt::format("version {}: manifest {} does not match the checksum in {}", version,
+                          mname, rec_name);
+        d = {mname, fmt::format("crc32c {:08x} (in {})", n.manifest_crc32c, rec_name),
+             fmt::format("crc32c {:08x}", got), problem::record};
+        return make_error_code(errc::corrupt);
+    }
+    if (auto ec = parse_manifest(text, m, why)) {
+        d = {mname, "a manifest", why, problem::record};
+        why = fmt::format("{}: {}", mname, why);
+        return ec;
+    }
+    if (m.job != job || m.version != version || m.node != n.node || m.ranks != n.ranks) {
+        why = fmt::format("{} describes job {} version {} node {} ({} ranks), not what its "
+                          "place and {} say (job {} version {} node {}, {} ranks)",
+                          mname, m.job, m.version, m.node, m.ranks, rec_name, job, version,
+                          n.node, n.ranks);
+        d = {mname,
+             fmt::format("job {} version {} node {}, {} ranks", job, version, n.node, n.ranks),
+             fmt::format("job {} version {} node {}, {} ranks", m.job, m.version, m.node,
+                         m.ranks),
+             problem::record};
+        return make_error_code(errc::corrupt);
+    }
+    std::vector<bytes_place> at;
+    for (const auto& e : m.entries)
+        at.push_back({data_object(job, version, m.node, e.rank)});
+    info.manifests.push_back(std::move(m));
+    info.places.push_back(std::move(at));
+    return {};
+}
+
 // load()'s part for a version in a pack.
 std::error_code load_packed(backend& st, const std::string& job, std::uint64_t version,
                             const std::string& only, version_info& out, std::string& why,
@@ -206,11 +257,18 @@ std::error_code load_packed(backend& st, const std::string& job, std::uint64_t v
     info.record = {job, version, {}};
     for (const auto& p : b.packs)
         if (p.first <= version && version <= p.last)
-            info.record.nodes.push_back({p.node, p.ranks, p.index_crc32c});
+            info.record.nodes.push_back({p.node, p.ranks, p.crc32c});
     for (const auto& n : info.record.nodes) {
         if (!only.empty() && n.node != only)
             continue;
         const auto* p = pack_holding(b, n.node, version);
+        if (p->manifest) {
+            // The node's part of a large version, in the version's directory.
+            const auto rec_name = bucket_complete_object(job, b.bucket, b.last);
+            if (auto ec = add_own_part(st, job, version, n, rec_name, info, why, d))
+                return ec;
+            continue;
+        }
         const auto name = pack_object(job, b.bucket, n.node, p->first, p->last);
         pack_index index;
         if (auto ec = read_pack_index(st, name, n.manifest_crc32c, index, why, d))
@@ -284,44 +342,8 @@ std::error_code load(backend& st, const std::string& job, std::uint64_t version,
     for (const auto& n : info.record.nodes) {
         if (!only.empty() && n.node != only)
             continue;
-        const auto mname = manifest_object(job, version, n.node);
-        if (auto ec = read_all(st, mname, text)) {
-            why = fmt::format("version {}: manifest {} listed as complete is unreadable: {}",
-                              version, mname, failure(st, mname, ec));
-            d = {mname, "a manifest", ec == errc::not_found ? "missing" : failure(st, mname, ec),
-                 problem::record};
-            return make_error_code(errc::corrupt);
-        }
-        if (const auto got = crc32c(std::as_bytes(std::span(text))); got != n.manifest_crc32c) {
-            why = fmt::format("version {}: manifest {} does not match the checksum in {}", version,
-                              mname, rec_name);
-            d = {mname, fmt::format("crc32c {:08x} (in {})", n.manifest_crc32c, rec_name),
-                 fmt::format("crc32c {:08x}", got), problem::record};
-            return make_error_code(errc::corrupt);
-        }
-        manifest m;
-        if (auto ec = parse_manifest(text, m, why)) {
-            d = {mname, "a manifest", why, problem::record};
-            why = fmt::format("{}: {}", mname, why);
+        if (auto ec = add_own_part(st, job, version, n, rec_name, info, why, d))
             return ec;
-        }
-        if (m.job != job || m.version != version || m.node != n.node || m.ranks != n.ranks) {
-            why = fmt::format("{} describes job {} version {} node {} ({} ranks), not what its "
-                              "place and {} say (job {} version {} node {}, {} ranks)",
-                              mname, m.job, m.version, m.node, m.ranks, rec_name, job, version,
-                              n.node, n.ranks);
-            d = {mname,
-                 fmt::format("job {} version {} node {}, {} ranks", job, version, n.node, n.ranks),
-                 fmt::format("job {} version {} node {}, {} ranks", m.job, m.version, m.node,
-                             m.ranks),
-                 problem::record};
-            return make_error_code(errc::corrupt);
-        }
-        std::vector<bytes_place> at;
-        for (const auto& e : m.entries)
-            at.push_back({data_object(job, version, m.node, e.rank)});
-        info.manifests.push_back(std::move(m));
-        info.places.push_back(std::move(at));
     }
     out = std::move(info);
     return {};
@@ -523,6 +545,38 @@ std::error_code latest(backend& st, const std::string& job, bool verify, std::ui
     return make_error_code(errc::not_found);
 }
 
+namespace {
+
+// Counts `member` in at `tally` with `note`; when the count reaches `nodes`
+// (perhaps the last of them: a count includes retried arrivals), reads who
+// arrived into `arrived`, else leaves it empty. `parts` names what a node
+// that arrives twice brought, for the message.
+std::error_code arrive_and_look(backend& st, const std::string& tally, const std::string& member,
+                                const std::string& note, std::uint32_t nodes, const char* parts,
+                                std::vector<backend::arrival>& arrived, std::string& why)
+{
+    arrived.clear();
+    std::uint64_t count = 0;
+    if (auto ec = st.arrive(tally, member, note, count)) {
+        why = fmt::format("counting {} in at {}: {}", member, tally, failure(st, tally, ec));
+        return ec;
+    }
+    if (count < nodes)
+        return {};  // a node still to come
+    if (auto ec = st.arrivals(tally, arrived)) {
+        why = fmt::format("reading {}: {}", tally,
+                          ec == errc::corrupt
+                              ? fmt::format("a record that is not a node's arrival, or a node "
+                                            "that arrived twice with different {}",
+                                            parts)
+                              : failure(st, tally, ec));
+        return ec;
+    }
+    return {};
+}
+
+}  // namespace
+
 std::error_code try_complete(backend& st, const manifest& m, std::uint32_t manifest_crc,
                              std::uint32_t nodes, bool& completed, std::string& why)
 {
@@ -531,22 +585,9 @@ std::error_code try_complete(backend& st, const manifest& m, std::uint32_t manif
     // What the COMPLETE record says of the node, brought along: the last
     // node to arrive writes the record without reading any manifest.
     const std::string note = fmt::format("{}+{:08x}", m.ranks, manifest_crc);
-    std::uint64_t count = 0;
-    if (auto ec = st.arrive(tally, m.node, note, count)) {
-        why = fmt::format("counting node {} in at {}: {}", m.node, tally, failure(st, tally, ec));
-        return ec;
-    }
-    if (count < nodes)
-        return {};  // a node still to come completes the version
-    // Perhaps the last (a count includes retried arrivals): who arrived.
     std::vector<backend::arrival> arrived;
-    if (auto ec = st.arrivals(tally, arrived)) {
-        why = fmt::format("reading {}: {}", tally,
-                          ec == errc::corrupt ? "a record that is not a node's arrival, or a node "
-                                                "that arrived twice with different manifests"
-                                              : failure(st, tally, ec));
+    if (auto ec = arrive_and_look(st, tally, m.node, note, nodes, "manifests", arrived, why))
         return ec;
-    }
     if (arrived.size() < nodes)
         return {};
     if (arrived.size() > nodes) {
@@ -579,6 +620,142 @@ std::error_code try_complete(backend& st, const manifest& m, std::uint32_t manif
         return ec;
     }
     completed = true;
+    return {};
+}
+
+namespace {
+
+// What a node's arrival at a bucket's tally brings: its line of the
+// record. Member "<node>.<first version>"; note "<ranks>+<first>+<count>+<
+// index crc32c>" for a pack, "<ranks>+m<version>+<manifest crc32c>" for a
+// manifest (backend::max_note letters, digits and '+').
+std::string bucket_member(const bucket_pack& p)
+{
+    return fmt::format("{}.{}", p.node, p.first);
+}
+
+std::string bucket_note(const bucket_pack& p)
+{
+    return p.manifest ? fmt::format("{}+m{}+{:08x}", p.ranks, p.first, p.crc32c)
+                      : fmt::format("{}+{}+{}+{:08x}", p.ranks, p.first, p.last - p.first + 1,
+                                    p.crc32c);
+}
+
+// The line an arrival brought; false for one that bucket_member and
+// bucket_note did not write.
+bool parse_bucket_arrival(const backend::arrival& a, bucket_pack& out)
+{
+    const auto dot = a.member.rfind('.');
+    if (dot == std::string::npos || dot == 0)
+        return false;
+    bucket_pack p;
+    p.node = a.member.substr(0, dot);
+    std::vector<std::string_view> f;
+    for (std::string_view rest = a.note;;) {
+        const auto plus = rest.find('+');
+        f.push_back(rest.substr(0, plus));
+        if (plus == std::string_view::npos)
+            break;
+        rest.remove_prefix(plus + 1);
+    }
+    std::uint64_t count = 1;
+    p.manifest = f.size() == 3 && !f[1].empty() && f[1][0] == 'm';
+    if (!(p.manifest || f.size() == 4) || !text::number(f[0], p.ranks) ||
+        !text::number(p.manifest ? f[1].substr(1) : f[1], p.first) ||
+        (!p.manifest && !text::number(f[2], count)) ||
+        !text::number(f.back(), p.crc32c, 16) || count == 0 || count > bucket_max_versions)
+        return false;
+    p.last = p.first + count - 1;
+    if (bucket_member(p) != a.member || bucket_note(p) != a.note)
+        return false;
+    out = std::move(p);
+    return true;
+}
+
+}  // namespace
+
+std::error_code try_complete_bucket(backend& st, const std::string& job, std::uint64_t bucket,
+                                    const bucket_pack& part, std::uint32_t nodes,
+                                    std::uint64_t& complete, std::string& why)
+{
+    complete = 0;
+    const auto tally = bucket_arrivals_object(job, bucket);
+    const auto member = bucket_member(part);
+    if (part.first < bucket || part.last < part.first ||
+        part.last - bucket >= bucket_max_versions || (part.manifest && part.last != part.first) ||
+        part.ranks == 0 || nodes == 0 || member.size() > backend::max_member) {
+        why = fmt::format("node {}'s part of versions {} to {} ({} ranks) cannot arrive at "
+                          "bucket {} of {} nodes (a node name of at most {} bytes)",
+                          part.node, part.first, part.last, part.ranks, bucket, nodes,
+                          backend::max_member - 16);
+        return make_error_code(errc::invalid_argument);
+    }
+    std::vector<backend::arrival> arrived;
+    if (auto ec = arrive_and_look(st, tally, member, bucket_note(part), nodes, "parts", arrived,
+                                  why))
+        return ec;
+    std::map<std::string, std::vector<bucket_pack>> parts;
+    for (const auto& a : arrived) {
+        bucket_pack p;
+        if (!parse_bucket_arrival(a, p)) {
+            why = fmt::format("{}: '{}' arrived with '{}', not a node's pack or manifest; "
+                              "leaving the bucket incomplete",
+                              tally, a.member, a.note);
+            return make_error_code(errc::corrupt);
+        }
+        parts[p.node].push_back(std::move(p));
+    }
+    if (parts.size() < nodes)
+        return {};
+    if (parts.size() > nodes) {
+        std::vector<std::string> names;
+        for (const auto& [node, ignored] : parts)
+            names.push_back(node);
+        why = fmt::format("bucket {} of job {} has the parts of {} nodes ({}) but the job has {} "
+                          "nodes: two jobs under one name, or nodes that disagree on IOFWD_NODES",
+                          bucket, job, parts.size(), fmt::join(names, ", "), nodes);
+        return make_error_code(errc::rank_mismatch);
+    }
+    // How far every node's parts hold the versions from the bucket's first
+    // on (arrivals come sorted by member, not by version).
+    std::uint64_t last = UINT64_MAX;
+    for (auto& [node, list] : parts) {
+        std::sort(list.begin(), list.end(),
+                  [](const auto& a, const auto& b) { return a.first < b.first; });
+        std::uint64_t covered = bucket - 1;
+        for (const auto& p : list) {
+            if (p.first < bucket || p.first <= covered || p.ranks != list.front().ranks) {
+                why = fmt::format("{}: node {} brought versions {} to {} ({} ranks) over its "
+                                  "other parts, or outside the bucket; leaving it incomplete",
+                                  tally, node, p.first, p.last, p.ranks);
+                return make_error_code(errc::corrupt);
+            }
+            if (p.first != covered + 1)
+                break;  // a gap: a part still to come
+            covered = p.last;
+        }
+        last = std::min(last, covered);
+    }
+    if (last < bucket)
+        return {};
+    bucket_record existing;
+    std::string ignored;
+    if (!read_bucket(st, job, bucket, existing, ignored) && existing.last >= last) {
+        complete = existing.last;
+        return {};
+    }
+    bucket_record rec{job, bucket, bucket, last, nodes, {}};
+    for (const auto& [node, list] : parts)
+        for (const auto& p : list)
+            if (p.first <= last)
+                rec.packs.push_back(p);
+    const auto text = format_bucket(rec);
+    const auto name = bucket_complete_object(job, bucket, last);
+    if (auto ec = st.put_new(name, std::as_bytes(std::span(text))); ec && ec != errc::exists) {
+        why = fmt::format("writing {}: {}", name, failure(st, name, ec));
+        return ec;
+    }
+    complete = last;
     return {};
 }
 

@@ -12,6 +12,7 @@
 
 #include "store/backend.hpp"
 #include "store/layout.hpp"
+#include "store/pack.hpp"
 
 namespace iofwd::store {
 
@@ -123,6 +124,23 @@ std::error_code latest(backend& st, const std::string& job, bool verify, std::ui
 // where a listing of the version by every node was O(nodes x ranks) each.
 std::error_code try_complete(backend& st, const manifest& m, std::uint32_t manifest_crc,
                              std::uint32_t nodes, bool& completed, std::string& why);
+
+// The job-wide commit of a bucket of versions (docs/small-versions.md):
+// after node `part.node`'s pack of the bucket (or, for a version too large
+// for a pack, its manifest of it) is committed, counts it in at the
+// bucket's tally, bringing its line of the bucket's record; once every one
+// of `nodes` nodes has arrived, whoever arrives and finds every node's
+// parts holding the versions from the bucket's first on without a gap
+// writes the record of them, as a new object named by the last (a record
+// of as many already there is left alone). `complete` gives the last
+// version complete that this arrival found (0: none yet).
+// Cost per arrival: one arrival; from the round in which every node has
+// arrived on, a read of the tally and a listing of the bucket too, and a
+// record when the versions complete grew: with each node closing one pack
+// per bucket, O(1) per node and bucket, O(nodes) for the job.
+std::error_code try_complete_bucket(backend& st, const std::string& job, std::uint64_t bucket,
+                                    const bucket_pack& part, std::uint32_t nodes,
+                                    std::uint64_t& complete, std::string& why);
 
 // Deletes one version: its COMPLETE record first (a version half deleted is
 // never taken as complete), then its objects and its directory, with what

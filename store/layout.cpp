@@ -63,6 +63,11 @@ std::string bucket_complete_object(const std::string& job, std::uint64_t bucket,
     return fmt::format("{}/{}.v{:08}", bucket_dir(job, bucket), complete_name, last);
 }
 
+std::string bucket_arrivals_object(const std::string& job, std::uint64_t bucket)
+{
+    return fmt::format("{}/{}", bucket_dir(job, bucket), arrivals_name);
+}
+
 namespace {
 
 // "<letter><digits>" -> the number.

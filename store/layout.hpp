@@ -52,6 +52,9 @@ std::string pack_object(const std::string& job, std::uint64_t bucket, const std:
                         std::uint64_t first, std::uint64_t last);
 std::string bucket_complete_object(const std::string& job, std::uint64_t bucket,
                                    std::uint64_t last);
+// The tally of the nodes' packs and manifests committed in a bucket
+// (backend::arrive; catalog.hpp's try_complete_bucket).
+std::string bucket_arrivals_object(const std::string& job, std::uint64_t bucket);
 // `key`: the run's name, or a name of the run made by the daemon (report.hpp).
 std::string report_object(const std::string& job, const std::string& key, const std::string& node);
 inline constexpr const char* complete_name = "COMPLETE";

@@ -295,8 +295,10 @@ std::string format_bucket(const bucket_record& b)
     std::string out = fmt::format("iofwd-bucket 1\njob {}\nbucket {}\nversions {} {}\nnodes {}\n",
                                   b.job, b.bucket, b.first, b.last, b.nodes);
     for (const auto& p : b.packs)
-        out += fmt::format("pack {} {} {} {} {:08x}\n", p.node, p.ranks, p.first, p.last,
-                           p.index_crc32c);
+        out += p.manifest ? fmt::format("manifest {} {} {} {:08x}\n", p.node, p.ranks, p.first,
+                                        p.crc32c)
+                          : fmt::format("pack {} {} {} {} {:08x}\n", p.node, p.ranks, p.first,
+                                        p.last, p.crc32c);
     out += "end\n";
     return out;
 }
@@ -344,25 +346,29 @@ std::error_code parse_bucket(std::string_view text, bucket_record& out, std::str
     std::uint64_t covered = 0;  // of the current node: first .. covered hold in its packs
     while (next_line(text, line) && line != "end") {
         bucket_pack p;
-        if (!field(line, "pack", v) || !words(v, f, 5) || !valid_name(std::string(f[0])) ||
-            !canonical(f[1], p.ranks) || p.ranks == 0 || p.ranks > max_ranks ||
-            !canonical(f[2], p.first) || !canonical(f[3], p.last) ||
-            !canonical_crc(f[4], p.index_crc32c) || p.first < b.bucket || p.first > p.last ||
-            p.last >= max_version || p.last - b.bucket >= bucket_max_versions)
-            return corrupt(why, fmt::format("bad pack line '{}'", line));
+        p.manifest = field(line, "manifest", v);
+        const int n = p.manifest ? 4 : 5;
+        if (!(p.manifest || field(line, "pack", v)) || !words(v, f, n) ||
+            !valid_name(std::string(f[0])) || !canonical(f[1], p.ranks) || p.ranks == 0 ||
+            p.ranks > max_ranks || !canonical(f[2], p.first) ||
+            !canonical(f[n - 2], p.last) || !canonical_crc(f[n - 1], p.crc32c) ||
+            p.first < b.bucket || p.first > p.last || p.last >= max_version ||
+            p.last - b.bucket >= bucket_max_versions)
+            return corrupt(why, fmt::format("bad pack or manifest line '{}'", line));
         p.node = f[0];
         const bucket_pack* prev = b.packs.empty() ? nullptr : &b.packs.back();
         if (!prev || prev->node != p.node) {
             if (prev && (prev->node > p.node || covered < b.last))
-                return corrupt(why, fmt::format("pack line '{}': after node {}, {}", line,
+                return corrupt(why, fmt::format("line '{}': after node {}, {}", line,
                                                 prev->node,
                                                 prev->node > p.node
                                                     ? "nodes are sorted"
-                                                    : "whose packs do not hold every version"));
+                                                    : "whose packs and manifests do not "
+                                                      "hold every version"));
             ++nodes_seen;
             covered = b.first - 1;
         } else if (p.first <= prev->last || p.ranks != prev->ranks) {
-            return corrupt(why, fmt::format("pack line '{}': over node {}'s pack of versions "
+            return corrupt(why, fmt::format("line '{}': over node {}'s part of versions "
                                             "{} to {}, or another number of ranks",
                                             line, p.node, prev->first, prev->last));
         }
@@ -371,16 +377,17 @@ std::error_code parse_bucket(std::string_view text, bucket_record& out, std::str
         if (p.first <= covered + 1 && p.last > covered)
             covered = p.last;
         if (b.packs.size() >= pack_max_parts)
-            return corrupt(why, "more pack lines than any bucket has");
+            return corrupt(why, "more lines than any bucket has");
         b.packs.push_back(std::move(p));
     }
     if (line != "end" || !text.empty())
         return corrupt(why, "missing end line, or text after it");
     if (!b.packs.empty() && covered < b.last)
-        return corrupt(why, fmt::format("node {}'s packs do not hold every version {} to {}",
+        return corrupt(why, fmt::format("node {}'s packs and manifests do not hold every "
+                                        "version {} to {}",
                                         b.packs.back().node, b.first, b.last));
     if (nodes_seen != b.nodes)
-        return corrupt(why, fmt::format("the bucket's packs are of {} nodes, the record says {}",
+        return corrupt(why, fmt::format("the bucket's lines are of {} nodes, the record says {}",
                                         nodes_seen, b.nodes));
     out = std::move(b);
     return {};

@@ -120,13 +120,19 @@ std::vector<manifest> pack_manifests(const pack_index& index);
 //   bucket <its first version>
 //   versions <first> <last>                             complete: first .. last
 //   nodes <n>
-//   pack <node> <ranks> <first> <last> <index crc32c>   (per pack; by node, then first)
+//   pack <node> <ranks> <first> <last> <index crc32c>   a node's pack of first .. last
+//   manifest <node> <ranks> <version> <crc32c>          a node's part of a version in
+//                                                       its own directory (a large one)
 //   end
+// with the pack and manifest lines sorted by node, then by first version.
 // A node may have several packs in a bucket (one closed early, then the
-// rest). What a reader may trust of a record that parses: every version
-// first .. last lies in exactly one pack of each of the n nodes, within
-// the bucket, and the pack's index has the crc32c given (a pack replaced
-// since is refused).
+// rest), and versions too large for a pack between them: with packs on,
+// the bucket is the only job-wide commit of every version, so that a
+// version packed on one node and not on another still completes
+// (docs/small-versions.md). What a reader may trust of a record that
+// parses: every version first .. last lies in exactly one pack or
+// manifest of each of the n nodes, within the bucket, and the pack's index
+// or the manifest has the crc32c given (one replaced since is refused).
 // A bucket spans at most this many versions (its setting B is smaller): a
 // reader lists a bucket's versions without trusting a larger claim.
 inline constexpr std::uint64_t bucket_max_versions = 1u << 16;
@@ -134,8 +140,9 @@ struct bucket_pack {
     std::string node;
     std::uint32_t ranks = 0;
     std::uint64_t first = 0;
-    std::uint64_t last = 0;
-    std::uint32_t index_crc32c = 0;
+    std::uint64_t last = 0;   // a manifest: first, its version
+    std::uint32_t crc32c = 0;  // of the pack's index, or of the manifest's text
+    bool manifest = false;     // v<first>/<node>.manifest, not a pack
     bool operator==(const bucket_pack&) const = default;
 };
 struct bucket_record {
@@ -149,7 +156,7 @@ struct bucket_record {
 };
 std::string format_bucket(const bucket_record& b);
 std::error_code parse_bucket(std::string_view text, bucket_record& out, std::string& why);
-// The pack of `node` that holds `version`, or nullptr.
+// The pack or manifest of `node` that holds `version`, or nullptr.
 const bucket_pack* pack_holding(const bucket_record& b, const std::string& node,
                                 std::uint64_t version);
 

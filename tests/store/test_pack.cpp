@@ -290,14 +290,14 @@ TEST_CASE("a bucket's record reads back as written and refuses any broken rule",
         {head + "versions 65 65601\nnodes 2\n" + na + nb + "end\n", "at most 65536"},
         {head + "versions 65 70\nnodes 0\n" + na + nb + "end\n", "nodes line"},
         {head + nodes + "pack na 2 64 66 0000abcd\npack na 2 67 71 ffffffff\n" + nb + "end\n",
-         "bad pack line"},
+         "bad pack or manifest line"},
         {head + nodes + "pack na 2 65 66 0000ABCD\npack na 2 67 71 ffffffff\n" + nb + "end\n",
-         "bad pack line"},
+         "bad pack or manifest line"},
         {head + nodes + "pack na 0 65 66 0000abcd\npack na 0 67 71 ffffffff\n" + nb + "end\n",
-         "bad pack line"},
-        {head + nodes + "pack n/a 2 65 66 0000abcd\n" + nb + "end\n", "bad pack line"},
+         "bad pack or manifest line"},
+        {head + nodes + "pack n/a 2 65 66 0000abcd\n" + nb + "end\n", "bad pack or manifest line"},
         {head + nodes + "pack na 2 65 66 0000abcd\npack na 2 66 71 ffffffff\n" + nb + "end\n",
-         "over node na's pack of versions 65 to 66"},
+         "over node na's part of versions 65 to 66"},
         {head + nodes + "pack na 2 65 66 0000abcd\npack na 3 67 71 ffffffff\n" + nb + "end\n",
          "another number of ranks"},
         {head + nodes + "pack na 2 65 66 0000abcd\npack na 2 68 71 ffffffff\n" + nb + "end\n",
@@ -305,9 +305,16 @@ TEST_CASE("a bucket's record reads back as written and refuses any broken rule",
         {head + nodes + "pack na 2 65 66 0000abcd\n" + nb + "end\n", "do not hold every version"},
         {head + nodes + nb + na + "end\n", "nodes are sorted"},
         {head + nodes + na + "pack nb 1 65 69 00000001\nend\n",
-         "node nb's packs do not hold every version 65 to 70"},
-        {head + nodes + na + "end\n", "packs are of 1 nodes, the record says 2"},
-        {head + nodes + "end\n", "packs are of 0 nodes, the record says 2"},
+         "node nb's packs and manifests do not hold every version 65 to 70"},
+        {head + nodes + na + "end\n", "lines are of 1 nodes, the record says 2"},
+        {head + nodes + "end\n", "lines are of 0 nodes, the record says 2"},
+        {head + nodes + na + "pack nb 1 65 69 00000001\nmanifest nb 1 69 00000002\nend\n",
+         "over node nb's part of versions 65 to 69"},
+        {head + nodes + na + "pack nb 1 65 68 00000001\nmanifest nb 1 69 70 00000002\nend\n",
+         "bad pack or manifest line"},
+        {head + nodes + na + "pack nb 1 65 68 00000001\nmanifest nb 2 69 00000002\n" +
+             "pack nb 1 70 70 00000003\nend\n",
+         "another number of ranks"},
         {head + "versions 65 70\nnodes 3\n" + na + nb + "end\n", "the record says 3"},
         {head + nodes + na + nb, "end line"},
         {head + nodes + na + nb + "end\nmore\n", "end line"},
@@ -321,4 +328,18 @@ TEST_CASE("a bucket's record reads back as written and refuses any broken rule",
         CHECK(why.find(c.words) != std::string::npos);
     }
     CHECK_FALSE(parse_bucket(head + nodes + na + nb + "end\n", back, why));
+
+    // A node's part of a large version, in its own directory, between packs.
+    const bucket_record mixed{"job", 65, 65, 70, 2,
+                              {{"na", 2, 65, 71, 3},
+                               {"nb", 1, 65, 68, 1},
+                               {"nb", 1, 69, 69, 0xfeedf00d, true},
+                               {"nb", 1, 70, 70, 2}}};
+    const std::string mixed_text = format_bucket(mixed);
+    CHECK(mixed_text.find("pack nb 1 65 68 00000001\nmanifest nb 1 69 feedf00d\n"
+                          "pack nb 1 70 70 00000002\nend\n") != std::string::npos);
+    REQUIRE_FALSE(parse_bucket(mixed_text, back, why));
+    CHECK(back == mixed);
+    CHECK(pack_holding(back, "nb", 69) == &back.packs[2]);
+    CHECK(back.packs[2].manifest);
 }

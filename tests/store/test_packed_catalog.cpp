@@ -73,22 +73,31 @@ void put_text(backend& st, const std::string& name, const std::string& text)
     REQUIRE_FALSE(st.put(name, std::as_bytes(std::span(text))));
 }
 
+// Node `node`'s part of version `v` in the version's directory: its
+// objects and manifest; returns the manifest and its text's crc32c.
+std::uint32_t put_own_part(backend& st, std::uint64_t v, const std::string& node, manifest& m)
+{
+    const auto ranks = node_ranks.at(node);
+    m = {"job", node, v, ranks, {}};
+    for (std::uint32_t r = 0; r < ranks; ++r) {
+        const auto b = bytes_of(v, node, r);
+        REQUIRE_FALSE(st.put(data_object("job", v, node, r), b));
+        m.entries.push_back({r, b.size(), crc32c(b)});
+    }
+    const auto text = format_manifest(m);
+    put_text(st, manifest_object("job", v, node), text);
+    return crc32c(std::as_bytes(std::span(text)));
+}
+
 // Version `v` in its own directory, both nodes, complete.
 void put_own_version(backend& st, std::uint64_t v)
 {
     for (const auto& [node, ranks] : node_ranks) {
-        manifest m{"job", node, v, ranks, {}};
-        for (std::uint32_t r = 0; r < ranks; ++r) {
-            const auto b = bytes_of(v, node, r);
-            REQUIRE_FALSE(st.put(data_object("job", v, node, r), b));
-            m.entries.push_back({r, b.size(), crc32c(b)});
-        }
-        const auto text = format_manifest(m);
-        put_text(st, manifest_object("job", v, node), text);
+        manifest m;
+        const auto crc = put_own_part(st, v, node, m);
         bool completed = false;
         std::string why;
-        REQUIRE_FALSE(try_complete(st, m, crc32c(std::as_bytes(std::span(text))), 2, completed,
-                                   why));
+        REQUIRE_FALSE(try_complete(st, m, crc, 2, completed, why));
     }
 }
 
@@ -330,4 +339,111 @@ TEST_CASE("a damaged pack or bucket record is refused in words and completes not
         // Bucket 3's versions are found in bucket 3, whatever bucket 1 holds.
         check_reads(st, 4);
     }
+}
+
+TEST_CASE("a bucket completes as far as every node's packs and manifests hold its versions",
+          "[packed]")
+{
+    test::temp_dir tmp;
+    std::unique_ptr<backend> owned;
+    std::string why;
+    REQUIRE_FALSE(open(tmp / "store", owned, why));
+    auto& st = *owned;
+    std::vector<std::uint64_t> versions;
+    std::uint64_t complete = 99;
+    auto arrive = [&](const bucket_pack& p, std::uint32_t nodes = 2) {
+        return try_complete_bucket(st, "job", 3, p, nodes, complete, why);
+    };
+    auto complete_now = [&] {
+        REQUIRE_FALSE(complete_versions(st, "job", versions));
+        return versions;
+    };
+    using list = std::vector<std::uint64_t>;
+
+    // na's first pack: nb has not arrived, nothing is complete.
+    const bucket_pack na34{"na", 2, 3, 4, put_pack(st, 3, "na", 3, 4)};
+    REQUIRE_FALSE(arrive(na34));
+    CHECK(complete == 0);
+    CHECK(complete_now().empty());
+    // nb holds 3 to 6: versions 3 and 4 are held by both.
+    REQUIRE_FALSE(arrive({"nb", 1, 3, 6, put_pack(st, 3, "nb", 3, 6)}));
+    CHECK(complete == 4);
+    CHECK(complete_now() == list{3, 4});
+    check_reads(st, 3);
+    check_reads(st, 4);
+    // na's next pack holds 5 only.
+    const bucket_pack na55{"na", 2, 5, 5, put_pack(st, 3, "na", 5, 5)};
+    REQUIRE_FALSE(arrive(na55));
+    CHECK(complete == 5);
+    // Version 6 is too large for na's pack: its objects and manifest, in
+    // the version's directory. The version completes with nb's part in
+    // nb's pack and na's in its directory.
+    manifest m6;
+    const auto crc6 = put_own_part(st, 6, "na", m6);
+    REQUIRE_FALSE(arrive({"na", 2, 6, 6, crc6, true}));
+    CHECK(complete == 6);
+    CHECK(complete_now() == list{3, 4, 5, 6});
+    check_reads(st, 6);
+    version_info info;
+    REQUIRE_FALSE(load_version(st, "job", 6, info, why));
+    CHECK_FALSE(info.places[0][0].part);
+    CHECK(info.places[0][0].object == data_object("job", 6, "na", 0));
+    CHECK(info.places[1][0].part);
+    // A retried arrival changes nothing; each record is its own object.
+    REQUIRE_FALSE(arrive(na55));
+    CHECK(complete == 6);
+    std::vector<std::string> names;
+    REQUIRE_FALSE(st.list(bucket_dir("job", 3) + "/", names));
+    CHECK(names == std::vector<std::string>{"COMPLETE.v00000004", "COMPLETE.v00000005",
+                                            "COMPLETE.v00000006", "na.v00000003-00000004",
+                                            "na.v00000005-00000005", "nb.v00000003-00000006"});
+    // A pack after a gap (7 missing on na): nothing more is complete.
+    REQUIRE_FALSE(arrive({"na", 2, 8, 8, put_pack(st, 3, "na", 8, 8)}));
+    CHECK(complete == 6);
+    CHECK(complete_now() == list{3, 4, 5, 6});
+
+    // The same part arriving again with another crc32c: refused in words,
+    // nothing completes beyond what was.
+    bucket_pack liar = na55;
+    liar.crc32c ^= 1;
+    CHECK(arrive(liar) == errc::corrupt);
+    CHECK_THAT(why, Catch::Contains("arrived twice with different parts"));
+    CHECK(complete_now() == list{3, 4, 5, 6});
+    // A third node where the job has two.
+    CHECK(try_complete_bucket(st, "job", 3, {"nc", 1, 3, 3, 0}, 2, complete, why) ==
+          errc::corrupt);  // the tally already holds na's two notes for version 5
+}
+
+TEST_CASE("a bucket's arrivals are refused when they cannot be a record's lines", "[packed]")
+{
+    test::temp_dir tmp;
+    std::unique_ptr<backend> owned;
+    std::string why;
+    REQUIRE_FALSE(open(tmp / "store", owned, why));
+    auto& st = *owned;
+    std::uint64_t complete = 0;
+    // Outside the bucket, a manifest of several versions, no ranks.
+    CHECK(try_complete_bucket(st, "job", 3, {"na", 2, 2, 4, 0}, 2, complete, why) ==
+          errc::invalid_argument);
+    CHECK_THAT(why, Catch::Contains("cannot arrive at bucket 3"));
+    CHECK(try_complete_bucket(st, "job", 3, {"na", 2, 3, 4, 0, true}, 2, complete, why) ==
+          errc::invalid_argument);
+    CHECK(try_complete_bucket(st, "job", 3, {"na", 0, 3, 4, 0}, 2, complete, why) ==
+          errc::invalid_argument);
+    CHECK(try_complete_bucket(st, "job", 3, {std::string(199, 'n'), 1, 3, 4, 0}, 2, complete,
+                              why) == errc::invalid_argument);
+    // Three nodes in a job of two.
+    REQUIRE_FALSE(try_complete_bucket(st, "job", 3, {"na", 2, 3, 3, 1}, 2, complete, why));
+    REQUIRE_FALSE(try_complete_bucket(st, "job", 3, {"nb", 1, 3, 3, 2}, 3, complete, why));
+    CHECK(try_complete_bucket(st, "job", 3, {"nc", 1, 3, 3, 3}, 2, complete, why) ==
+          errc::rank_mismatch);
+    CHECK_THAT(why, Catch::Contains("the parts of 3 nodes (na, nb, nc) but the job has 2"));
+    // Two parts of one node over each other.
+    test::temp_dir tmp2;
+    REQUIRE_FALSE(open(tmp2 / "store", owned, why));
+    REQUIRE_FALSE(try_complete_bucket(*owned, "job", 3, {"na", 2, 3, 5, 1}, 1, complete, why));
+    CHECK(complete == 5);
+    CHECK(try_complete_bucket(*owned, "job", 3, {"na", 2, 4, 6, 2}, 1, complete, why) ==
+          errc::corrupt);
+    CHECK_THAT(why, Catch::Contains("node na brought versions 4 to 6 (2 ranks) over its other"));
 }
