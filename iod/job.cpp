@@ -53,6 +53,17 @@ std::error_code job::claim_store(const std::string& job, std::uint64_t& last,
     for (const auto& n : names)
         if (auto v = store::parse_version_dir(n))
             last = std::max(last, *v);
+    if (std::find(names.begin(), names.end(), store::packs_dir) != names.end()) {
+        std::uint64_t packed = 0;
+        if (auto ec = store::highest_packed(store_, job, packed)) {
+            why = fmt::format("cannot list the packs of job {} in {}: {}", job,
+                              store_.describe(), store::failure(store_, job, ec));
+            claim.reset();
+            name_.clear();
+            return ec;
+        }
+        last = std::max(last, packed);
+    }
     if (auto ec = recover_journal(job, last, journal, why)) {
         name_.clear();
         return ec;

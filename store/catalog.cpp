@@ -40,29 +40,41 @@ std::error_code read_bucket(backend& st, const std::string& job, std::uint64_t b
         why = fmt::format("listing {}: {}", bucket_dir(job, bucket), ec.message());
         return ec;
     }
-    std::optional<std::uint64_t> newest;
+    std::vector<std::uint64_t> records;
     for (const auto& n : names)
-        if (const auto last = parse_bucket_complete(n); last && (!newest || *last > *newest))
-            newest = last;
-    if (!newest)
+        if (const auto last = parse_bucket_complete(n))
+            records.push_back(*last);
+    if (records.empty())
         return make_error_code(errc::not_found);
-    const auto name = bucket_complete_object(job, bucket, *newest);
-    std::string text;
-    if (auto ec = read_all(st, name, text)) {
-        why = fmt::format("{}: {}", name, failure(st, name, ec));
-        return ec;
+    std::sort(records.rbegin(), records.rend());
+    // The newest record that reads whole. Each says less than the one after
+    // it, and all of it true: a damaged newer one takes back only what it
+    // added (and the newest one's damage is what `why` says).
+    std::error_code first_ec;
+    for (const auto last : records) {
+        const auto name = bucket_complete_object(job, bucket, last);
+        std::string text, reason;
+        bucket_record rec;
+        auto ec = read_all(st, name, text);
+        if (ec) {
+            reason = fmt::format("{}: {}", name, failure(st, name, ec));
+        } else if ((ec = parse_bucket(text, rec, reason))) {
+            reason = fmt::format("{}: {}", name, reason);
+        } else if (rec.job != job || rec.bucket != bucket || rec.last != last) {
+            reason = fmt::format("{} is the record of job {} bucket {} up to version {}: it was "
+                                 "copied or moved, it is not that record",
+                                 name, rec.job, rec.bucket, rec.last);
+            ec = make_error_code(errc::corrupt);
+        } else {
+            out = std::move(rec);
+            return {};
+        }
+        if (!first_ec) {
+            first_ec = ec == errc::not_found ? make_error_code(errc::corrupt) : ec;
+            why = std::move(reason);
+        }
     }
-    if (auto ec = parse_bucket(text, out, why)) {
-        why = fmt::format("{}: {}", name, why);
-        return ec;
-    }
-    if (out.job != job || out.bucket != bucket || out.last != *newest) {
-        why = fmt::format("{} is the record of job {} bucket {} up to version {}: it was copied "
-                          "or moved, it is not that record",
-                          name, out.job, out.bucket, out.last);
-        return make_error_code(errc::corrupt);
-    }
-    return {};
+    return first_ec;
 }
 
 // The job's buckets, ascending (none: not an error).
@@ -89,8 +101,9 @@ std::error_code find_bucket(backend& st, const std::string& job, std::uint64_t v
         why = fmt::format("listing the packs of job {}: {}", job, ec.message());
         return ec;
     }
-    // Buckets are named by their first version and hold the versions up to
-    // the next one's: the last bucket at or below the version.
+    // Buckets are named by their first version and hold the versions below
+    // the next one's (packed_versions clips a record that says more): the
+    // last bucket at or below the version.
     const auto it = std::upper_bound(all.begin(), all.end(), version);
     if (it == all.begin())
         return make_error_code(errc::not_found);
@@ -103,18 +116,52 @@ std::error_code find_bucket(backend& st, const std::string& job, std::uint64_t v
 
 }  // namespace
 
+std::error_code in_pack(backend& st, const std::string& job, std::uint64_t version, bool& yes)
+{
+    bucket_record b;
+    std::string why;
+    const auto ec = find_bucket(st, job, version, b, why);
+    yes = !ec;
+    return ec == errc::not_found ? std::error_code{} : ec;
+}
+
+std::error_code highest_packed(backend& st, const std::string& job, std::uint64_t& out)
+{
+    std::vector<std::uint64_t> all;
+    if (auto ec = buckets(st, job, all))
+        return ec;
+    std::uint64_t high = 0;
+    for (const auto b : all) {
+        std::vector<std::string> names;
+        if (auto ec = st.list(bucket_dir(job, b) + "/", names); ec && ec != errc::not_found)
+            return ec;
+        high = std::max(high, b);
+        for (const auto& n : names) {
+            if (const auto last = parse_pack_last(n))
+                high = std::max(high, *last);
+            if (const auto last = parse_bucket_complete(n))
+                high = std::max(high, *last);
+        }
+    }
+    out = high;
+    return {};
+}
+
 std::error_code packed_versions(backend& st, const std::string& job,
                                 std::vector<std::uint64_t>& out)
 {
     std::vector<std::uint64_t> all, found;
     if (auto ec = buckets(st, job, all))
         return ec;
-    for (const auto b : all) {
+    for (std::size_t i = 0; i < all.size(); ++i) {
         bucket_record rec;
         std::string why;
-        if (read_bucket(st, job, b, rec, why))
+        if (read_bucket(st, job, all[i], rec, why))
             continue;  // not complete yet, or damaged: none of its versions
-        for (auto v = rec.first; v <= rec.last; ++v)
+        // A bucket holds the versions below the next one's first, and no
+        // more (find_bucket looks for a version there).
+        const auto end = i + 1 < all.size() ? std::min(rec.last, all[i + 1] - 1) : rec.last;
+        for (auto v = rec.first; v <= end; ++v)
             found.push_back(v);
     }
     out = std::move(found);
@@ -681,7 +728,7 @@ std::error_code try_complete_bucket(backend& st, const std::string& job, std::ui
     complete = 0;
     const auto tally = bucket_arrivals_object(job, bucket);
     const auto member = bucket_member(part);
-    if (part.first < bucket || part.last < part.first ||
+    if (bucket == 0 || part.first < bucket || part.last < part.first ||
         part.last - bucket >= bucket_max_versions || (part.manifest && part.last != part.first) ||
         part.ranks == 0 || nodes == 0 || member.size() > backend::max_member) {
         why = fmt::format("node {}'s part of versions {} to {} ({} ranks) cannot arrive at "
@@ -749,7 +796,15 @@ std::error_code try_complete_bucket(backend& st, const std::string& job, std::ui
         for (const auto& p : list)
             if (p.first <= last)
                 rec.packs.push_back(p);
+    // Held to the rules a reader applies before it is written: a record no
+    // reader takes would hide every version the bucket's records had.
     const auto text = format_bucket(rec);
+    if (bucket_record check; auto ec = parse_bucket(text, check, why)) {
+        why = fmt::format("{}: the arrivals make a record that would not be read ({}); leaving "
+                          "the bucket as it is",
+                          tally, why);
+        return ec;
+    }
     const auto name = bucket_complete_object(job, bucket, last);
     if (auto ec = st.put_new(name, std::as_bytes(std::span(text))); ec && ec != errc::exists) {
         why = fmt::format("writing {}: {}", name, failure(st, name, ec));
@@ -811,12 +866,11 @@ std::error_code remove_version(backend& st, const std::string& job, std::uint64_
 {
     // A version in a pack goes only with its whole bucket (not built yet:
     // docs/small-versions.md), never alone.
-    {
-        bucket_record b;
-        std::string why;
-        if (!find_bucket(st, job, version, b, why))
-            return std::make_error_code(std::errc::operation_not_supported);
-    }
+    bool packed = false;
+    if (auto ec = in_pack(st, job, version, packed))
+        return ec;  // cannot tell: a version in a pack may have a directory too
+    if (packed)
+        return std::make_error_code(std::errc::operation_not_supported);
     // COMPLETE goes first: a version half deleted is never taken as complete.
     const auto dir = version_dir(job, version);
     if (auto ec = st.remove(complete_object(job, version)); ec && ec != errc::not_found)

@@ -19,6 +19,15 @@ namespace iofwd::store {
 // A small object, whole.
 std::error_code read_all(backend& st, const std::string& name, std::string& out);
 
+// Whether a bucket's record says `version` is complete (in a pack, or its
+// part of a bucket's commit).
+std::error_code in_pack(backend& st, const std::string& job, std::uint64_t version, bool& yes);
+
+// The highest version any pack or bucket record of `job` names, complete
+// or not (0: none): a new run numbers its versions after it, as after every
+// version directory, so that it never writes a number a pack holds.
+std::error_code highest_packed(backend& st, const std::string& job, std::uint64_t& out);
+
 // The versions of `job` that its buckets' records say are complete (in
 // packs), ascending; none when the job has no packs.
 std::error_code packed_versions(backend& st, const std::string& job,
@@ -147,8 +156,9 @@ std::error_code try_complete_bucket(backend& st, const std::string& job, std::ui
 // crashed writers left in it when that is what keeps the directory
 // (backend::leftovers). A version that is not there is not an error.
 // Durable when it returns; a crash in the middle may leave part of it, as an
-// incomplete version. A version in a pack is refused
-// (errc::operation_not_supported): it would go only with its bucket.
+// incomplete version. A version a bucket's record holds is refused
+// (errc::operation_not_supported): it would go only with its bucket; and
+// so is any version when the buckets cannot be read.
 std::error_code remove_version(backend& st, const std::string& job, std::uint64_t version);
 
 // How many complete versions of `job` are newer than `version` (0 when the
@@ -183,7 +193,8 @@ std::error_code join_run(backend& st, const std::string& job, const std::string&
 
 // Whether `version` of `job` is complete job-wide: one look at its COMPLETE
 // record, cheap enough for every rank to poll (a version in a pack: a
-// listing of the job's buckets and a read of its bucket's record).
+// listing of the job's buckets and of its bucket, and a read of the
+// bucket's record).
 std::error_code committed(backend& st, const std::string& job, std::uint64_t version,
                           bool& yes);
 // The same, or was (a newer version is complete: retention may have removed

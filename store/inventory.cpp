@@ -155,7 +155,12 @@ std::error_code inspect_version(backend& st, const std::string& job, std::uint64
         out = std::move(e);
         return {};
     }
-    // No record: what is there so far.
+    // No record of its own: a node's part of a large version a bucket's
+    // record completes (docs/small-versions.md), or what is there so far.
+    if (!inspect_packed(st, job, version, e)) {
+        out = std::move(e);
+        return {};
+    }
     std::set<std::string> manifests;
     const std::string suffix = manifest_suffix;
     for (const auto& n : names) {

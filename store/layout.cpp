@@ -91,9 +91,22 @@ std::optional<std::uint64_t> parse_version_dir(std::string_view name)
     return numbered(name, 'v');
 }
 
+namespace {
+
+// numbered(), and only as "<letter><8 or more digits>" is written.
+std::optional<std::uint64_t> numbered8(std::string_view name, char letter)
+{
+    const auto v = numbered(name, letter);
+    if (!v || fmt::format("{}{:08}", letter, *v) != name)
+        return std::nullopt;
+    return v;
+}
+
+}  // namespace
+
 std::optional<std::uint64_t> parse_bucket_dir(std::string_view name)
 {
-    return numbered(name, 'b');
+    return numbered8(name, 'b');
 }
 
 std::optional<std::uint64_t> parse_bucket_complete(std::string_view name)
@@ -101,7 +114,20 @@ std::optional<std::uint64_t> parse_bucket_complete(std::string_view name)
     const std::string_view head = complete_name;
     if (!name.starts_with(head) || name.size() <= head.size() || name[head.size()] != '.')
         return std::nullopt;
-    return numbered(name.substr(head.size() + 1), 'v');
+    return numbered8(name.substr(head.size() + 1), 'v');
+}
+
+std::optional<std::uint64_t> parse_pack_last(std::string_view name)
+{
+    const auto v = name.rfind(".v");
+    const auto dash = name.rfind('-');
+    if (v == std::string_view::npos || v == 0 || dash == std::string_view::npos || dash < v)
+        return std::nullopt;
+    const auto first = numbered8(name.substr(v + 1, dash - v - 1), 'v');
+    const auto last = numbered8(std::string("v").append(name.substr(dash + 1)), 'v');
+    if (!first || !last || *first > *last)
+        return std::nullopt;
+    return last;
 }
 
 std::string format_manifest(const manifest& m)

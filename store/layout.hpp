@@ -71,6 +71,10 @@ std::optional<std::uint64_t> parse_version_dir(std::string_view name);
 std::optional<std::uint64_t> parse_bucket_dir(std::string_view name);
 // "COMPLETE.v00000070" -> 70; nullopt for anything else.
 std::optional<std::uint64_t> parse_bucket_complete(std::string_view name);
+// "nodeA.v00000065-00000070" -> the last version, 70; nullopt for anything
+// else. (Names are canonical: what the functions above write, nothing
+// else, so that no two names mean one thing.)
+std::optional<std::uint64_t> parse_pack_last(std::string_view name);
 
 struct manifest_entry {
     std::uint32_t rank = 0;

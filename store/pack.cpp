@@ -221,14 +221,7 @@ std::error_code parse_pack_index(std::string_view index, std::uint32_t crc,
         if (!next_line(index, line) || !field(line, "part", v))
             return corrupt(why, fmt::format("part line {} of {} missing", i + 1, count));
         std::string_view f[6];
-        bool split = true;
-        for (int k = 0; k < 6; ++k) {
-            const auto sp = v.find(' ');
-            f[k] = v.substr(0, sp);
-            split = split && ((k < 5) == (sp != std::string_view::npos));
-            v = sp == std::string_view::npos ? std::string_view{} : v.substr(sp + 1);
-        }
-        if (!split || !canonical(f[0], p.version) || !canonical(f[1], p.rank) ||
+        if (!text::words(v, f) || !canonical(f[0], p.version) || !canonical(f[1], p.rank) ||
             !canonical(f[2], p.ranks) || !canonical(f[3], p.offset) || !canonical(f[4], p.size) ||
             !canonical_crc(f[5], p.crc32c))
             return corrupt(why, fmt::format("part line {}: '{}'", i + 1, line));
@@ -309,19 +302,9 @@ std::error_code parse_bucket(std::string_view text, bucket_record& out, std::str
     using text::next_line;
     bucket_record b;
     std::string_view line, v;
-    auto words = [](std::string_view s, std::string_view* f, int n) {
-        for (int k = 0; k < n; ++k) {
-            const auto sp = s.find(' ');
-            if ((k < n - 1) != (sp != std::string_view::npos))
-                return false;
-            f[k] = s.substr(0, sp);
-            s = sp == std::string_view::npos ? std::string_view{} : s.substr(sp + 1);
-        }
-        return true;
-    };
-    if (text.size() > pack_max_index)
+    if (text.size() > bucket_max_record)
         return corrupt(why, fmt::format("a bucket record of {} bytes (at most {})", text.size(),
-                                        pack_max_index));
+                                        bucket_max_record));
     if (text.empty() || text.back() != '\n')
         return corrupt(why, "the bucket record does not end with a line break (torn?)");
     if (!next_line(text, line) || line != "iofwd-bucket 1")
@@ -333,14 +316,14 @@ std::error_code parse_bucket(std::string_view text, bucket_record& out, std::str
         b.bucket == 0 || b.bucket >= max_version)
         return corrupt(why, "missing or bad bucket line");
     std::string_view f[5];
-    if (!next_line(text, line) || !field(line, "versions", v) || !words(v, f, 2) ||
+    if (!next_line(text, line) || !field(line, "versions", v) || !text::words(v, std::span(f, 2)) ||
         !canonical(f[0], b.first) || !canonical(f[1], b.last) || b.first < b.bucket ||
         b.first > b.last || b.last >= max_version || b.last - b.bucket >= bucket_max_versions)
         return corrupt(why, fmt::format("missing or bad versions line (bucket {}: versions from "
                                         "it on, first to last, at most {})",
                                         b.bucket, bucket_max_versions));
     if (!next_line(text, line) || !field(line, "nodes", v) || !canonical(v, b.nodes) ||
-        b.nodes == 0 || b.nodes > pack_max_parts)
+        b.nodes == 0)
         return corrupt(why, "missing or bad nodes line");
     std::uint32_t nodes_seen = 0;
     std::uint64_t covered = 0;  // of the current node: first .. covered hold in its packs
@@ -348,7 +331,7 @@ std::error_code parse_bucket(std::string_view text, bucket_record& out, std::str
         bucket_pack p;
         p.manifest = field(line, "manifest", v);
         const int n = p.manifest ? 4 : 5;
-        if (!(p.manifest || field(line, "pack", v)) || !words(v, f, n) ||
+        if (!(p.manifest || field(line, "pack", v)) || !text::words(v, std::span(f, n)) ||
             !valid_name(std::string(f[0])) || !canonical(f[1], p.ranks) || p.ranks == 0 ||
             p.ranks > max_ranks || !canonical(f[2], p.first) ||
             !canonical(f[n - 2], p.last) || !canonical_crc(f[n - 1], p.crc32c) ||
@@ -376,8 +359,6 @@ std::error_code parse_bucket(std::string_view text, bucket_record& out, std::str
         // leave no gap among them.
         if (p.first <= covered + 1 && p.last > covered)
             covered = p.last;
-        if (b.packs.size() >= pack_max_parts)
-            return corrupt(why, "more lines than any bucket has");
         b.packs.push_back(std::move(p));
     }
     if (line != "end" || !text.empty())

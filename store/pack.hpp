@@ -27,6 +27,10 @@
 //             of the trailer before it
 // What a reader may trust: an object whose trailer and index pass, and
 // whose parts each pass check_pack_part when read, is the pack as written.
+// (The catalog's readers check less, and enough for what they use: the
+// index against the crc32c a bucket's record holds for it, and each part's
+// bytes against the index; a part's header is for tools that walk a pack
+// without its index.)
 // A torn pack usually has no valid trailer, but a cut inside a part's bytes
 // may leave something that looks like one: the index's crc32c and the
 // parts' checks are what make a pack whole or nothing. Every length the
@@ -136,6 +140,9 @@ std::vector<manifest> pack_manifests(const pack_index& index);
 // A bucket spans at most this many versions (its setting B is smaller): a
 // reader lists a bucket's versions without trusting a larger claim.
 inline constexpr std::uint64_t bucket_max_versions = 1u << 16;
+// A record is at most this long (read_all's bound): a line per node and
+// pack or large version, 64 versions each on 10,000 nodes if all are large.
+inline constexpr std::uint64_t bucket_max_record = 64u << 20;
 struct bucket_pack {
     std::string node;
     std::uint32_t ranks = 0;

@@ -2,6 +2,7 @@
 // Reading the store's small text records (layout.cpp's manifests, COMPLETE
 // and run records; pack.cpp's index) a line and a field at a time.
 #include <charconv>
+#include <span>
 #include <string_view>
 #include <system_error>
 
@@ -32,6 +33,19 @@ inline bool field(std::string_view line, std::string_view key, std::string_view&
     if (line.size() <= key.size() || line.substr(0, key.size()) != key || line[key.size()] != ' ')
         return false;
     value = line.substr(key.size() + 1);
+    return true;
+}
+
+// `s` as exactly out.size() words, each separated by one space.
+inline bool words(std::string_view s, std::span<std::string_view> out)
+{
+    for (std::size_t k = 0; k < out.size(); ++k) {
+        const auto sp = s.find(' ');
+        if ((k + 1 < out.size()) != (sp != std::string_view::npos))
+            return false;
+        out[k] = s.substr(0, sp);
+        s = sp == std::string_view::npos ? std::string_view{} : s.substr(sp + 1);
+    }
     return true;
 }
 

@@ -309,27 +309,55 @@ TEST_CASE("a damaged pack or bucket record is refused in words and completes not
         REQUIRE_FALSE(complete_versions(st, "job", versions));
         CHECK(versions == std::vector<std::uint64_t>{1, 3, 4, 5, 6});
         check_reads(st, 6);
-        // A record whose name says another last version than its text.
-        auto text = format_bucket(s.record);
-        put_text(st, bucket_complete_object("job", 3, 7), text);
+        // A record whose name says another last version than its text is
+        // not read: the newest that is, is the bucket's.
+        put_text(st, bucket_complete_object("job", 3, 7), format_bucket(s.record));
         REQUIRE_FALSE(complete_versions(st, "job", versions));
-        CHECK(versions == std::vector<std::uint64_t>{1});
-        CHECK(load_version(st, "job", 4, info, why) == errc::corrupt);
-        CHECK_THAT(why, Catch::Contains("copied or moved"));
+        CHECK(versions == std::vector<std::uint64_t>{1, 3, 4, 5, 6});
+        CHECK(load_version(st, "job", 7, info, why) == errc::not_found);
     }
-    SECTION("a record that does not parse completes none of its versions")
+    SECTION("a record that does not parse is passed over for the one before it")
     {
         auto text = format_bucket(s.record);
         text.replace(text.find("versions 3 5"), 12, "versions 3 6");  // nb holds 6, na too
         put_text(st, bucket_complete_object("job", 3, 6), text.substr(0, text.size() - 4));
         REQUIRE_FALSE(complete_versions(st, "job", versions));
+        CHECK(versions == std::vector<std::uint64_t>{1, 3, 4, 5});
+        check_reads(st, 4);
+        bool yes = false;
+        REQUIRE_FALSE(committed(st, "job", 6, yes));
+        CHECK_FALSE(yes);
+        // With no record that reads, none of the bucket's versions is
+        // complete, and a reader says why.
+        REQUIRE(std::filesystem::remove(s.path(bucket_complete_object("job", 3, 5))));
+        REQUIRE_FALSE(complete_versions(st, "job", versions));
         CHECK(versions == std::vector<std::uint64_t>{1});
         damage what;
         CHECK(load_version(st, "job", 4, info, why, &what) == errc::corrupt);
-        CHECK_THAT(why, Catch::Contains("end line"));
-        bool yes = true;
+        CHECK_THAT(why, Catch::Contains("COMPLETE.v00000006") && Catch::Contains("end line"));
+        yes = true;
         REQUIRE_FALSE(committed(st, "job", 4, yes));
         CHECK_FALSE(yes);
+    }
+    SECTION("a bucket holds no version from the next bucket's first on")
+    {
+        // Bucket 5 (a directory, no record yet) starts inside bucket 3's
+        // range: 5 is bucket 5's to complete, whatever bucket 3 says.
+        REQUIRE(std::filesystem::create_directories(s.path(bucket_dir("job", 5))));
+        REQUIRE_FALSE(complete_versions(st, "job", versions));
+        CHECK(versions == std::vector<std::uint64_t>{1, 3, 4});
+        CHECK(load_version(st, "job", 5, info, why) == errc::not_found);
+        // Names not written the one way the layout writes them are not
+        // buckets or records.
+        REQUIRE(std::filesystem::remove(s.path(bucket_dir("job", 5))));
+        REQUIRE(std::filesystem::create_directories(s.path("job/packs/b5")));
+        std::filesystem::copy_file(s.path(bucket_complete_object("job", 3, 5)),
+                                   s.path(bucket_dir("job", 3) + "/COMPLETE.v6"));
+        REQUIRE_FALSE(complete_versions(st, "job", versions));
+        CHECK(versions == std::vector<std::uint64_t>{1, 3, 4, 5});
+        std::uint64_t high = 0;
+        REQUIRE_FALSE(highest_packed(st, "job", high));
+        CHECK(high == 6);  // nb's pack of 3 to 6
     }
     SECTION("a record copied under another bucket's name is not that bucket's")
     {
@@ -389,6 +417,23 @@ TEST_CASE("a bucket completes as far as every node's packs and manifests hold it
     CHECK_FALSE(info.places[0][0].part);
     CHECK(info.places[0][0].object == data_object("job", 6, "na", 0));
     CHECK(info.places[1][0].part);
+    // Its directory holds na's part and no COMPLETE: still complete for
+    // the inventory and the verifier, and not removed alone.
+    version_entry e;
+    REQUIRE_FALSE(inspect_version(st, "job", 6, e));
+    CHECK(e.state == version_state::complete);
+    CHECK(e.ranks == 3);
+    verify_report report;
+    REQUIRE_FALSE(verify_job(st, "job", {6}, {}, report, why));
+    REQUIRE(report.versions.size() == 1);
+    CHECK(report.versions[0].intact());
+    CHECK(report.versions[0].objects.size() == 3);
+    CHECK(remove_version(st, "job", 6) == std::errc::operation_not_supported);
+    bool packed = false;
+    REQUIRE_FALSE(in_pack(st, "job", 6, packed));
+    CHECK(packed);
+    REQUIRE_FALSE(in_pack(st, "job", 7, packed));
+    CHECK_FALSE(packed);
     // A retried arrival changes nothing; each record is its own object.
     REQUIRE_FALSE(arrive(na55));
     CHECK(complete == 6);
@@ -409,9 +454,6 @@ TEST_CASE("a bucket completes as far as every node's packs and manifests hold it
     CHECK(arrive(liar) == errc::corrupt);
     CHECK_THAT(why, Catch::Contains("arrived twice with different parts"));
     CHECK(complete_now() == list{3, 4, 5, 6});
-    // A third node where the job has two.
-    CHECK(try_complete_bucket(st, "job", 3, {"nc", 1, 3, 3, 0}, 2, complete, why) ==
-          errc::corrupt);  // the tally already holds na's two notes for version 5
 }
 
 TEST_CASE("a bucket's arrivals are refused when they cannot be a record's lines", "[packed]")
@@ -446,4 +488,23 @@ TEST_CASE("a bucket's arrivals are refused when they cannot be a record's lines"
     CHECK(try_complete_bucket(*owned, "job", 3, {"na", 2, 4, 6, 2}, 1, complete, why) ==
           errc::corrupt);
     CHECK_THAT(why, Catch::Contains("node na brought versions 4 to 6 (2 ranks) over its other"));
+    CHECK(try_complete_bucket(*owned, "job", 0, {"na", 2, 1, 1, 2}, 1, complete, why) ==
+          errc::invalid_argument);
+
+    // Another node's arrival that no record may hold (70000 ranks, as a
+    // daemon of another build or a hand in the store might bring): the
+    // record it would make is refused before it is written, and the
+    // records there stay the bucket's.
+    test::temp_dir tmp3;
+    REQUIRE_FALSE(open(tmp3 / "store", owned, why));
+    REQUIRE_FALSE(try_complete_bucket(*owned, "job", 3, {"na", 2, 3, 4, 1}, 2, complete, why));
+    std::uint64_t count = 0;
+    REQUIRE_FALSE(owned->arrive(bucket_arrivals_object("job", 3), "nb.3", "70000+3+2+00000002",
+                                count));
+    CHECK(try_complete_bucket(*owned, "job", 3, {"na", 2, 5, 5, 3}, 2, complete, why) ==
+          errc::corrupt);
+    CHECK_THAT(why, Catch::Contains("would not be read") && Catch::Contains("70000"));
+    std::vector<std::string> names;
+    REQUIRE_FALSE(owned->list(bucket_dir("job", 3) + "/", names));
+    CHECK(names.empty());
 }

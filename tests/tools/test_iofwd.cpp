@@ -290,22 +290,32 @@ TEST_CASE("a version in a pack: ls, verify, cat and restore read it; rm refuses 
     CHECK(read_file(dir + "/nodeA.r0000") == pattern(0, 3, 4096));
     CHECK(read_file(dir + "/nodeA.r0001") == pattern(1, 3, 100));
 
-    // A rank's restart: io_latest_verified and io_read through the pack.
+    // A rank's restart: io_latest_verified and io_read through the pack;
+    // then a version, numbered after the pack's (not 2 again).
     {
-        auto r0 = c.rank(0, 2, {"--size", "4096", "--versions", "0", "--restart"});
-        auto r1 = c.rank(1, 2, {"--size", "100", "--versions", "0", "--restart"});
+        auto r0 = c.rank(0, 2, {"--size", "4096", "--versions", "1", "--restart"});
+        auto r1 = c.rank(1, 2, {"--size", "100", "--versions", "1", "--restart"});
         require_exit(r0, 0);
         require_exit(r1, 0);
         CHECK(has_line(r0, "restart 0 3 1"));
         CHECK(has_line(r1, "restart 0 3 1"));
     }
+    CHECK(names_in(c.store() + "/itest") ==
+          std::vector<std::string>{".nodeA.claim", ".nodeA.journal", "packs", "reports",
+                                   "v00000001", "v00000004"});
 
+    CHECK(run_iofwd(c, {"rm", "itest", "4"}).code == 0);
     auto rm = run_iofwd(c, {"rm", "itest", "3"});
     CHECK(rm.code == 3);
     CHECK(rm.err == "iofwd rm: not removing version 3 of job itest: it is in a pack "
                     "(itest/packs) with other versions, and this iofwd removes none of a pack's "
                     "versions\n");
     CHECK(read_file(c.store() + "/" + pack_name).size() == pack.size());
+    // Refused before anything goes: version 1, in its own directory, stays.
+    auto rm_both = run_iofwd(c, {"rm", "itest", "1", "3"});
+    CHECK(rm_both.code == 3);
+    CHECK(rm_both.err.find("not removing version 3 of job itest") != std::string::npos);
+    CHECK(std::filesystem::exists(c.store() + "/itest/v00000001/COMPLETE"));
 
     // A changed byte in version 3's rank 0, inside the pack: that part only.
     const auto part3 = std::string(reinterpret_cast<const char*>(pack.data()), pack.size())

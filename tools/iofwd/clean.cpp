@@ -58,13 +58,21 @@ void guard(store::backend& st, const std::string& job, const std::vector<std::ui
 void remove_versions(store::backend& st, const std::string& job,
                      const std::vector<std::uint64_t>& versions)
 {
+    // Versions in packs refused before anything is removed.
+    for (const auto v : versions) {
+        bool packed = false;
+        if (auto ec = store::in_pack(st, job, v, packed))
+            throw failure(damaged, fmt::format("cannot tell whether version {} of job {} is in a "
+                                               "pack: {}",
+                                               v, job, store::failure(st, job, ec)));
+        if (packed)
+            throw failure(refused, fmt::format("not removing version {} of job {}: it is in a "
+                                               "pack ({}/{}) with other versions, and this iofwd "
+                                               "removes none of a pack's versions",
+                                               v, job, job, store::packs_dir));
+    }
     for (const auto v : versions)
         if (auto ec = store::remove_version(st, job, v)) {
-            if (ec == std::errc::operation_not_supported)
-                throw failure(refused, fmt::format("not removing version {} of job {}: it is in "
-                                                   "a pack ({}/{}) with other versions, and "
-                                                   "this iofwd removes none of a pack's versions",
-                                                   v, job, job, store::packs_dir));
             throw failure(damaged, fmt::format("removing version {} of job {} failed: {}", v, job,
                                                store::failure(st, store::version_dir(job, v), ec)));
         }
