@@ -537,7 +537,7 @@ TEST_CASE("malformed messages get a clear error and the daemon keeps serving",
         {"oversized", "exceeds the limit"},
         {"unknown-type", "unknown message type 77"},
         {"write-before-connect", "WRITE_REQ before CONNECT"},
-        {"hello", "UCX refuses them (Invalid parameter)"},
+        {"hello", "the worker address or remote key of connection 6"},
     };
     for (const auto& [mode, expect] : cases) {
         auto p = c.run({build_path("IOFWD_TEST_RAW_PEER"), c.socket(), mode});
@@ -546,6 +546,12 @@ TEST_CASE("malformed messages get a clear error and the daemon keeps serving",
         CHECK(p.output().rfind("answer ERROR", 0) == 0);
         CHECK(c.log().find(expect) != std::string::npos);
     }
+    // UCX 1.13 refuses the forged address in one of two words, from run to
+    // run (seen here: "Invalid parameter" in most, "Destination is
+    // unreachable" in some); either is UCX's own refusal, named.
+    INFO(c.log());
+    CHECK((c.log().find("UCX refuses them (Invalid parameter)") != std::string::npos ||
+           c.log().find("UCX refuses them (Destination is unreachable)") != std::string::npos));
     // Truncated: the peer hangs up mid-message; the daemon notes it and goes on.
     auto t = c.run({build_path("IOFWD_TEST_RAW_PEER"), c.socket(), "truncated"});
     REQUIRE(t.wait(20s).has_value());
