@@ -814,20 +814,79 @@ std::error_code try_complete_bucket(backend& st, const std::string& job, std::ui
     return {};
 }
 
+namespace {
+
+// Removes an emptied directory of a version or bucket, with what crashed
+// writers left in it when that is what keeps it (backend::leftovers).
+std::error_code remove_dir(backend& st, const std::string& dir)
+{
+    auto ec = st.remove(dir);
+    if (ec == std::errc::directory_not_empty) {
+        // A flush that died before its commit left a temporary in it.
+        // Looked for only then: on RADOS finding leftovers scans the pool,
+        // and its "directories" are never in the way.
+        std::vector<std::string> left;
+        if (auto lec = st.leftovers(dir, left))
+            return lec;
+        for (const auto& n : left)
+            if (auto rec = st.remove_leftover(n); rec && rec != errc::not_found)
+                return rec;
+        ec = st.remove(dir);
+    }
+    if (ec && ec != errc::not_found)
+        return ec;
+    return {};
+}
+
+}  // namespace
+
 std::error_code prune(backend& st, const std::string& job, unsigned keep,
                       std::vector<std::uint64_t>& removed, const std::function<bool()>& pause,
                       std::uint64_t below)
 {
     std::vector<std::uint64_t> doomed;
-    if (auto ec = prune_plan(st, job, keep, doomed, below))
+    std::vector<bucket_span> doomed_buckets;
+    if (auto ec = prune_plan(st, job, keep, doomed, below, &doomed_buckets))
         return ec;
+    return prune_exactly(st, job, doomed, doomed_buckets, removed, pause);
+}
+
+std::error_code prune_exactly(backend& st, const std::string& job,
+                              const std::vector<std::uint64_t>& doomed,
+                              const std::vector<bucket_span>& doomed_buckets,
+                              std::vector<std::uint64_t>& removed,
+                              const std::function<bool()>& pause)
+{
+    // Buckets first: the directories of the large versions they hold go
+    // with them, and remove_version refuses those while a record holds
+    // them. A bucket's versions in the plan are reported once its records
+    // are gone (they are no longer complete), also when what follows fails.
+    bool any = false;
+    for (const auto& b : doomed_buckets) {
+        if (any && pause && pause())
+            return std::make_error_code(std::errc::operation_canceled);
+        bool records_gone = false;
+        const auto ec = remove_bucket(st, job, b, records_gone);
+        if (records_gone)
+            for (auto it = std::lower_bound(doomed.begin(), doomed.end(), b.first);
+                 it != doomed.end() && *it < b.end; ++it)
+                removed.push_back(*it);
+        if (ec)
+            return ec;
+        any = true;
+    }
     for (const auto v : doomed) {
-        if (!removed.empty() && pause && pause())
+        if (std::any_of(doomed_buckets.begin(), doomed_buckets.end(),
+                        [v](const auto& b) { return b.first <= v && v < b.end; }))
+            continue;
+        if (any && pause && pause())
             return std::make_error_code(std::errc::operation_canceled);
         if (auto ec = remove_version(st, job, v))
             return ec;
+        any = true;
         removed.push_back(v);
     }
+    std::sort(removed.begin(), removed.end());
     return {};
 }
 
@@ -841,9 +900,12 @@ std::uint64_t complete_after(backend& st, const std::string& job, std::uint64_t 
 }
 
 std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
-                           std::vector<std::uint64_t>& out, std::uint64_t below)
+                           std::vector<std::uint64_t>& out, std::uint64_t below,
+                           std::vector<bucket_span>* doomed_buckets)
 {
     out.clear();
+    if (doomed_buckets)
+        doomed_buckets->clear();
     if (keep == 0)
         return {};
     std::vector<std::uint64_t> complete;
@@ -855,17 +917,122 @@ std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
     std::vector<std::string> dirs;
     if (auto ec = st.list(job + "/", dirs))
         return ec;
+    std::vector<std::uint64_t> all;
+    if (std::find(dirs.begin(), dirs.end(), packs_dir) != dirs.end())
+        if (auto ec = buckets(st, job, all))
+            return ec;
+    // A bucket goes whole, once every version it can hold (those below the
+    // next bucket's first) is older than the oldest kept; the newest bucket
+    // never, for more of its versions may come. Its versions go with it:
+    // what its records say is complete, and the directories of its large
+    // versions.
+    std::uint64_t kept_from = UINT64_MAX;  // the first version of the first bucket kept
+    for (std::size_t i = 0; i < all.size(); ++i) {
+        if (i + 1 < all.size() && all[i + 1] - 1 < oldest_kept) {
+            if (doomed_buckets)
+                doomed_buckets->push_back({all[i], all[i + 1]});
+            for (auto it = std::lower_bound(complete.begin(), complete.end(), all[i]);
+                 it != complete.end() && *it < all[i + 1]; ++it)
+                out.push_back(*it);
+            continue;
+        }
+        kept_from = all[i];
+        break;
+    }
+    // From the first bucket kept on, a directory without a COMPLETE record
+    // of its own may be a node's part of a large version that bucket holds:
+    // it stays (gc removes it once nothing can complete it).
+    std::uint64_t size = 0;
     for (const auto& d : dirs)
-        if (const auto v = parse_version_dir(d); v && *v < oldest_kept)
+        if (const auto v = parse_version_dir(d);
+            v && *v < oldest_kept && (*v < kept_from || !st.size(complete_object(job, *v), size)))
             out.push_back(*v);
     std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
     return {};
+}
+
+std::error_code unfinished_buckets(backend& st, const std::string& job,
+                                   std::vector<bucket_span>& out,
+                                   std::vector<std::string>& unreadable)
+{
+    std::vector<std::uint64_t> all;
+    if (auto ec = buckets(st, job, all))
+        return ec;
+    out.clear();
+    unreadable.clear();
+    for (std::size_t i = 0; i < all.size(); ++i) {
+        bucket_record rec;
+        std::string why;
+        const auto ec = read_bucket(st, job, all[i], rec, why);
+        if (ec == errc::not_found)
+            out.push_back({all[i], i + 1 < all.size() ? all[i + 1] : UINT64_MAX});
+        else if (ec)
+            unreadable.push_back(why);
+    }
+    return {};
+}
+
+std::error_code remove_bucket(backend& st, const std::string& job, const bucket_span& bucket,
+                              bool& records_gone)
+{
+    records_gone = false;
+    const auto dir = bucket_dir(job, bucket.first);
+    std::vector<std::string> names;
+    if (auto ec = st.list(dir + "/", names))
+        return ec == errc::not_found ? std::error_code{} : ec;
+    // What its records say, read before they go: which versions have a
+    // node's part in their own directory. A record that does not read
+    // leaves those directories to a later prune or gc, as incomplete
+    // versions.
+    bucket_record rec;
+    std::string ignored;
+    const bool known = !read_bucket(st, job, bucket.first, rec, ignored);
+    // The records first, each durably; then the tally at once, so that a
+    // node arriving late finds no count to complete and writes no record
+    // while the packs go.
+    auto remove_records = [&](const std::vector<std::string>& in) -> std::error_code {
+        for (const auto& n : in)
+            if (parse_bucket_complete(n)) {
+                if (auto ec = st.remove(dir + "/" + n); ec && ec != errc::not_found)
+                    return ec;
+                records_gone = true;
+            }
+        return {};
+    };
+    if (auto ec = remove_records(names))
+        return ec;
+    if (auto ec = st.remove_arrivals(bucket_arrivals_object(job, bucket.first)))
+        return ec;
+    if (known) {
+        std::vector<std::uint64_t> own;
+        for (const auto& p : rec.packs)
+            if (p.manifest && p.first < bucket.end)
+                own.push_back(p.first);
+        std::sort(own.begin(), own.end());
+        own.erase(std::unique(own.begin(), own.end()), own.end());
+        for (const auto v : own)
+            if (auto ec = remove_version(st, job, v))
+                return ec;
+    }
+    // Then the packs, which nothing takes as complete now, and the
+    // directory; a record a node wrote meanwhile from its last count goes
+    // too (its versions are older than every one kept).
+    for (const auto& n : names)
+        if (!parse_bucket_complete(n))
+            if (auto ec = st.remove_lazily(dir + "/" + n); ec && ec != errc::not_found)
+                return ec;
+    if (auto ec = st.list(dir + "/", names); ec && ec != errc::not_found)
+        return ec;
+    if (auto ec = remove_records(names))
+        return ec;
+    return remove_dir(st, dir);
 }
 
 std::error_code remove_version(backend& st, const std::string& job, std::uint64_t version)
 {
-    // A version in a pack goes only with its whole bucket (not built yet:
-    // docs/small-versions.md), never alone.
+    // A version a bucket holds goes only with its whole bucket
+    // (remove_bucket), never alone.
     bool packed = false;
     if (auto ec = in_pack(st, job, version, packed))
         return ec;  // cannot tell: a version in a pack may have a directory too
@@ -887,22 +1054,7 @@ std::error_code remove_version(backend& st, const std::string& job, std::uint64_
     for (const auto& n : names)
         if (auto ec = st.remove_lazily(dir + "/" + n); ec && ec != errc::not_found)
             return ec;
-    auto ec = st.remove(dir);
-    if (ec == std::errc::directory_not_empty) {
-        // A flush that died before its commit left a temporary in the
-        // version. Looked for only then: on RADOS finding leftovers scans the
-        // pool, and its "directories" are never in the way.
-        std::vector<std::string> left;
-        if (auto lec = st.leftovers(dir, left))
-            return lec;
-        for (const auto& n : left)
-            if (auto rec = st.remove_leftover(n); rec && rec != errc::not_found)
-                return rec;
-        ec = st.remove(dir);
-    }
-    if (ec && ec != errc::not_found)
-        return ec;
-    return {};
+    return remove_dir(st, dir);
 }
 
 namespace {

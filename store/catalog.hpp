@@ -165,16 +165,59 @@ std::error_code remove_version(backend& st, const std::string& job, std::uint64_
 // store cannot say).
 std::uint64_t complete_after(backend& st, const std::string& job, std::uint64_t version);
 
-// The versions prune() would delete: every version directory older than the
-// oldest of the newest `keep` complete versions and than `below`, ascending
-// (none for keep 0).
-std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
-                           std::vector<std::uint64_t>& out, std::uint64_t below = UINT64_MAX);
+// A bucket and the versions it can hold: first .. end - 1 (end: the next
+// bucket's first version).
+struct bucket_span {
+    std::uint64_t first = 0;
+    std::uint64_t end = 0;
+    bool operator==(const bucket_span&) const = default;
+};
 
-// Keeps the newest `keep` complete versions; deletes every version older than
-// the oldest kept one (remove_version). Returns what it removed.
-// With `pause`: asked after each removed version; when it says yes, stops
-// there with std::errc::operation_canceled (a later call goes on).
+// The versions prune() would delete, ascending (none for keep 0): every
+// version directory older than the oldest of the newest `keep` complete
+// versions and than `below` (but, within or after a bucket kept, only one
+// with its own COMPLETE record: one without may be a node's part of a large
+// version the bucket holds), and the versions of every bucket whose span
+// all is (the newest bucket never: more of its versions may come; so up to
+// a bucket's span of versions more than `keep` may stay). `doomed_buckets`:
+// those buckets, ascending.
+std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
+                           std::vector<std::uint64_t>& out, std::uint64_t below = UINT64_MAX,
+                           std::vector<bucket_span>* doomed_buckets = nullptr);
+
+// Deletes what a plan of prune_plan's says, buckets first (remove_bucket),
+// then versions (remove_version); `removed` gets the versions gone, also
+// when it fails part-way (a bucket's as soon as its records are gone).
+// `pause` as for prune().
+std::error_code prune_exactly(backend& st, const std::string& job,
+                              const std::vector<std::uint64_t>& doomed,
+                              const std::vector<bucket_span>& doomed_buckets,
+                              std::vector<std::uint64_t>& removed,
+                              const std::function<bool()>& pause = {});
+
+// The job's buckets without a record: packs of versions that never
+// completed, a bucket still being written, or one a crash left half
+// removed (gc asks only when no daemon holds the job), ascending; and, in
+// words, each bucket whose record does not read (left alone: it may hold
+// complete versions).
+std::error_code unfinished_buckets(backend& st, const std::string& job,
+                                   std::vector<bucket_span>& out,
+                                   std::vector<std::string>& unreadable);
+
+// Deletes one bucket (docs/small-versions.md): its records first (then
+// nothing of it is complete: `records_gone`), its tally, the directories of
+// the large versions in its span its record said it holds, its packs, and
+// its directory. A crash in the middle leaves a bucket with fewer records,
+// or none (incomplete: the next prune or gc removes it), or an empty
+// directory.
+std::error_code remove_bucket(backend& st, const std::string& job, const bucket_span& bucket,
+                              bool& records_gone);
+
+// Keeps the newest `keep` complete versions; deletes what prune_plan says
+// (prune_exactly). Returns what it removed.
+// With `pause`: asked after each removed version or bucket; when it says
+// yes, stops there with std::errc::operation_canceled (a later call goes
+// on).
 // `below`: no version from it on is touched (a daemon's versions still being
 // committed, which may complete after newer ones).
 std::error_code prune(backend& st, const std::string& job, unsigned keep,

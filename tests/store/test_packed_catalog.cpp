@@ -101,6 +101,17 @@ void put_own_version(backend& st, std::uint64_t v)
     }
 }
 
+// A directory store of its own, empty.
+struct fresh_store {
+    test::temp_dir tmp;
+    std::unique_ptr<backend> st;
+    fresh_store()
+    {
+        std::string why;
+        REQUIRE_FALSE(open(tmp / "store", st, why));
+    }
+};
+
 // The store of these tests: version 1 in its own directory; versions 3 to 6
 // in packs of bucket 3 (node na in two packs, 3-4 and 5-6; nb in one,
 // 3-6), of which the bucket's record says 3 to 5 are complete (6 is
@@ -372,11 +383,9 @@ TEST_CASE("a damaged pack or bucket record is refused in words and completes not
 TEST_CASE("a bucket completes as far as every node's packs and manifests hold its versions",
           "[packed]")
 {
-    test::temp_dir tmp;
-    std::unique_ptr<backend> owned;
+    fresh_store fresh;
+    auto& st = *fresh.st;
     std::string why;
-    REQUIRE_FALSE(open(tmp / "store", owned, why));
-    auto& st = *owned;
     std::vector<std::uint64_t> versions;
     std::uint64_t complete = 99;
     auto arrive = [&](const bucket_pack& p, std::uint32_t nodes = 2) {
@@ -458,11 +467,9 @@ TEST_CASE("a bucket completes as far as every node's packs and manifests hold it
 
 TEST_CASE("a bucket's arrivals are refused when they cannot be a record's lines", "[packed]")
 {
-    test::temp_dir tmp;
-    std::unique_ptr<backend> owned;
+    fresh_store fresh;
+    auto& st = *fresh.st;
     std::string why;
-    REQUIRE_FALSE(open(tmp / "store", owned, why));
-    auto& st = *owned;
     std::uint64_t complete = 0;
     // Outside the bucket, a manifest of several versions, no ranks.
     CHECK(try_complete_bucket(st, "job", 3, {"na", 2, 2, 4, 0}, 2, complete, why) ==
@@ -481,22 +488,21 @@ TEST_CASE("a bucket's arrivals are refused when they cannot be a record's lines"
           errc::rank_mismatch);
     CHECK_THAT(why, Catch::Contains("the parts of 3 nodes (na, nb, nc) but the job has 2"));
     // Two parts of one node over each other.
-    test::temp_dir tmp2;
-    REQUIRE_FALSE(open(tmp2 / "store", owned, why));
-    REQUIRE_FALSE(try_complete_bucket(*owned, "job", 3, {"na", 2, 3, 5, 1}, 1, complete, why));
+    fresh_store second;
+    REQUIRE_FALSE(try_complete_bucket(*second.st, "job", 3, {"na", 2, 3, 5, 1}, 1, complete, why));
     CHECK(complete == 5);
-    CHECK(try_complete_bucket(*owned, "job", 3, {"na", 2, 4, 6, 2}, 1, complete, why) ==
+    CHECK(try_complete_bucket(*second.st, "job", 3, {"na", 2, 4, 6, 2}, 1, complete, why) ==
           errc::corrupt);
     CHECK_THAT(why, Catch::Contains("node na brought versions 4 to 6 (2 ranks) over its other"));
-    CHECK(try_complete_bucket(*owned, "job", 0, {"na", 2, 1, 1, 2}, 1, complete, why) ==
+    CHECK(try_complete_bucket(*second.st, "job", 0, {"na", 2, 1, 1, 2}, 1, complete, why) ==
           errc::invalid_argument);
 
     // Another node's arrival that no record may hold (70000 ranks, as a
     // daemon of another build or a hand in the store might bring): the
     // record it would make is refused before it is written, and the
     // records there stay the bucket's.
-    test::temp_dir tmp3;
-    REQUIRE_FALSE(open(tmp3 / "store", owned, why));
+    fresh_store third;
+    auto& owned = third.st;
     REQUIRE_FALSE(try_complete_bucket(*owned, "job", 3, {"na", 2, 3, 4, 1}, 2, complete, why));
     std::uint64_t count = 0;
     REQUIRE_FALSE(owned->arrive(bucket_arrivals_object("job", 3), "nb.3", "70000+3+2+00000002",
@@ -507,4 +513,137 @@ TEST_CASE("a bucket's arrivals are refused when they cannot be a record's lines"
     std::vector<std::string> names;
     REQUIRE_FALSE(owned->list(bucket_dir("job", 3) + "/", names));
     CHECK(names.empty());
+}
+
+TEST_CASE("retention removes a bucket whole once all its versions are older than those kept",
+          "[packed]")
+{
+    // Versions 1 and 2 in their own directories; bucket 3 (versions 3 to
+    // 5, na's part of 4 in its own directory, too large for its pack);
+    // bucket 6 (6 to 8, na's part of 7 in its own directory); bucket 9
+    // (9), the newest.
+    fresh_store fresh;
+    auto& st = *fresh.st;
+    std::string why;
+    put_own_version(st, 1);
+    put_own_version(st, 2);
+    std::uint64_t complete = 0;
+    auto arrive = [&](std::uint64_t bucket, const bucket_pack& p) {
+        REQUIRE_FALSE(try_complete_bucket(st, "job", bucket, p, 2, complete, why));
+    };
+    auto large = [&](std::uint64_t v) {
+        manifest m;
+        return bucket_pack{"na", 2, v, v, put_own_part(st, v, "na", m), true};
+    };
+    arrive(3, {"na", 2, 3, 3, put_pack(st, 3, "na", 3, 3)});
+    arrive(3, large(4));
+    arrive(3, {"na", 2, 5, 5, put_pack(st, 3, "na", 5, 5)});
+    arrive(3, {"nb", 1, 3, 5, put_pack(st, 3, "nb", 3, 5)});
+    CHECK(complete == 5);
+    arrive(6, {"na", 2, 6, 6, put_pack(st, 6, "na", 6, 6)});
+    arrive(6, large(7));
+    arrive(6, {"na", 2, 8, 8, put_pack(st, 6, "na", 8, 8)});
+    arrive(6, {"nb", 1, 6, 8, put_pack(st, 6, "nb", 6, 8)});
+    CHECK(complete == 8);
+    arrive(9, {"na", 2, 9, 9, put_pack(st, 9, "na", 9, 9)});
+    arrive(9, {"nb", 1, 9, 9, put_pack(st, 9, "nb", 9, 9)});
+    CHECK(complete == 9);
+    std::vector<std::uint64_t> versions;
+    REQUIRE_FALSE(complete_versions(st, "job", versions));
+    CHECK(versions == std::vector<std::uint64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9});
+
+    // Keep 2 (8 and 9): bucket 3 and versions 1, 2 go; bucket 6 stays
+    // whole for 8, with the directory of na's part of 7; bucket 9 as the
+    // newest.
+    std::vector<std::uint64_t> doomed;
+    std::vector<bucket_span> doomed_buckets;
+    REQUIRE_FALSE(prune_plan(st, "job", 2, doomed, UINT64_MAX, &doomed_buckets));
+    CHECK(doomed == std::vector<std::uint64_t>{1, 2, 3, 4, 5});
+    CHECK(doomed_buckets == std::vector<bucket_span>{{3, 6}});
+    // Versions from 4 on are still being committed: bucket 3 stays.
+    REQUIRE_FALSE(prune_plan(st, "job", 2, doomed, 4, &doomed_buckets));
+    CHECK(doomed == std::vector<std::uint64_t>{1, 2});
+    CHECK(doomed_buckets.empty());
+
+    // Paused after the first removal, then on to the end.
+    std::vector<std::uint64_t> removed;
+    CHECK(prune(st, "job", 2, removed, [] { return true; }) == std::errc::operation_canceled);
+    CHECK(removed == std::vector<std::uint64_t>{3, 4, 5});  // the bucket, whole
+    removed.clear();
+    REQUIRE_FALSE(prune(st, "job", 2, removed));
+    CHECK(removed == std::vector<std::uint64_t>{1, 2});
+    REQUIRE_FALSE(complete_versions(st, "job", versions));
+    CHECK(versions == std::vector<std::uint64_t>{6, 7, 8, 9});
+    std::vector<std::string> names;
+    REQUIRE_FALSE(st.list("job/", names));
+    CHECK(names == std::vector<std::string>{"packs", "v00000007"});
+    REQUIRE_FALSE(st.list("job/packs/", names));
+    CHECK(names == std::vector<std::string>{"b00000006", "b00000009"});
+    for (const std::uint64_t v : {6, 7, 8, 9})
+        check_reads(st, v);
+    // Nothing hidden is left of bucket 3 (its tally, a temporary).
+    CHECK_FALSE(std::filesystem::exists(fresh.tmp / ("store/" + bucket_dir("job", 3))));
+    CHECK_FALSE(std::filesystem::exists(fresh.tmp / "store/job/v00000004"));
+}
+
+TEST_CASE("retention removes versions in their own directories after the newest bucket",
+          "[packed]")
+{
+    // Version 1 in its own directory, bucket 2 (2 and 3), then 4 to 6 in
+    // their own directories (a run with packs off), and 7 incomplete.
+    fresh_store fresh;
+    auto& st = *fresh.st;
+    std::string why;
+    put_own_version(st, 1);
+    std::uint64_t complete = 0;
+    REQUIRE_FALSE(
+        try_complete_bucket(st, "job", 2, {"na", 2, 2, 3, put_pack(st, 2, "na", 2, 3)}, 2,
+                            complete, why));
+    REQUIRE_FALSE(
+        try_complete_bucket(st, "job", 2, {"nb", 1, 2, 3, put_pack(st, 2, "nb", 2, 3)}, 2,
+                            complete, why));
+    for (const std::uint64_t v : {4, 5, 6})
+        put_own_version(st, v);
+    manifest m;
+    put_own_part(st, 7, "na", m);
+    std::vector<std::uint64_t> doomed;
+    std::vector<bucket_span> doomed_buckets;
+    REQUIRE_FALSE(prune_plan(st, "job", 1, doomed, UINT64_MAX, &doomed_buckets));
+    CHECK(doomed == std::vector<std::uint64_t>{1, 4, 5});
+    CHECK(doomed_buckets.empty());
+    std::vector<std::uint64_t> removed;
+    REQUIRE_FALSE(prune_exactly(st, "job", doomed, doomed_buckets, removed));
+    CHECK(removed == std::vector<std::uint64_t>{1, 4, 5});
+    std::vector<std::uint64_t> versions;
+    REQUIRE_FALSE(complete_versions(st, "job", versions));
+    CHECK(versions == std::vector<std::uint64_t>{2, 3, 6});
+}
+
+TEST_CASE("a bucket a crash left half removed, or whose record does not read", "[packed]")
+{
+    packed_store s;
+    auto& st = *s.st;
+    std::vector<bucket_span> unfinished;
+    std::vector<std::string> unreadable;
+    REQUIRE_FALSE(unfinished_buckets(st, "job", unfinished, unreadable));
+    CHECK(unfinished.empty());
+    CHECK(unreadable.empty());
+    // Bucket 7: a pack, and its record gone as remove_bucket removes it
+    // first; bucket 3's record damaged.
+    put_pack(st, 7, "na", 7, 7);
+    std::filesystem::resize_file(s.path(bucket_complete_object("job", 3, 5)), 40);
+    REQUIRE_FALSE(unfinished_buckets(st, "job", unfinished, unreadable));
+    CHECK(unfinished == std::vector<bucket_span>{{7, UINT64_MAX}});
+    REQUIRE(unreadable.size() == 1);
+    CHECK_THAT(unreadable[0], Catch::Contains(bucket_complete_object("job", 3, 5)));
+    bool records_gone = true;
+    REQUIRE_FALSE(remove_bucket(st, "job", unfinished[0], records_gone));
+    CHECK_FALSE(records_gone);
+    CHECK_FALSE(std::filesystem::exists(s.path(bucket_dir("job", 7))));
+    // What a crash after the packs leaves: an empty directory, removed.
+    REQUIRE(std::filesystem::create_directories(s.path(bucket_dir("job", 8))));
+    REQUIRE_FALSE(remove_bucket(st, "job", {8, UINT64_MAX}, records_gone));
+    CHECK_FALSE(std::filesystem::exists(s.path(bucket_dir("job", 8))));
+    // Bucket 3 is untouched.
+    CHECK(std::filesystem::exists(s.path(pack_object("job", 3, "nb", 3, 6))));
 }

@@ -317,6 +317,12 @@ TEST_CASE("a version in a pack: ls, verify, cat and restore read it; rm refuses 
     CHECK(rm_both.err.find("not removing version 3 of job itest") != std::string::npos);
     CHECK(std::filesystem::exists(c.store() + "/itest/v00000001/COMPLETE"));
 
+    // keep 1: version 1 goes; 2 and 3 stay with their bucket, the newest.
+    auto keep = run_iofwd(c, {"keep", "itest", "1"});
+    CHECK(keep.code == 0);
+    CHECK(keep.out == "job itest: kept complete versions 2-3; removed 1\n");
+    CHECK_FALSE(std::filesystem::exists(c.store() + "/itest/v00000001"));
+
     // A changed byte in version 3's rank 0, inside the pack: that part only.
     const auto part3 = std::string(reinterpret_cast<const char*>(pack.data()), pack.size())
                            .find(pattern(0, 3, 4096));
@@ -331,6 +337,21 @@ TEST_CASE("a version in a pack: ls, verify, cat and restore read it; rm refuses 
     CHECK(bad_cat.code == 1);
     CHECK(bad_cat.err.find("iofwd cat: " + pack_name + " (the part at " + std::to_string(part3) +
                            ") is damaged") == 0);
+
+    // A bucket whose versions never completed (a pack, no record), and no
+    // daemon writing the job: gc removes it, and nothing else of the packs.
+    std::vector<std::byte> pack5;
+    const iofwd::store::pack_input in5[] = {{5, 0, 2, std::as_bytes(std::span(bytes[0]))},
+                                            {5, 1, 2, std::as_bytes(std::span(bytes[1]))}};
+    REQUIRE_FALSE(iofwd::store::build_pack("itest", "nodeA", in5, pack5, why));
+    REQUIRE_FALSE(st->put(iofwd::store::pack_object("itest", 5, "nodeA", 5, 5), pack5));
+    auto gc = run_iofwd(c, {"gc"});
+    CHECK(gc.code == 0);
+    CHECK(gc.out.find("job itest: removed itest/packs/b00000005 (a bucket of packs with no "
+                      "record, and no daemon is writing the job)\n") == 0);
+    CHECK(gc.out.find("gc: 0 versions and 0 leftovers removed, and 1 bucket of packs\n") !=
+          std::string::npos);
+    CHECK(names_in(c.store() + "/itest/packs") == std::vector<std::string>{"b00000002"});
 }
 
 TEST_CASE("rm, keep and gc remove exactly what they say", "[tools][clean]")
@@ -377,8 +398,8 @@ TEST_CASE("rm, keep and gc remove exactly what they say", "[tools][clean]")
     auto again = run_iofwd(c, {"gc", "--json"});
     CHECK(again.code == 0);
     CHECK(py(c, again.out, "d['jobs'], d['runtime_files']") ==
-          "[{'job': 'itest', 'refused': None, 'removed_leftovers': [], 'removed_versions': []}] "
-          "[]\n");
+          "[{'job': 'itest', 'refused': None, 'removed_buckets': [], 'removed_leftovers': [], "
+          "'removed_versions': []}] []\n");
     std::string out;
     CHECK(c.verify(1, 1, out) == 0);
 

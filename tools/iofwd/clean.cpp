@@ -107,24 +107,29 @@ int keep(const clean_args& a)
         throw failure(bad_argument, fmt::format("K {} is not from 1 to 1000000000 (iofwd rm "
                                                 "removes versions by number)",
                                                 k));
-    std::vector<std::uint64_t> doomed, complete;
-    if (auto ec = store::prune_plan(*st, a.job, static_cast<unsigned>(k), doomed))
+    std::vector<std::uint64_t> doomed, complete, removed;
+    std::vector<store::bucket_span> buckets;
+    if (auto ec = store::prune_plan(*st, a.job, static_cast<unsigned>(k), doomed, UINT64_MAX,
+                                    &buckets))
         throw failure(damaged, fmt::format("cannot list job {}: {}", a.job, ec.message()));
     store::job_hold hold;
     guard(*st, a.job, doomed, hold);
-    remove_versions(*st, a.job, doomed);
+    // Exactly the plan checked (a bucket of small versions goes whole or
+    // not at all, so more than K may stay).
+    if (auto ec = store::prune_exactly(*st, a.job, doomed, buckets, removed))
+        throw failure(damaged, fmt::format("removing old versions of job {} failed after "
+                                           "removing {}: {}",
+                                           a.job, ranges(removed), store::failure(*st, a.job, ec)));
     store::complete_versions(*st, a.job, complete);
-    if (complete.size() > k)
-        complete.erase(complete.begin(), complete.end() - static_cast<std::ptrdiff_t>(k));
     if (a.store.json) {
         print_json({{"store", st->location()},
                     {"job", a.job},
                     {"keep", k},
                     {"kept", complete},
-                    {"removed", doomed}});
+                    {"removed", removed}});
     } else {
         fmt::print("job {}: kept complete version{} {}; removed {}\n", a.job,
-                   complete.size() == 1 ? "" : "s", ranges(complete), ranges(doomed));
+                   complete.size() == 1 ? "" : "s", ranges(complete), ranges(removed));
     }
     return ok;
 }
@@ -162,7 +167,7 @@ int gc(const clean_args& a)
         throw failure(damaged, fmt::format("cannot list {}: {}", st->describe(), ec.message()));
     }
     int status = ok;
-    std::size_t versions_removed = 0, leftovers_removed = 0;
+    std::size_t versions_removed = 0, leftovers_removed = 0, buckets_removed = 0;
     nlohmann::json out = {{"store", st->location()}, {"jobs", nlohmann::json::array()}};
     for (const auto& job : jobs) {
         std::vector<std::uint64_t> all;
@@ -171,6 +176,7 @@ int gc(const clean_args& a)
         nlohmann::json j = {{"job", job},
                             {"removed_versions", nlohmann::json::array()},
                             {"removed_leftovers", nlohmann::json::array()},
+                            {"removed_buckets", nlohmann::json::array()},
                             {"refused", nullptr}};
         // Leftovers and incomplete versions are exactly what a live daemon
         // may be writing: with one, the job is not touched at all.
@@ -203,10 +209,32 @@ int gc(const clean_args& a)
                 dead.push_back(v);
         }
         remove_versions(*st, job, dead);
+        // Buckets of small versions with no record: none of their
+        // versions completed, or a crash left them half removed.
+        std::vector<store::bucket_span> unfinished;
+        std::vector<std::string> unreadable;
+        if (auto ec = store::unfinished_buckets(*st, job, unfinished, unreadable))
+            throw failure(damaged, fmt::format("cannot list the packs of job {}: {}", job,
+                                               store::failure(*st, job, ec)));
+        std::vector<std::uint64_t> buckets;
+        for (const auto& b : unfinished) {
+            bool ignored = false;
+            if (auto ec = store::remove_bucket(*st, job, b, ignored))
+                throw failure(damaged, fmt::format("cannot remove {}: {}",
+                                                   store::bucket_dir(job, b.first),
+                                                   store::failure(*st, job, ec)));
+            buckets.push_back(b.first);
+        }
+        for (const auto& why : unreadable)
+            fmt::print(stderr, "iofwd gc: job {}: left a bucket whose record does not read "
+                               "(it may hold complete versions; iofwd verify): {}\n",
+                       job, why);
         versions_removed += dead.size();
         leftovers_removed += left.size();
+        buckets_removed += buckets.size();
         j["removed_versions"] = dead;
         j["removed_leftovers"] = left;
+        j["removed_buckets"] = buckets;
         if (!a.store.json) {
             for (const auto& l : left)
                 fmt::print("job {}: removed leftover {}\n", job, l);
@@ -214,6 +242,10 @@ int gc(const clean_args& a)
                 fmt::print("job {}: removed version {} (incomplete, and no daemon is writing "
                            "the job)\n",
                            job, v);
+            for (const auto b : buckets)
+                fmt::print("job {}: removed {} (a bucket of packs with no record, and no "
+                           "daemon is writing the job)\n",
+                           job, store::bucket_dir(job, b));
         }
         out["jobs"].push_back(std::move(j));
     }
@@ -224,9 +256,13 @@ int gc(const clean_args& a)
     } else {
         for (const auto& f : runtime)
             fmt::print("runtime: removed {}\n", f);
-        fmt::print("gc: {} version{} and {} leftover{} removed\n", versions_removed,
+        fmt::print("gc: {} version{} and {} leftover{} removed{}\n", versions_removed,
                    versions_removed == 1 ? "" : "s", leftovers_removed,
-                   leftovers_removed == 1 ? "" : "s");
+                   leftovers_removed == 1 ? "" : "s",
+                   buckets_removed == 0 ? std::string()
+                                        : fmt::format(", and {} bucket{} of packs",
+                                                      buckets_removed,
+                                                      buckets_removed == 1 ? "" : "s"));
     }
     return status;
 }
@@ -249,7 +285,8 @@ void add_keep(CLI::App& app, int& status)
     auto args = std::make_shared<clean_args>();
     auto* cmd = add_job_command(
         app, "keep", "keep the newest K complete versions of a job and remove every older "
-                     "version (what iod --keep K does)",
+                     "version (what iod --keep K does); small versions kept in packs go a "
+                     "bucket at a time, so a bucket's worth more may stay",
         args->store, args->job);
     cmd->add_option("K", args->keep, "complete versions to keep (1 or more)")->required();
     cmd->callback([args, &status] { status = keep(*args); });
@@ -260,8 +297,9 @@ void add_gc(CLI::App& app, int& status)
     auto args = std::make_shared<clean_args>();
     auto* cmd = add_job_command(
         app, "gc", "remove crash leftovers: temporary objects of writes that never committed, "
-                   "and versions that can never complete (incomplete, no live daemon writing "
-                   "the job); jobs a live daemon writes are not touched",
+                   "versions that can never complete (incomplete, no live daemon writing "
+                   "the job), and buckets of packed small versions with no record; jobs a live "
+                   "daemon writes are not touched",
         args->store, args->job, false, "only this job (default: every job)");
     cmd->callback([args, &status] { status = gc(*args); });
 }
