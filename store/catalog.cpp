@@ -116,7 +116,7 @@ std::error_code find_bucket(backend& st, const std::string& job, std::uint64_t v
 
 }  // namespace
 
-std::error_code in_pack(backend& st, const std::string& job, std::uint64_t version, bool& yes)
+std::error_code in_bucket(backend& st, const std::string& job, std::uint64_t version, bool& yes)
 {
     bucket_record b;
     std::string why;
@@ -156,8 +156,11 @@ std::error_code packed_versions(backend& st, const std::string& job,
     for (std::size_t i = 0; i < all.size(); ++i) {
         bucket_record rec;
         std::string why;
-        if (read_bucket(st, job, all[i], rec, why))
-            continue;  // not complete yet, or damaged: none of its versions
+        if (auto ec = read_bucket(st, job, all[i], rec, why)) {
+            if (ec == errc::not_found || ec == errc::corrupt)
+                continue;  // not complete yet, or damaged: none of its versions
+            return ec;     // cannot tell
+        }
         // A bucket holds the versions below the next one's first, and no
         // more (find_bucket looks for a version there).
         const auto end = i + 1 < all.size() ? std::min(rec.last, all[i + 1] - 1) : rec.last;
@@ -302,13 +305,13 @@ std::error_code load_packed(backend& st, const std::string& job, std::uint64_t v
     }
     version_info info;
     info.record = {job, version, {}};
-    for (const auto& p : b.packs)
+    for (const auto& p : b.parts)
         if (p.first <= version && version <= p.last)
             info.record.nodes.push_back({p.node, p.ranks, p.crc32c});
     for (const auto& n : info.record.nodes) {
         if (!only.empty() && n.node != only)
             continue;
-        const auto* p = pack_holding(b, n.node, version);
+        const auto* p = part_holding(b, n.node, version);
         if (p->manifest) {
             // The node's part of a large version, in the version's directory.
             const auto rec_name = bucket_complete_object(job, b.bucket, b.last);
@@ -417,7 +420,7 @@ namespace {
 // How a message names the bytes at `at`.
 std::string label(const bytes_place& at)
 {
-    return at.part ? fmt::format("{} (the part at {})", at.object, at.offset) : at.object;
+    return at.in_pack ? fmt::format("{} (the part at {})", at.object, at.offset) : at.object;
 }
 
 // Reads [0, size) of the bytes at `at` in pieces of at most 16 MiB into
@@ -474,13 +477,13 @@ std::error_code checked(backend& st, const bytes_place& at, std::uint64_t size,
         return ec == errc::not_found || ec == errc::unsafe_path ? make_error_code(errc::corrupt)
                                                                 : ec;
     }
-    if (at.part ? at.offset > actual || size > actual - at.offset : actual != size) {
-        why = at.part ? fmt::format("pack {} holds {} bytes, its part of {} bytes at {} ends "
+    if (at.in_pack ? at.offset > actual || size > actual - at.offset : actual != size) {
+        why = at.in_pack ? fmt::format("pack {} holds {} bytes, its part of {} bytes at {} ends "
                                     "beyond",
                                     at.object, actual, size, at.offset)
                       : fmt::format("object {} holds {} bytes, its manifest says {}", name,
                                     actual, size);
-        what = {name, fmt::format("{} bytes", at.part ? at.offset + size : size),
+        what = {name, fmt::format("{} bytes", at.in_pack ? at.offset + size : size),
                 fmt::format("{} bytes", actual), problem::size};
         return make_error_code(errc::corrupt);
     }
@@ -676,12 +679,12 @@ namespace {
 // record. Member "<node>.<first version>"; note "<ranks>+<first>+<count>+<
 // index crc32c>" for a pack, "<ranks>+m<version>+<manifest crc32c>" for a
 // manifest (backend::max_note letters, digits and '+').
-std::string bucket_member(const bucket_pack& p)
+std::string bucket_member(const bucket_part& p)
 {
     return fmt::format("{}.{}", p.node, p.first);
 }
 
-std::string bucket_note(const bucket_pack& p)
+std::string bucket_note(const bucket_part& p)
 {
     return p.manifest ? fmt::format("{}+m{}+{:08x}", p.ranks, p.first, p.crc32c)
                       : fmt::format("{}+{}+{}+{:08x}", p.ranks, p.first, p.last - p.first + 1,
@@ -690,12 +693,12 @@ std::string bucket_note(const bucket_pack& p)
 
 // The line an arrival brought; false for one that bucket_member and
 // bucket_note did not write.
-bool parse_bucket_arrival(const backend::arrival& a, bucket_pack& out)
+bool parse_bucket_arrival(const backend::arrival& a, bucket_part& out)
 {
     const auto dot = a.member.rfind('.');
     if (dot == std::string::npos || dot == 0)
         return false;
-    bucket_pack p;
+    bucket_part p;
     p.node = a.member.substr(0, dot);
     std::vector<std::string_view> f;
     for (std::string_view rest = a.note;;) {
@@ -722,7 +725,7 @@ bool parse_bucket_arrival(const backend::arrival& a, bucket_pack& out)
 }  // namespace
 
 std::error_code try_complete_bucket(backend& st, const std::string& job, std::uint64_t bucket,
-                                    const bucket_pack& part, std::uint32_t nodes,
+                                    const bucket_part& part, std::uint32_t nodes,
                                     std::uint64_t& complete, std::string& why)
 {
     complete = 0;
@@ -741,9 +744,9 @@ std::error_code try_complete_bucket(backend& st, const std::string& job, std::ui
     if (auto ec = arrive_and_look(st, tally, member, bucket_note(part), nodes, "parts", arrived,
                                   why))
         return ec;
-    std::map<std::string, std::vector<bucket_pack>> parts;
+    std::map<std::string, std::vector<bucket_part>> parts;
     for (const auto& a : arrived) {
-        bucket_pack p;
+        bucket_part p;
         if (!parse_bucket_arrival(a, p)) {
             why = fmt::format("{}: '{}' arrived with '{}', not a node's pack or manifest; "
                               "leaving the bucket incomplete",
@@ -795,7 +798,7 @@ std::error_code try_complete_bucket(backend& st, const std::string& job, std::ui
     for (const auto& [node, list] : parts)
         for (const auto& p : list)
             if (p.first <= last)
-                rec.packs.push_back(p);
+                rec.parts.push_back(p);
     // Held to the rules a reader applies before it is written: a record no
     // reader takes would hide every version the bucket's records had.
     const auto text = format_bucket(rec);
@@ -846,7 +849,7 @@ std::error_code prune(backend& st, const std::string& job, unsigned keep,
 {
     std::vector<std::uint64_t> doomed;
     std::vector<bucket_span> doomed_buckets;
-    if (auto ec = prune_plan(st, job, keep, doomed, below, &doomed_buckets))
+    if (auto ec = prune_plan(st, job, keep, below, doomed, doomed_buckets))
         return ec;
     return prune_exactly(st, job, doomed, doomed_buckets, removed, pause);
 }
@@ -866,10 +869,14 @@ std::error_code prune_exactly(backend& st, const std::string& job,
         if (any && pause && pause())
             return std::make_error_code(std::errc::operation_canceled);
         bool records_gone = false;
-        const auto ec = remove_bucket(st, job, b, records_gone);
+        auto ec = remove_bucket(st, job, b, records_gone);
+        // Then every directory in its span (a version of a run with packs
+        // off, one never completed): nothing of the bucket holds them now.
+        const auto first = std::lower_bound(doomed.begin(), doomed.end(), b.first);
+        for (auto it = first; !ec && it != doomed.end() && *it < b.end; ++it)
+            ec = remove_version(st, job, *it);
         if (records_gone)
-            for (auto it = std::lower_bound(doomed.begin(), doomed.end(), b.first);
-                 it != doomed.end() && *it < b.end; ++it)
+            for (auto it = first; it != doomed.end() && *it < b.end; ++it)
                 removed.push_back(*it);
         if (ec)
             return ec;
@@ -900,12 +907,11 @@ std::uint64_t complete_after(backend& st, const std::string& job, std::uint64_t 
 }
 
 std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
-                           std::vector<std::uint64_t>& out, std::uint64_t below,
-                           std::vector<bucket_span>* doomed_buckets)
+                           std::uint64_t below, std::vector<std::uint64_t>& out,
+                           std::vector<bucket_span>& doomed_buckets)
 {
     out.clear();
-    if (doomed_buckets)
-        doomed_buckets->clear();
+    doomed_buckets.clear();
     if (keep == 0)
         return {};
     std::vector<std::uint64_t> complete;
@@ -929,8 +935,7 @@ std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
     std::uint64_t kept_from = UINT64_MAX;  // the first version of the first bucket kept
     for (std::size_t i = 0; i < all.size(); ++i) {
         if (i + 1 < all.size() && all[i + 1] - 1 < oldest_kept) {
-            if (doomed_buckets)
-                doomed_buckets->push_back({all[i], all[i + 1]});
+            doomed_buckets.push_back({all[i], all[i + 1]});
             for (auto it = std::lower_bound(complete.begin(), complete.end(), all[i]);
                  it != complete.end() && *it < all[i + 1]; ++it)
                 out.push_back(*it);
@@ -993,11 +998,10 @@ std::error_code remove_bucket(backend& st, const std::string& job, const bucket_
     // while the packs go.
     auto remove_records = [&](const std::vector<std::string>& in) -> std::error_code {
         for (const auto& n : in)
-            if (parse_bucket_complete(n)) {
+            if (parse_bucket_complete(n))
                 if (auto ec = st.remove(dir + "/" + n); ec && ec != errc::not_found)
                     return ec;
-                records_gone = true;
-            }
+        records_gone = true;
         return {};
     };
     if (auto ec = remove_records(names))
@@ -1006,7 +1010,7 @@ std::error_code remove_bucket(backend& st, const std::string& job, const bucket_
         return ec;
     if (known) {
         std::vector<std::uint64_t> own;
-        for (const auto& p : rec.packs)
+        for (const auto& p : rec.parts)
             if (p.manifest && p.first < bucket.end)
                 own.push_back(p.first);
         std::sort(own.begin(), own.end());
@@ -1034,7 +1038,7 @@ std::error_code remove_version(backend& st, const std::string& job, std::uint64_
     // A version a bucket holds goes only with its whole bucket
     // (remove_bucket), never alone.
     bool packed = false;
-    if (auto ec = in_pack(st, job, version, packed))
+    if (auto ec = in_bucket(st, job, version, packed))
         return ec;  // cannot tell: a version in a pack may have a directory too
     if (packed)
         return std::make_error_code(std::errc::operation_not_supported);

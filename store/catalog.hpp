@@ -21,7 +21,7 @@ std::error_code read_all(backend& st, const std::string& name, std::string& out)
 
 // Whether a bucket's record says `version` is complete (in a pack, or its
 // part of a bucket's commit).
-std::error_code in_pack(backend& st, const std::string& job, std::uint64_t version, bool& yes);
+std::error_code in_bucket(backend& st, const std::string& job, std::uint64_t version, bool& yes);
 
 // The highest version any pack or bucket record of `job` names, complete
 // or not (0: none): a new run numbers its versions after it, as after every
@@ -61,7 +61,7 @@ struct damage {
 struct bytes_place {
     std::string object;
     std::uint64_t offset = 0;  // of the bytes in the object
-    bool part = false;
+    bool in_pack = false;
 };
 
 // A complete version: its record and every node's manifest, each manifest
@@ -69,10 +69,12 @@ struct bytes_place {
 // rank's bytes are. When the record or a manifest is wrong, `what` (if
 // given) names the object and the mismatch.
 //
-// A version in a pack (layout.hpp) has no record or manifests of its own:
-// they are made from its bucket's record and its nodes' pack indexes, each
-// index checked against the crc32c the bucket's record holds for it (which
-// `record` then gives as the node's manifest_crc32c).
+// A version a bucket commits (layout.hpp) has no COMPLETE record of its
+// own: `record` is made from the bucket's record, and each node's manifest
+// from its pack's index, checked against the crc32c the bucket's record
+// holds for it (which `record` then gives as the node's manifest_crc32c),
+// or, for a node's part of a large version, read from the version's
+// directory and checked the same way.
 struct version_info {
     complete_record record;
     std::vector<manifest> manifests;
@@ -144,11 +146,12 @@ std::error_code try_complete(backend& st, const manifest& m, std::uint32_t manif
 // of as many already there is left alone). `complete` gives the last
 // version complete that this arrival found (0: none yet).
 // Cost per arrival: one arrival; from the round in which every node has
-// arrived on, a read of the tally and a listing of the bucket too, and a
-// record when the versions complete grew: with each node closing one pack
+// arrived on, a read of the tally, a listing of the bucket and a read of
+// its newest record too, and a record written when the versions complete
+// grew: with each node closing one pack
 // per bucket, O(1) per node and bucket, O(nodes) for the job.
 std::error_code try_complete_bucket(backend& st, const std::string& job, std::uint64_t bucket,
-                                    const bucket_pack& part, std::uint32_t nodes,
+                                    const bucket_part& part, std::uint32_t nodes,
                                     std::uint64_t& complete, std::string& why);
 
 // Deletes one version: its COMPLETE record first (a version half deleted is
@@ -175,15 +178,16 @@ struct bucket_span {
 
 // The versions prune() would delete, ascending (none for keep 0): every
 // version directory older than the oldest of the newest `keep` complete
-// versions and than `below` (but, within or after a bucket kept, only one
-// with its own COMPLETE record: one without may be a node's part of a large
-// version the bucket holds), and the versions of every bucket whose span
-// all is (the newest bucket never: more of its versions may come; so up to
-// a bucket's span of versions more than `keep` may stay). `doomed_buckets`:
-// those buckets, ascending.
+// versions and than `below` (UINT64_MAX: no bound) (but, within or after a
+// bucket kept, only one with its own COMPLETE record: one without may be a
+// node's part of a large version the bucket holds), and the versions of
+// every bucket whose whole span is older than that (the newest bucket
+// never: more of its versions may come; so up to a bucket's span of
+// versions more than `keep` may stay). `doomed_buckets`: those buckets,
+// ascending.
 std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
-                           std::vector<std::uint64_t>& out, std::uint64_t below = UINT64_MAX,
-                           std::vector<bucket_span>* doomed_buckets = nullptr);
+                           std::uint64_t below, std::vector<std::uint64_t>& out,
+                           std::vector<bucket_span>& doomed_buckets);
 
 // Deletes what a plan of prune_plan's says, buckets first (remove_bucket),
 // then versions (remove_version); `removed` gets the versions gone, also
@@ -235,9 +239,9 @@ std::error_code join_run(backend& st, const std::string& job, const std::string&
                          run_record& out, std::string& why);
 
 // Whether `version` of `job` is complete job-wide: one look at its COMPLETE
-// record, cheap enough for every rank to poll (a version in a pack: a
-// listing of the job's buckets and of its bucket, and a read of the
-// bucket's record).
+// record, cheap enough for every rank to poll (a version without one, in a
+// pack or not complete yet: a listing of the job's buckets too, and for one
+// in a bucket a listing of the bucket and a read of its record).
 std::error_code committed(backend& st, const std::string& job, std::uint64_t version,
                           bool& yes);
 // The same, or was (a newer version is complete: retention may have removed

@@ -45,9 +45,9 @@ struct version_entry {
     std::uint64_t version = 0;
     version_state state = version_state::incomplete;
     std::string why;           // incomplete, damaged: what is missing or wrong, in words
-    std::int64_t time = 0;     // seconds since the epoch: complete, when its record (in
-                               // a pack: the pack) was written; else its newest
-                               // object's; 0 when unknown
+    std::int64_t time = 0;     // seconds since the epoch: complete, when its record was
+                               // written (committed by a bucket: its first node's pack
+                               // or object); else its newest object's; 0 when unknown
     std::uint32_t nodes = 0;   // complete: the record's; else the nodes with a manifest
     std::uint32_t ranks = 0;   // complete: the manifests'; else the rank objects present
     std::uint64_t bytes = 0;   // of those ranks' objects

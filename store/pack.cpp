@@ -287,7 +287,7 @@ std::string format_bucket(const bucket_record& b)
 {
     std::string out = fmt::format("iofwd-bucket 1\njob {}\nbucket {}\nversions {} {}\nnodes {}\n",
                                   b.job, b.bucket, b.first, b.last, b.nodes);
-    for (const auto& p : b.packs)
+    for (const auto& p : b.parts)
         out += p.manifest ? fmt::format("manifest {} {} {} {:08x}\n", p.node, p.ranks, p.first,
                                         p.crc32c)
                           : fmt::format("pack {} {} {} {} {:08x}\n", p.node, p.ranks, p.first,
@@ -328,7 +328,7 @@ std::error_code parse_bucket(std::string_view text, bucket_record& out, std::str
     std::uint32_t nodes_seen = 0;
     std::uint64_t covered = 0;  // of the current node: first .. covered hold in its packs
     while (next_line(text, line) && line != "end") {
-        bucket_pack p;
+        bucket_part p;
         p.manifest = field(line, "manifest", v);
         const int n = p.manifest ? 4 : 5;
         if (!(p.manifest || field(line, "pack", v)) || !text::words(v, std::span(f, n)) ||
@@ -339,7 +339,7 @@ std::error_code parse_bucket(std::string_view text, bucket_record& out, std::str
             p.last - b.bucket >= bucket_max_versions)
             return corrupt(why, fmt::format("bad pack or manifest line '{}'", line));
         p.node = f[0];
-        const bucket_pack* prev = b.packs.empty() ? nullptr : &b.packs.back();
+        const bucket_part* prev = b.parts.empty() ? nullptr : &b.parts.back();
         if (!prev || prev->node != p.node) {
             if (prev && (prev->node > p.node || covered < b.last))
                 return corrupt(why, fmt::format("line '{}': after node {}, {}", line,
@@ -359,14 +359,14 @@ std::error_code parse_bucket(std::string_view text, bucket_record& out, std::str
         // leave no gap among them.
         if (p.first <= covered + 1 && p.last > covered)
             covered = p.last;
-        b.packs.push_back(std::move(p));
+        b.parts.push_back(std::move(p));
     }
     if (line != "end" || !text.empty())
         return corrupt(why, "missing end line, or text after it");
-    if (!b.packs.empty() && covered < b.last)
+    if (!b.parts.empty() && covered < b.last)
         return corrupt(why, fmt::format("node {}'s packs and manifests do not hold every "
                                         "version {} to {}",
-                                        b.packs.back().node, b.first, b.last));
+                                        b.parts.back().node, b.first, b.last));
     if (nodes_seen != b.nodes)
         return corrupt(why, fmt::format("the bucket's lines are of {} nodes, the record says {}",
                                         nodes_seen, b.nodes));
@@ -374,10 +374,10 @@ std::error_code parse_bucket(std::string_view text, bucket_record& out, std::str
     return {};
 }
 
-const bucket_pack* pack_holding(const bucket_record& b, const std::string& node,
+const bucket_part* part_holding(const bucket_record& b, const std::string& node,
                                 std::uint64_t version)
 {
-    for (const auto& p : b.packs)
+    for (const auto& p : b.parts)
         if (p.node == node && p.first <= version && version <= p.last)
             return &p;
     return nullptr;

@@ -117,8 +117,8 @@ std::error_code check_pack_part(std::span<const std::byte> header, const pack_pa
 std::vector<manifest> pack_manifests(const pack_index& index);
 
 // A bucket's record (layout.hpp's bucket_complete_object, named by its
-// last version and never replaced), written by the node whose pack
-// completes the bucket's versions job-wide:
+// last version and never replaced), written by the arrival (of a pack, or
+// of a large version's manifest) that completes versions job-wide:
 //   iofwd-bucket 1
 //   job <job>
 //   bucket <its first version>
@@ -143,14 +143,14 @@ inline constexpr std::uint64_t bucket_max_versions = 1u << 16;
 // A record is at most this long (read_all's bound): a line per node and
 // pack or large version, 64 versions each on 10,000 nodes if all are large.
 inline constexpr std::uint64_t bucket_max_record = 64u << 20;
-struct bucket_pack {
+struct bucket_part {
     std::string node;
     std::uint32_t ranks = 0;
     std::uint64_t first = 0;
     std::uint64_t last = 0;   // a manifest: first, its version
     std::uint32_t crc32c = 0;  // of the pack's index, or of the manifest's text
     bool manifest = false;     // v<first>/<node>.manifest, not a pack
-    bool operator==(const bucket_pack&) const = default;
+    bool operator==(const bucket_part&) const = default;
 };
 struct bucket_record {
     std::string job;
@@ -158,13 +158,13 @@ struct bucket_record {
     std::uint64_t first = 0;
     std::uint64_t last = 0;
     std::uint32_t nodes = 0;
-    std::vector<bucket_pack> packs;
+    std::vector<bucket_part> parts;
     bool operator==(const bucket_record&) const = default;
 };
 std::string format_bucket(const bucket_record& b);
 std::error_code parse_bucket(std::string_view text, bucket_record& out, std::string& why);
 // The pack or manifest of `node` that holds `version`, or nullptr.
-const bucket_pack* pack_holding(const bucket_record& b, const std::string& node,
+const bucket_part* part_holding(const bucket_record& b, const std::string& node,
                                 std::uint64_t version);
 
 }  // namespace iofwd::store

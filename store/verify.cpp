@@ -70,7 +70,7 @@ std::error_code verify_job(backend& st, const std::string& job,
                 const auto& e = mm.entries[i];
                 object_result o;
                 o.place = info.places[k][i];
-                o.name = o.place.part ? fmt::format("{} (version {} rank {})", o.place.object, v,
+                o.name = o.place.in_pack ? fmt::format("{} (version {} rank {})", o.place.object, v,
                                                     e.rank)
                                       : o.place.object;
                 o.node = mm.node;
@@ -111,7 +111,7 @@ std::error_code verify_job(backend& st, const std::string& job,
                 return true;
             };
             o.intact = !check_object(st, o.place, o.size, o.crc32c, each, o.why, o.what);
-            if (!o.intact && o.place.part)
+            if (!o.intact && o.place.in_pack)
                 o.what.object = o.name;  // which version and rank, not where in the pack
             if (seen < o.size)
                 advance(o.size - seen);  // what a damaged object will not show

@@ -132,7 +132,7 @@ void check_bucket(std::string_view text)
     // An oracle of its own, not the parser's rule: every node named holds
     // every version first .. last in exactly one pack.
     std::vector<std::string> nodes;
-    for (const auto& p : b.packs)
+    for (const auto& p : b.parts)
         if (std::find(nodes.begin(), nodes.end(), p.node) == nodes.end())
             nodes.push_back(p.node);
     FUZZ_CHECK(nodes.size() == b.nodes, "a bucket record of {} nodes names {}", b.nodes,
@@ -140,10 +140,10 @@ void check_bucket(std::string_view text)
     for (const auto& n : nodes)
         for (auto v = b.first; v <= b.last; ++v) {
             unsigned holding = 0;
-            for (const auto& p : b.packs)
+            for (const auto& p : b.parts)
                 holding += p.node == n && p.first <= v && v <= p.last;
             FUZZ_CHECK(holding == 1, "node {} holds version {} in {} packs", n, v, holding);
-            FUZZ_CHECK(pack_holding(b, n, v) != nullptr, "pack_holding misses {} {}", n, v);
+            FUZZ_CHECK(part_holding(b, n, v) != nullptr, "part_holding misses {} {}", n, v);
         }
     round_trip<bucket_record>(parse_bucket, "bucket record", b, format_bucket(b), sentinel);
 }

@@ -436,10 +436,12 @@ TEST_CASE("retention leaves a version still being committed, and every one after
         put_version(*st, v, true);
     put_version(*st, 2, false);
     std::vector<std::uint64_t> doomed;
-    REQUIRE_FALSE(store::prune_plan(*st, "job", 2, doomed));
+    std::vector<store::bucket_span> buckets;
+    REQUIRE_FALSE(store::prune_plan(*st, "job", 2, UINT64_MAX, doomed, buckets));
     CHECK(doomed == std::vector<std::uint64_t>{1, 2});
-    REQUIRE_FALSE(store::prune_plan(*st, "job", 2, doomed, 2));
+    REQUIRE_FALSE(store::prune_plan(*st, "job", 2, 2, doomed, buckets));
     CHECK(doomed == std::vector<std::uint64_t>{1});
+    CHECK(buckets.empty());
     std::vector<std::uint64_t> removed;
     REQUIRE_FALSE(store::prune(*st, "job", 2, removed, {}, 2));
     CHECK(removed == std::vector<std::uint64_t>{1});

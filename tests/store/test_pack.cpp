@@ -264,11 +264,11 @@ TEST_CASE("a bucket's record reads back as written and refuses any broken rule",
     std::string why;
     REQUIRE_FALSE(parse_bucket(text, back, why));
     CHECK(back == rec);
-    CHECK(pack_holding(back, "na", 66) == &back.packs[0]);
-    CHECK(pack_holding(back, "na", 67) == &back.packs[1]);
-    CHECK(pack_holding(back, "nb", 70) == &back.packs[2]);
-    CHECK(pack_holding(back, "nb", 71) == nullptr);
-    CHECK(pack_holding(back, "nc", 66) == nullptr);
+    CHECK(part_holding(back, "na", 66) == &back.parts[0]);
+    CHECK(part_holding(back, "na", 67) == &back.parts[1]);
+    CHECK(part_holding(back, "nb", 70) == &back.parts[2]);
+    CHECK(part_holding(back, "nb", 71) == nullptr);
+    CHECK(part_holding(back, "nc", 66) == nullptr);
 
     // Each case breaks one rule of a record that is otherwise the one
     // above, and is refused by that rule's words.
@@ -340,6 +340,6 @@ TEST_CASE("a bucket's record reads back as written and refuses any broken rule",
                           "pack nb 1 70 70 00000002\nend\n") != std::string::npos);
     REQUIRE_FALSE(parse_bucket(mixed_text, back, why));
     CHECK(back == mixed);
-    CHECK(pack_holding(back, "nb", 69) == &back.packs[2]);
-    CHECK(back.packs[2].manifest);
+    CHECK(part_holding(back, "nb", 69) == &back.parts[2]);
+    CHECK(back.parts[2].manifest);
 }

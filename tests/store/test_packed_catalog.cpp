@@ -127,9 +127,9 @@ struct packed_store {
         REQUIRE_FALSE(open(tmp / "store", st, why));
         put_own_version(*st, 1);
         record = {"job", 3, 3, 5, 2, {}};
-        record.packs.push_back({"na", 2, 3, 4, put_pack(*st, 3, "na", 3, 4)});
-        record.packs.push_back({"na", 2, 5, 6, put_pack(*st, 3, "na", 5, 6)});
-        record.packs.push_back({"nb", 1, 3, 6, put_pack(*st, 3, "nb", 3, 6)});
+        record.parts.push_back({"na", 2, 3, 4, put_pack(*st, 3, "na", 3, 4)});
+        record.parts.push_back({"na", 2, 5, 6, put_pack(*st, 3, "na", 5, 6)});
+        record.parts.push_back({"nb", 1, 3, 6, put_pack(*st, 3, "nb", 3, 6)});
         put_record();
     }
     void put_record()
@@ -194,11 +194,11 @@ TEST_CASE("versions in packs are found, read and checked as versions in director
     REQUIRE(info.manifests.size() == 1);
     CHECK(info.manifests[0].node == "nb");
     REQUIRE(info.places[0].size() == 1);
-    CHECK(info.places[0][0].part);
+    CHECK(info.places[0][0].in_pack);
     CHECK(info.places[0][0].object == pack_object("job", 3, "nb", 3, 6));
     REQUIRE_FALSE(load_node(st, "job", 1, "na", info, why));
     REQUIRE(info.places[0].size() == 2);
-    CHECK_FALSE(info.places[0][1].part);
+    CHECK_FALSE(info.places[0][1].in_pack);
     CHECK(info.places[0][1].object == data_object("job", 1, "na", 1));
 
     bool yes = false;
@@ -315,7 +315,7 @@ TEST_CASE("a damaged pack or bucket record is refused in words and completes not
         s.record.last = 6;
         s.put_record();
         s.record.last = 4;
-        s.record.packs.erase(s.record.packs.begin() + 1);
+        s.record.parts.erase(s.record.parts.begin() + 1);
         s.put_record();
         REQUIRE_FALSE(complete_versions(st, "job", versions));
         CHECK(versions == std::vector<std::uint64_t>{1, 3, 4, 5, 6});
@@ -388,7 +388,7 @@ TEST_CASE("a bucket completes as far as every node's packs and manifests hold it
     std::string why;
     std::vector<std::uint64_t> versions;
     std::uint64_t complete = 99;
-    auto arrive = [&](const bucket_pack& p, std::uint32_t nodes = 2) {
+    auto arrive = [&](const bucket_part& p, std::uint32_t nodes = 2) {
         return try_complete_bucket(st, "job", 3, p, nodes, complete, why);
     };
     auto complete_now = [&] {
@@ -398,7 +398,7 @@ TEST_CASE("a bucket completes as far as every node's packs and manifests hold it
     using list = std::vector<std::uint64_t>;
 
     // na's first pack: nb has not arrived, nothing is complete.
-    const bucket_pack na34{"na", 2, 3, 4, put_pack(st, 3, "na", 3, 4)};
+    const bucket_part na34{"na", 2, 3, 4, put_pack(st, 3, "na", 3, 4)};
     REQUIRE_FALSE(arrive(na34));
     CHECK(complete == 0);
     CHECK(complete_now().empty());
@@ -409,7 +409,7 @@ TEST_CASE("a bucket completes as far as every node's packs and manifests hold it
     check_reads(st, 3);
     check_reads(st, 4);
     // na's next pack holds 5 only.
-    const bucket_pack na55{"na", 2, 5, 5, put_pack(st, 3, "na", 5, 5)};
+    const bucket_part na55{"na", 2, 5, 5, put_pack(st, 3, "na", 5, 5)};
     REQUIRE_FALSE(arrive(na55));
     CHECK(complete == 5);
     // Version 6 is too large for na's pack: its objects and manifest, in
@@ -423,9 +423,9 @@ TEST_CASE("a bucket completes as far as every node's packs and manifests hold it
     check_reads(st, 6);
     version_info info;
     REQUIRE_FALSE(load_version(st, "job", 6, info, why));
-    CHECK_FALSE(info.places[0][0].part);
+    CHECK_FALSE(info.places[0][0].in_pack);
     CHECK(info.places[0][0].object == data_object("job", 6, "na", 0));
-    CHECK(info.places[1][0].part);
+    CHECK(info.places[1][0].in_pack);
     // Its directory holds na's part and no COMPLETE: still complete for
     // the inventory and the verifier, and not removed alone.
     version_entry e;
@@ -439,9 +439,9 @@ TEST_CASE("a bucket completes as far as every node's packs and manifests hold it
     CHECK(report.versions[0].objects.size() == 3);
     CHECK(remove_version(st, "job", 6) == std::errc::operation_not_supported);
     bool packed = false;
-    REQUIRE_FALSE(in_pack(st, "job", 6, packed));
+    REQUIRE_FALSE(in_bucket(st, "job", 6, packed));
     CHECK(packed);
-    REQUIRE_FALSE(in_pack(st, "job", 7, packed));
+    REQUIRE_FALSE(in_bucket(st, "job", 7, packed));
     CHECK_FALSE(packed);
     // A retried arrival changes nothing; each record is its own object.
     REQUIRE_FALSE(arrive(na55));
@@ -458,7 +458,7 @@ TEST_CASE("a bucket completes as far as every node's packs and manifests hold it
 
     // The same part arriving again with another crc32c: refused in words,
     // nothing completes beyond what was.
-    bucket_pack liar = na55;
+    bucket_part liar = na55;
     liar.crc32c ^= 1;
     CHECK(arrive(liar) == errc::corrupt);
     CHECK_THAT(why, Catch::Contains("arrived twice with different parts"));
@@ -528,12 +528,12 @@ TEST_CASE("retention removes a bucket whole once all its versions are older than
     put_own_version(st, 1);
     put_own_version(st, 2);
     std::uint64_t complete = 0;
-    auto arrive = [&](std::uint64_t bucket, const bucket_pack& p) {
+    auto arrive = [&](std::uint64_t bucket, const bucket_part& p) {
         REQUIRE_FALSE(try_complete_bucket(st, "job", bucket, p, 2, complete, why));
     };
     auto large = [&](std::uint64_t v) {
         manifest m;
-        return bucket_pack{"na", 2, v, v, put_own_part(st, v, "na", m), true};
+        return bucket_part{"na", 2, v, v, put_own_part(st, v, "na", m), true};
     };
     arrive(3, {"na", 2, 3, 3, put_pack(st, 3, "na", 3, 3)});
     arrive(3, large(4));
@@ -548,6 +548,10 @@ TEST_CASE("retention removes a bucket whole once all its versions are older than
     arrive(9, {"na", 2, 9, 9, put_pack(st, 9, "na", 9, 9)});
     arrive(9, {"nb", 1, 9, 9, put_pack(st, 9, "nb", 9, 9)});
     CHECK(complete == 9);
+    // A stray directory in bucket 3's span (nb's part of 5, as a daemon
+    // with packs off would have left it): it goes with the bucket.
+    manifest stray;
+    put_own_part(st, 5, "nb", stray);
     std::vector<std::uint64_t> versions;
     REQUIRE_FALSE(complete_versions(st, "job", versions));
     CHECK(versions == std::vector<std::uint64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9});
@@ -557,11 +561,11 @@ TEST_CASE("retention removes a bucket whole once all its versions are older than
     // newest.
     std::vector<std::uint64_t> doomed;
     std::vector<bucket_span> doomed_buckets;
-    REQUIRE_FALSE(prune_plan(st, "job", 2, doomed, UINT64_MAX, &doomed_buckets));
+    REQUIRE_FALSE(prune_plan(st, "job", 2, UINT64_MAX, doomed, doomed_buckets));
     CHECK(doomed == std::vector<std::uint64_t>{1, 2, 3, 4, 5});
     CHECK(doomed_buckets == std::vector<bucket_span>{{3, 6}});
     // Versions from 4 on are still being committed: bucket 3 stays.
-    REQUIRE_FALSE(prune_plan(st, "job", 2, doomed, 4, &doomed_buckets));
+    REQUIRE_FALSE(prune_plan(st, "job", 2, 4, doomed, doomed_buckets));
     CHECK(doomed == std::vector<std::uint64_t>{1, 2});
     CHECK(doomed_buckets.empty());
 
@@ -608,7 +612,7 @@ TEST_CASE("retention removes versions in their own directories after the newest 
     put_own_part(st, 7, "na", m);
     std::vector<std::uint64_t> doomed;
     std::vector<bucket_span> doomed_buckets;
-    REQUIRE_FALSE(prune_plan(st, "job", 1, doomed, UINT64_MAX, &doomed_buckets));
+    REQUIRE_FALSE(prune_plan(st, "job", 1, UINT64_MAX, doomed, doomed_buckets));
     CHECK(doomed == std::vector<std::uint64_t>{1, 4, 5});
     CHECK(doomed_buckets.empty());
     std::vector<std::uint64_t> removed;
@@ -636,9 +640,9 @@ TEST_CASE("a bucket a crash left half removed, or whose record does not read", "
     CHECK(unfinished == std::vector<bucket_span>{{7, UINT64_MAX}});
     REQUIRE(unreadable.size() == 1);
     CHECK_THAT(unreadable[0], Catch::Contains(bucket_complete_object("job", 3, 5)));
-    bool records_gone = true;
+    bool records_gone = false;
     REQUIRE_FALSE(remove_bucket(st, "job", unfinished[0], records_gone));
-    CHECK_FALSE(records_gone);
+    CHECK(records_gone);  // none was there: nothing of it is complete
     CHECK_FALSE(std::filesystem::exists(s.path(bucket_dir("job", 7))));
     // What a crash after the packs leaves: an empty directory, removed.
     REQUIRE(std::filesystem::create_directories(s.path(bucket_dir("job", 8))));

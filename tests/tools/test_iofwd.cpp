@@ -307,9 +307,9 @@ TEST_CASE("a version in a pack: ls, verify, cat and restore read it; rm refuses 
     CHECK(run_iofwd(c, {"rm", "itest", "4"}).code == 0);
     auto rm = run_iofwd(c, {"rm", "itest", "3"});
     CHECK(rm.code == 3);
-    CHECK(rm.err == "iofwd rm: not removing version 3 of job itest: it is in a pack "
-                    "(itest/packs) with other versions, and this iofwd removes none of a pack's "
-                    "versions\n");
+    CHECK(rm.err == "iofwd rm: not removing version 3 of job itest: a bucket of small "
+                    "versions (itest/packs) holds it with others, and goes only whole (iofwd keep "
+                    "removes old buckets)\n");
     CHECK(read_file(c.store() + "/" + pack_name).size() == pack.size());
     // Refused before anything goes: version 1, in its own directory, stays.
     auto rm_both = run_iofwd(c, {"rm", "itest", "1", "3"});
@@ -352,6 +352,15 @@ TEST_CASE("a version in a pack: ls, verify, cat and restore read it; rm refuses 
     CHECK(gc.out.find("gc: 0 versions and 0 leftovers removed, and 1 bucket of packs\n") !=
           std::string::npos);
     CHECK(names_in(c.store() + "/itest/packs") == std::vector<std::string>{"b00000002"});
+    // A bucket whose record does not read is left alone, named, exit 1.
+    std::filesystem::resize_file(
+        c.store() + "/" + iofwd::store::bucket_complete_object("itest", 2, 3), 20);
+    auto gc_bad = run_iofwd(c, {"gc", "itest", "--json"});
+    CHECK(gc_bad.code == 1);
+    CHECK(py(c, gc_bad.out, "d['jobs'][0]['removed_buckets'], "
+                            "[u.split(':')[0] for u in d['jobs'][0]['unreadable_buckets']]") ==
+          "[] ['itest/packs/b00000002/COMPLETE.v00000003']\n");
+    CHECK(std::filesystem::exists(c.store() + "/" + pack_name));
 }
 
 TEST_CASE("rm, keep and gc remove exactly what they say", "[tools][clean]")
@@ -399,7 +408,7 @@ TEST_CASE("rm, keep and gc remove exactly what they say", "[tools][clean]")
     CHECK(again.code == 0);
     CHECK(py(c, again.out, "d['jobs'], d['runtime_files']") ==
           "[{'job': 'itest', 'refused': None, 'removed_buckets': [], 'removed_leftovers': [], "
-          "'removed_versions': []}] []\n");
+          "'removed_versions': [], 'unreadable_buckets': []}] []\n");
     std::string out;
     CHECK(c.verify(1, 1, out) == 0);
 

@@ -61,14 +61,14 @@ void remove_versions(store::backend& st, const std::string& job,
     // Versions in packs refused before anything is removed.
     for (const auto v : versions) {
         bool packed = false;
-        if (auto ec = store::in_pack(st, job, v, packed))
+        if (auto ec = store::in_bucket(st, job, v, packed))
             throw failure(damaged, fmt::format("cannot tell whether version {} of job {} is in a "
                                                "pack: {}",
                                                v, job, store::failure(st, job, ec)));
         if (packed)
-            throw failure(refused, fmt::format("not removing version {} of job {}: it is in a "
-                                               "pack ({}/{}) with other versions, and this iofwd "
-                                               "removes none of a pack's versions",
+            throw failure(refused, fmt::format("not removing version {} of job {}: a bucket of "
+                                               "small versions ({}/{}) holds it with others, and "
+                                               "goes only whole (iofwd keep removes old buckets)",
                                                v, job, job, store::packs_dir));
     }
     for (const auto v : versions)
@@ -109,8 +109,8 @@ int keep(const clean_args& a)
                                                 k));
     std::vector<std::uint64_t> doomed, complete, removed;
     std::vector<store::bucket_span> buckets;
-    if (auto ec = store::prune_plan(*st, a.job, static_cast<unsigned>(k), doomed, UINT64_MAX,
-                                    &buckets))
+    if (auto ec = store::prune_plan(*st, a.job, static_cast<unsigned>(k), UINT64_MAX, doomed,
+                                    buckets))
         throw failure(damaged, fmt::format("cannot list job {}: {}", a.job, ec.message()));
     store::job_hold hold;
     guard(*st, a.job, doomed, hold);
@@ -171,12 +171,17 @@ int gc(const clean_args& a)
     nlohmann::json out = {{"store", st->location()}, {"jobs", nlohmann::json::array()}};
     for (const auto& job : jobs) {
         std::vector<std::uint64_t> all;
-        if (store::job_versions(*st, job, all))
-            continue;  // not a job
+        if (auto ec = store::job_versions(*st, job, all)) {
+            if (ec == errc::not_found || ec == std::errc::not_a_directory)
+                continue;  // not a job
+            throw failure(damaged, fmt::format("cannot list job {}: {}", job,
+                                               store::failure(*st, job, ec)));
+        }
         nlohmann::json j = {{"job", job},
                             {"removed_versions", nlohmann::json::array()},
                             {"removed_leftovers", nlohmann::json::array()},
                             {"removed_buckets", nlohmann::json::array()},
+                            {"unreadable_buckets", nlohmann::json::array()},
                             {"refused", nullptr}};
         // Leftovers and incomplete versions are exactly what a live daemon
         // may be writing: with one, the job is not touched at all.
@@ -227,14 +232,17 @@ int gc(const clean_args& a)
         }
         for (const auto& why : unreadable)
             fmt::print(stderr, "iofwd gc: job {}: left a bucket whose record does not read "
-                               "(it may hold complete versions; iofwd verify): {}\n",
+                               "(it may hold complete versions): {}\n",
                        job, why);
+        if (!unreadable.empty())
+            status = damaged;
         versions_removed += dead.size();
         leftovers_removed += left.size();
         buckets_removed += buckets.size();
         j["removed_versions"] = dead;
         j["removed_leftovers"] = left;
         j["removed_buckets"] = buckets;
+        j["unreadable_buckets"] = unreadable;
         if (!a.store.json) {
             for (const auto& l : left)
                 fmt::print("job {}: removed leftover {}\n", job, l);

@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "errors.hpp"
 #include "format.hpp"
 #include "store/catalog.hpp"
 #include "store/inventory.hpp"
@@ -48,8 +49,14 @@ int list_store(store::backend& st, const ls_args& a)
                    "LATEST AT");
     for (const auto& job : jobs) {
         std::vector<std::uint64_t> all, complete;
-        if (store::job_versions(st, job, all) || store::complete_versions(st, job, complete))
+        auto ec = store::job_versions(st, job, all);
+        if (!ec)
+            ec = store::complete_versions(st, job, complete);
+        if (ec == errc::not_found || ec == std::errc::not_a_directory)
             continue;  // not a job's directory
+        if (ec)
+            throw failure(damaged, fmt::format("cannot list job {}: {}", job,
+                                               store::failure(st, job, ec)));
         std::int64_t when = 0;
         if (!complete.empty())
             st.modified(store::complete_object(job, complete.back()), when);

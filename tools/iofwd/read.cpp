@@ -42,7 +42,7 @@ struct part {
     // For humans and JSON: the object, and for a part of a pack where in it.
     std::string object() const
     {
-        return at.part ? fmt::format("{} at {}", at.object, at.offset) : at.object;
+        return at.in_pack ? fmt::format("{} at {}", at.object, at.offset) : at.object;
     }
 };
 
