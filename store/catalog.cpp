@@ -171,6 +171,21 @@ std::error_code packed_versions(backend& st, const std::string& job,
     return {};
 }
 
+std::error_code with_packed_versions(backend& st, const std::string& job,
+                                     const std::vector<std::string>& listing,
+                                     std::vector<std::uint64_t>& versions)
+{
+    if (std::find(listing.begin(), listing.end(), packs_dir) != listing.end()) {
+        std::vector<std::uint64_t> packed;
+        if (auto ec = packed_versions(st, job, packed))
+            return ec;
+        versions.insert(versions.end(), packed.begin(), packed.end());
+    }
+    std::sort(versions.begin(), versions.end());
+    versions.erase(std::unique(versions.begin(), versions.end()), versions.end());
+    return {};
+}
+
 std::error_code complete_versions(backend& st, const std::string& job,
                                   std::vector<std::uint64_t>& out)
 {
@@ -178,9 +193,7 @@ std::error_code complete_versions(backend& st, const std::string& job,
     if (auto ec = st.list(job + "/", dirs))
         return ec;
     std::vector<std::uint64_t> found;
-    bool packs = false;
     for (const auto& d : dirs) {
-        packs = packs || d == packs_dir;
         const auto v = parse_version_dir(d);
         if (!v)
             continue;
@@ -188,14 +201,8 @@ std::error_code complete_versions(backend& st, const std::string& job,
         if (!st.size(complete_object(job, *v), size))
             found.push_back(*v);
     }
-    if (packs) {
-        std::vector<std::uint64_t> packed;
-        if (auto ec = packed_versions(st, job, packed))
-            return ec;
-        found.insert(found.end(), packed.begin(), packed.end());
-    }
-    std::sort(found.begin(), found.end());
-    found.erase(std::unique(found.begin(), found.end()), found.end());
+    if (auto ec = with_packed_versions(st, job, dirs, found))
+        return ec;
     out = std::move(found);
     return {};
 }
@@ -870,11 +877,19 @@ std::error_code prune_exactly(backend& st, const std::string& job,
             return std::make_error_code(std::errc::operation_canceled);
         bool records_gone = false;
         auto ec = remove_bucket(st, job, b, records_gone);
-        // Then every directory in its span (a version of a run with packs
-        // off, one never completed): nothing of the bucket holds them now.
+        // Then every directory left in its span (a version of a run with
+        // packs off, one never completed): nothing of the bucket holds them
+        // now. Looked for with one listing, not a removal per version.
+        std::vector<std::string> dirs;
+        if (!ec)
+            if (auto lec = st.list(job + "/", dirs); lec && lec != errc::not_found)
+                ec = lec;
+        for (const auto& d : dirs)
+            if (const auto v = parse_version_dir(d);
+                !ec && v && b.first <= *v && *v < b.end &&
+                std::binary_search(doomed.begin(), doomed.end(), *v))
+                ec = remove_version(st, job, *v);
         const auto first = std::lower_bound(doomed.begin(), doomed.end(), b.first);
-        for (auto it = first; !ec && it != doomed.end() && *it < b.end; ++it)
-            ec = remove_version(st, job, *it);
         if (records_gone)
             for (auto it = first; it != doomed.end() && *it < b.end; ++it)
                 removed.push_back(*it);

@@ -33,6 +33,13 @@ std::error_code highest_packed(backend& st, const std::string& job, std::uint64_
 std::error_code packed_versions(backend& st, const std::string& job,
                                 std::vector<std::uint64_t>& out);
 
+// `versions` (taken from `listing`, the names in the job's directory) with
+// the versions the job's buckets complete added when the listing holds
+// packs/; sorted, each once.
+std::error_code with_packed_versions(backend& st, const std::string& job,
+                                     const std::vector<std::string>& listing,
+                                     std::vector<std::uint64_t>& versions);
+
 // The job's versions that have a COMPLETE record, their own or their
 // bucket's (a bucket whose record does not parse counts none), ascending.
 std::error_code complete_versions(backend& st, const std::string& job,

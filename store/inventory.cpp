@@ -71,14 +71,8 @@ std::error_code job_versions(backend& st, const std::string& job, std::vector<st
     for (const auto& d : dirs)
         if (const auto v = parse_version_dir(d))
             versions.push_back(*v);
-    if (std::find(dirs.begin(), dirs.end(), packs_dir) != dirs.end()) {
-        std::vector<std::uint64_t> packed;
-        if (auto ec = packed_versions(st, job, packed))
-            return ec;
-        versions.insert(versions.end(), packed.begin(), packed.end());
-    }
-    std::sort(versions.begin(), versions.end());
-    versions.erase(std::unique(versions.begin(), versions.end()), versions.end());
+    if (auto ec = with_packed_versions(st, job, dirs, versions))
+        return ec;
     out = std::move(versions);
     return {};
 }
