@@ -4,7 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 
 #include "crc32c.hpp"
@@ -44,8 +47,10 @@ struct transfer::pull_request {
     slot s;
     chunk c;
     // The transfer gave up on this pull (its rank died and UCX never completed
-    // it); if UCX completes it after all, only the slot is returned.
+    // it); if UCX completes it after all, only the slot is returned, unless
+    // return_orphaned_slots() already did (then `self` is empty too).
     bool orphaned = false;
+    bool slot_returned = false;
     bool loop_worker = true;  // done by the loop's worker, not a puller
 };
 
@@ -243,7 +248,10 @@ void transfer::get_done(void* request, ucs_status_t status, void* user_data)
 void transfer::pull_done(pull_request* req, ucs_status_t status)
 {
     if (req->orphaned) {
-        req->self->r_.slots.release(req->s);
+        if (!req->slot_returned) {
+            req->self->r_.slots.release(req->s);
+            std::erase(req->self->orphans_, req);
+        }
         delete req;
         return;
     }
@@ -393,19 +401,69 @@ void transfer::source_gone()
     // up on them so that the version is reported and the daemon can finish.
     grace_ = std::make_unique<boost::asio::steady_timer>(r_.loop, std::chrono::seconds(2));
     grace_->async_wait([self = shared_from_this()](boost::system::error_code ec) {
-        if (ec || self->in_flight_.empty())
-            return;
-        log_warn("rank {} version {}: {} pulls never completed after the rank died; their "
-                 "staging slots stay reserved until UCX returns them",
-                 self->rank_, self->version_, self->in_flight_.size());
-        for (auto* req : self->in_flight_) {
-            req->orphaned = true;
-            --self->pulls_in_flight_;
-            self->pull_ended(req->loop_worker);
-        }
-        self->in_flight_.clear();
-        self->check_done();
+        if (!ec && !self->in_flight_.empty())
+            self->orphan_pulls();
     });
+}
+
+void transfer::orphan_pulls()
+{
+    const bool watched = src_.process && *src_.process;
+    log_warn("rank {} version {}: {} pulls never completed after the rank died; their staging "
+             "slots stay reserved {}",
+             rank_, version_, in_flight_.size(),
+             watched ? "until its process has exited"
+                     : "until UCX returns them (the kernel gave no handle on the rank's process)");
+    for (auto* req : in_flight_) {
+        req->orphaned = true;
+        --pulls_in_flight_;
+        pull_ended(req->loop_worker);
+    }
+    orphans_ = std::move(in_flight_);
+    in_flight_.clear();
+    check_done();
+    if (!watched)
+        return;
+    // A pidfd reads as ready once its process has exited.
+    const int fd = ::fcntl(src_.process->get(), F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) {
+        log_warn("rank {} version {}: cannot watch the rank's process ({}); its {} staging "
+                 "slots stay reserved",
+                 rank_, version_, std::strerror(errno), orphans_.size());
+        return;
+    }
+    exit_watch_ = std::make_unique<boost::asio::posix::stream_descriptor>(r_.loop, fd);
+    exit_watch_->async_wait(
+        boost::asio::posix::stream_descriptor::wait_read,
+        [self = shared_from_this()](boost::system::error_code ec) {
+            if (ec)
+                return;
+            // What the rank sent before it died may still be on its way
+            // through a worker: let them deliver it first.
+            self->r_.driver.kick();
+            self->grace_->expires_after(std::chrono::seconds(2));
+            self->grace_->async_wait([self](boost::system::error_code ec2) {
+                if (!ec2)
+                    self->return_orphaned_slots();
+            });
+        });
+}
+
+void transfer::return_orphaned_slots()
+{
+    if (orphans_.empty())
+        return;
+    log_info("rank {} version {}: {} staging slots returned: the rank's process has exited, "
+             "so the pulls UCX never completed can no longer write there",
+             rank_, version_, orphans_.size());
+    auto keep = shared_from_this();  // the requests' references go below
+    for (auto* req : orphans_) {
+        r_.slots.release(req->s);
+        req->slot_returned = true;
+        req->self.reset();  // UCX may still complete it: then it is only freed
+    }
+    orphans_.clear();
+    exit_watch_.reset();
 }
 
 void transfer::fail(std::error_code ec, std::string why)

@@ -19,11 +19,13 @@
 #include <vector>
 
 #include <utility>  // before Asio (Boost 1.74 needs it)
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <ucp/api/ucp.h>
 
 #include "store/layout.hpp"
+#include "fd.hpp"
 #include "held_bytes.hpp"
 #include "pushed_chunk.hpp"
 #include "staging.hpp"
@@ -60,6 +62,10 @@ public:
         // the worker it names.
         bool push = false;
         std::uint64_t sender = 0;  // the rank's session, as the pullers know it
+        // A pidfd of the rank's process (empty or invalid when the kernel
+        // gave none): once it has exited, a pull UCX never completed can no
+        // longer write into its staging slot, which is then returned.
+        std::shared_ptr<const unique_fd> process;
     };
     // When the first chunk's flush job began (creating the object, writing)
     // and when the commit was back on the loop, on proto::monotonic_ns()'s
@@ -167,6 +173,13 @@ private:
     // A pull ended (back on the loop), whichever worker did it.
     static void pull_done(pull_request* req, ucs_status_t status);
     void drop_pending();
+    // Pulls UCX never completed after the rank went away keep their slots
+    // (UCX could still write there) until the rank's process has exited and
+    // the workers have had a moment to deliver what it sent before: then the
+    // slots go back. Without this, every rank killed mid-pull in get mode
+    // held a slot for the daemon's life, and 16 of them stopped every write.
+    void orphan_pulls();
+    void return_orphaned_slots();
     // A pull began or ended; `loop_worker`: on the loop's own worker, which
     // is then polled instead of slept on (a get of user memory is many
     // active-message fragments, and a wakeup per fragment costs more than
@@ -216,6 +229,8 @@ private:
     std::deque<pushed> pending_;   // pushed chunks waiting for a slot
     std::vector<bool> announced_;  // per chunk: already arrived
     std::unique_ptr<boost::asio::steady_timer> grace_;
+    std::vector<pull_request*> orphans_;  // still UCX's, their slots still held
+    std::unique_ptr<boost::asio::posix::stream_descriptor> exit_watch_;  // on src_.process
     std::vector<std::uint32_t> crcs_;
     std::vector<std::uint64_t> sizes_;
     std::error_code error_;

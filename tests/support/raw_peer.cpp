@@ -18,7 +18,13 @@
 //       prints "forged <n>"; UCX completes a rendezvous the daemon refused
 //       as one it took, so the daemon's log, not this, says which) |
 //       huge-write FILE (a real UCX worker, admitted to push files, opens
-//       FILE and announces a pushed write of 2^62 bytes to it)
+//       FILE and announces a pushed write of 2^62 bytes to it) |
+//       stall-get SECONDS (a real UCX worker, admitted as rank 0 of 1 of job
+//       "stalled" with a registered 1 MiB buffer for the daemon to get, asks
+//       for a write of all of it and never progresses its worker: UCX 1.13
+//       emulates the get with this process's CPU, so it never ends; prints
+//       "accepted", hangs up after 1 s, prints "hung up", lives on for
+//       SECONDS more and exits)
 // Prints "answer <type> <domain> <value> <text>" or "closed" or "timeout".
 #include <poll.h>
 #include <sys/mman.h>
@@ -28,6 +34,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -152,6 +159,46 @@ int forge_push(int fd)
     ::_exit(0);  // requests still in flight die with the process
 }
 
+// See stall-get above.
+int stall_get(int fd, int seconds)
+{
+    using namespace iofwd;
+    ucx::context ctx;
+    ucx::worker worker;
+    ucx::memory memory;
+    std::vector<std::byte> buffer(1 << 20, std::byte{0x5e});
+    proto::connect_msg m;
+    if (ucx::context::create(UCP_FEATURE_RMA | UCP_FEATURE_AM, "raw-peer", ctx) ||
+        ucx::worker::create(ctx, worker) || worker.address(m.worker_address) ||
+        ucx::memory::map(ctx, buffer.data(), buffer.size(), memory) || memory.pack_rkey(m.rkey))
+        return std::printf("setup-failed ucx\n"), 3;
+    m.rank = 0;
+    m.ranks = 1;
+    m.nodes = 1;
+    m.pid = static_cast<std::uint32_t>(::getpid());
+    m.buffer_length = buffer.size();
+    m.buffer_address = reinterpret_cast<std::uint64_t>(buffer.data());
+    m.job = "stalled";
+    const auto hello = proto::encode(m);
+    ::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL);
+    proto::message a;
+    std::vector<unique_fd> fds;
+    if (!read_message(fd, a, fds) || !std::holds_alternative<proto::accept_msg>(a))
+        return std::printf("setup-failed not accepted\n"), 4;
+    std::printf("accepted\n");
+    std::fflush(stdout);
+    const auto write = proto::encode(proto::write_req_msg{1, buffer.size(), {}});
+    ::send(fd, write.data(), write.size(), MSG_NOSIGNAL);
+    ::sleep(1);
+    ::close(fd);
+    std::printf("hung up\n");
+    std::fflush(stdout);
+    ::sleep(static_cast<unsigned>(seconds));
+    std::printf("exiting\n");
+    std::fflush(stdout);
+    ::_exit(0);  // the worker's requests are left to UCX, as a killed rank's are
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
@@ -244,6 +291,8 @@ int main(int argc, char** argv)
             return 8;
     } else if (mode == "forge-push") {
         return forge_push(fd);
+    } else if (mode == "stall-get" && argc == 4) {
+        return stall_get(fd, std::atoi(argv[3]));
     } else if (mode == "huge-write" && argc == 4) {
         ucx::context ctx;
         ucx::worker worker;
