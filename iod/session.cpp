@@ -4,7 +4,6 @@
 // (checkpoint_writes, file_writes, write_path, mailbox_intake).
 #include "session.hpp"
 
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -24,14 +23,7 @@ namespace iofwd::iod {
 session::session(daemon& d, connection::socket_type sock, std::uint64_t id,
                  std::uint64_t push_key, int peer_pid)
     : d_(d), conn_(std::move(sock)), id_(id), push_key_(push_key), peer_pid_(peer_pid),
-      close_timer_(d.loop().get_executor()),
-      // Opened at once: the later a pid is looked up, the likelier it names
-      // another process. Without it (an old kernel, a peer in another pid
-      // namespace), the slot of a pull UCX never returns stays held (see
-      // transfer::orphan_pulls). glibc 2.36 declares pidfd_open without C
-      // linkage for C++, hence the syscall.
-      process_(std::make_shared<const unique_fd>(
-          peer_pid > 0 ? static_cast<int>(::syscall(SYS_pidfd_open, peer_pid, 0)) : -1))
+      close_timer_(d.loop().get_executor())
 {
 }
 
@@ -260,7 +252,8 @@ void session::on_connect(proto::connect_msg& m)
     const auto& hello = *hello_;
 
     // A dead rank is detected by its control socket closing, and its endpoint
-    // is then force-closed, which cancels the pulls still outstanding.
+    // is then force-closed; UCX 1.13 does not cancel every pull still
+    // outstanding then (transfer::source_gone).
     ucs_status_t st = ucx::endpoint::connect(d_.worker().get(), hello.worker_address,
                                              &session::ep_error, this, ep_);
     if (st != UCS_OK) {
@@ -348,7 +341,10 @@ void session::mail_drained()
 
 transfer::source session::source(bool push, ucp_rkey_h rkey, std::uint64_t address) const
 {
-    return transfer::source{ep_.get(), rkey, address, push, push_key_, process_};
+    // The process whose exit frees a pull UCX never completed: the socket's
+    // peer, and only when it is the process the CONNECT says it is.
+    const int pid = hello_ && static_cast<int>(hello_->pid) == peer_pid_ ? peer_pid_ : 0;
+    return transfer::source{ep_.get(), rkey, address, push, push_key_, pid};
 }
 
 std::error_code session::unpack_key(std::span<const std::byte> packed, ucx::rkey& out) const

@@ -173,7 +173,6 @@ private:
     std::error_code durable_error_;
     std::string durable_why_;
     boost::asio::steady_timer close_timer_;
-    std::shared_ptr<const unique_fd> process_;  // a pidfd of the peer (transfer::source)
 };
 
 }  // namespace iofwd::iod

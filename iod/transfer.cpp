@@ -4,7 +4,8 @@
 
 #include <fmt/format.h>
 
-#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -48,7 +49,7 @@ struct transfer::pull_request {
     chunk c;
     // The transfer gave up on this pull (its rank died and UCX never completed
     // it); if UCX completes it after all, only the slot is returned, unless
-    // return_orphaned_slots() already did (then `self` is empty too).
+    // return_orphaned_slots() did already (then `self` is empty too).
     bool orphaned = false;
     bool slot_returned = false;
     bool loop_worker = true;  // done by the loop's worker, not a puller
@@ -248,9 +249,19 @@ void transfer::get_done(void* request, ucs_status_t status, void* user_data)
 void transfer::pull_done(pull_request* req, ucs_status_t status)
 {
     if (req->orphaned) {
-        if (!req->slot_returned) {
-            req->self->r_.slots.release(req->s);
-            std::erase(req->self->orphans_, req);
+        if (req->slot_returned) {
+            // Cannot be, by the reasoning of watch_exit; if UCX proves it
+            // wrong, the slot may have had another rank's bytes by then.
+            if (status == UCS_OK)
+                log_error("a pull given up on (its rank's process had exited) completed after "
+                          "its staging slot was returned: a write that used the slot since "
+                          "may be damaged; please report this");
+        } else {
+            auto& t = *req->self;
+            std::erase(t.orphans_, req);
+            if (t.orphans_.empty())
+                t.exit_watch_.reset();  // nothing left to wait for
+            t.r_.slots.release(req->s);
         }
         delete req;
         return;
@@ -408,12 +419,9 @@ void transfer::source_gone()
 
 void transfer::orphan_pulls()
 {
-    const bool watched = src_.process && *src_.process;
-    log_warn("rank {} version {}: {} pulls never completed after the rank died; their staging "
-             "slots stay reserved {}",
-             rank_, version_, in_flight_.size(),
-             watched ? "until its process has exited"
-                     : "until UCX returns them (the kernel gave no handle on the rank's process)");
+    log_warn("rank {} version {}: {} pulls never completed after the rank went away; their "
+             "staging slots stay reserved while its process (pid {}) lives",
+             rank_, version_, in_flight_.size(), src_.pid);
     for (auto* req : in_flight_) {
         req->orphaned = true;
         --pulls_in_flight_;
@@ -422,35 +430,57 @@ void transfer::orphan_pulls()
     orphans_ = std::move(in_flight_);
     in_flight_.clear();
     check_done();
-    if (!watched)
-        return;
-    // A pidfd reads as ready once its process has exited.
-    const int fd = ::fcntl(src_.process->get(), F_DUPFD_CLOEXEC, 0);
-    if (fd < 0) {
-        log_warn("rank {} version {}: cannot watch the rank's process ({}); its {} staging "
-                 "slots stay reserved",
-                 rank_, version_, std::strerror(errno), orphans_.size());
+    watch_exit();
+}
+
+void transfer::watch_exit()
+{
+    // Opened now, not at accept: a process that has exited cannot get its
+    // pid back, so whatever pidfd_open finds under it, the rank is gone once
+    // that has exited too (ESRCH: gone already). glibc 2.36 declares
+    // pidfd_open without C linkage for C++, hence the syscall.
+    const int fd = src_.pid > 0 ? static_cast<int>(::syscall(SYS_pidfd_open, src_.pid, 0)) : -1;
+    const int err = errno;
+    auto after_exit = [self = shared_from_this()] {
+        // What the rank sent before it exited may still be on its way
+        // through the loop's worker: let it deliver that first (a puller
+        // with an orphaned receive stays busy, so it keeps progressing).
+        self->r_.driver.kick();
+        self->grace_->expires_after(std::chrono::seconds(2));
+        self->grace_->async_wait([self](boost::system::error_code ec) {
+            if (!ec)
+                self->return_orphaned_slots();
+        });
+    };
+    if (fd < 0 && src_.pid > 0 && err == ESRCH) {
+        after_exit();
         return;
     }
-    exit_watch_ = std::make_unique<boost::asio::posix::stream_descriptor>(r_.loop, fd);
-    exit_watch_->async_wait(
-        boost::asio::posix::stream_descriptor::wait_read,
-        [self = shared_from_this()](boost::system::error_code ec) {
-            if (ec)
-                return;
-            // What the rank sent before it died may still be on its way
-            // through a worker: let them deliver it first.
-            self->r_.driver.kick();
-            self->grace_->expires_after(std::chrono::seconds(2));
-            self->grace_->async_wait([self](boost::system::error_code ec2) {
-                if (!ec2)
-                    self->return_orphaned_slots();
-            });
-        });
+    boost::system::error_code ec;
+    if (fd >= 0) {
+        exit_watch_ = std::make_unique<boost::asio::posix::stream_descriptor>(r_.loop);
+        exit_watch_->assign(fd, ec);  // owns fd from here, even on failure
+    }
+    if (fd < 0 || ec) {
+        log_error("rank {} version {}: cannot watch the rank's process (pid {}): {}; its {} "
+                  "staging slots stay reserved for the daemon's life",
+                  rank_, version_, src_.pid,
+                  src_.pid <= 0 ? "its pid is unknown here" : fd < 0 ? std::strerror(err)
+                                                                     : ec.message(),
+                  orphans_.size());
+        exit_watch_.reset();
+        return;
+    }
+    exit_watch_->async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                            [after_exit](boost::system::error_code e) {
+                                if (!e)
+                                    after_exit();
+                            });
 }
 
 void transfer::return_orphaned_slots()
 {
+    exit_watch_.reset();
     if (orphans_.empty())
         return;
     log_info("rank {} version {}: {} staging slots returned: the rank's process has exited, "
@@ -458,12 +488,11 @@ void transfer::return_orphaned_slots()
              rank_, version_, orphans_.size());
     auto keep = shared_from_this();  // the requests' references go below
     for (auto* req : orphans_) {
-        r_.slots.release(req->s);
         req->slot_returned = true;
-        req->self.reset();  // UCX may still complete it: then it is only freed
+        req->self.reset();
+        r_.slots.release(req->s);
     }
     orphans_.clear();
-    exit_watch_.reset();
 }
 
 void transfer::fail(std::error_code ec, std::string why)

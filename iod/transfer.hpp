@@ -25,7 +25,6 @@
 #include <ucp/api/ucp.h>
 
 #include "store/layout.hpp"
-#include "fd.hpp"
 #include "held_bytes.hpp"
 #include "pushed_chunk.hpp"
 #include "staging.hpp"
@@ -62,10 +61,10 @@ public:
         // the worker it names.
         bool push = false;
         std::uint64_t sender = 0;  // the rank's session, as the pullers know it
-        // A pidfd of the rank's process (empty or invalid when the kernel
-        // gave none): once it has exited, a pull UCX never completed can no
-        // longer write into its staging slot, which is then returned.
-        std::shared_ptr<const unique_fd> process;
+        // The rank's process (SO_PEERCRED; 0 when unknown): once it has
+        // exited, a pull UCX never completed can no longer write into its
+        // staging slot, which is then returned.
+        int pid = 0;
     };
     // When the first chunk's flush job began (creating the object, writing)
     // and when the commit was back on the loop, on proto::monotonic_ns()'s
@@ -173,12 +172,16 @@ private:
     // A pull ended (back on the loop), whichever worker did it.
     static void pull_done(pull_request* req, ucs_status_t status);
     void drop_pending();
-    // Pulls UCX never completed after the rank went away keep their slots
-    // (UCX could still write there) until the rank's process has exited and
-    // the workers have had a moment to deliver what it sent before: then the
-    // slots go back. Without this, every rank killed mid-pull in get mode
-    // held a slot for the daemon's life, and 16 of them stopped every write.
+    // Pulls UCX never completed after the rank went away (gets, or pushed
+    // chunks a puller receives) keep their slots, which UCX could still write
+    // into, until the rank's process has exited and the workers have had a
+    // moment to deliver what it sent before: then the slots go back. While
+    // the process lives they stay held; so they do when its exit cannot be
+    // watched (no pid, no pidfd), as they all did before.
     void orphan_pulls();
+    // Waits for src_.pid to exit (a pidfd reads ready then), then returns
+    // the slots after a grace.
+    void watch_exit();
     void return_orphaned_slots();
     // A pull began or ended; `loop_worker`: on the loop's own worker, which
     // is then polled instead of slept on (a get of user memory is many

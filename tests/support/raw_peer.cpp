@@ -23,8 +23,8 @@
 //       "stalled" with a registered 1 MiB buffer for the daemon to get, asks
 //       for a write of all of it and never progresses its worker: UCX 1.13
 //       emulates the get with this process's CPU, so it never ends; prints
-//       "accepted", hangs up after 1 s, prints "hung up", lives on for
-//       SECONDS more and exits)
+//       "accepted", hangs up after 1 s, prints "hung up", lives on until
+//       killed or for SECONDS, then exits)
 // Prints "answer <type> <domain> <value> <text>" or "closed" or "timeout".
 #include <poll.h>
 #include <sys/mman.h>
