@@ -41,7 +41,7 @@ namespace iofwd::iod {
 
 daemon::daemon(asio::io_context& loop, options opts)
     : loop_(loop), opts_(std::move(opts)), signals_(loop, SIGTERM, SIGINT), idle_timer_(loop),
-      progress_timer_(loop)
+      progress_timer_(loop), accept_retry_(loop)
 {
 }
 
@@ -267,12 +267,28 @@ void daemon::accept_next()
 {
     acceptor_->async_accept([this](boost::system::error_code ec,
                                    asio::local::stream_protocol::socket sock) {
-        if (ec) {
-            if (ec != asio::error::operation_aborted)
-                log_error("accept failed: {}", ec.message());
-            if (!stopped_ && ec != asio::error::operation_aborted)
-                accept_next();
+        if (ec == asio::error::operation_aborted)
             return;
+        if (ec) {
+            // Out of descriptors or memory (or anything else accept() may
+            // say): the peer waits in the backlog, and is taken once some
+            // are free. Said on the first failure and then every 10 s.
+            if (accept_failures_++ % 100 == 0)
+                log_error("cannot accept a connection: {} ({} times in a row; retrying every "
+                          "100 ms; each of the {} open connections holds descriptors)",
+                          ec.message(), accept_failures_, sessions_.size());
+            if (stopped_)
+                return;
+            accept_retry_.expires_after(std::chrono::milliseconds(100));
+            accept_retry_.async_wait([this](boost::system::error_code tec) {
+                if (!tec && !stopped_)
+                    accept_next();
+            });
+            return;
+        }
+        if (accept_failures_ > 0) {
+            log_info("accepting connections again after {} failures", accept_failures_);
+            accept_failures_ = 0;
         }
         // Tells the peer why in an ERROR and hangs up.
         auto refuse = [&sock](std::error_code why_ec, const std::string& why) {
@@ -538,6 +554,7 @@ void daemon::stop()
         acceptor_->close(ignored);
     idle_timer_.cancel();
     progress_timer_.cancel();
+    accept_retry_.cancel();
     signals_.cancel(ignored);
     driver_.stop();
     log_info("exit status {}", exit_status());

@@ -140,6 +140,11 @@ private:
     boost::asio::signal_set signals_;
     boost::asio::steady_timer idle_timer_;
     boost::asio::steady_timer progress_timer_;
+    // accept() failed for want of a resource (descriptors, memory): the
+    // connection stays queued, so accepting again at once would spin and
+    // fill the log; it is retried after a pause instead.
+    boost::asio::steady_timer accept_retry_;
+    std::uint64_t accept_failures_ = 0;  // in a row, said once per pause
     bool progress_armed_ = false;
     bool idle_armed_ = false;
     // A rank's connection came: its CONNECT, or one that ended without being

@@ -1,5 +1,6 @@
 // iod: the iofwd per-node daemon. See `iod --help` and README.md.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -43,6 +44,13 @@ int main(int argc, char** argv)
     case parse_result::run: break;
     }
     ::signal(SIGPIPE, SIG_IGN);
+    // Every connection holds descriptors (its socket, its mailbox's, UCX's):
+    // a node's 128 ranks and their shim files can outgrow a soft limit of
+    // 1024. The hard limit is what the site allows.
+    if (rlimit nofile{}; ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+        nofile.rlim_cur = nofile.rlim_max;
+        ::setrlimit(RLIMIT_NOFILE, &nofile);
+    }
     const int ready_fd = opts.ready_fd;
     if (level lv{}; parse_level(opts.log_level, lv))
         log_level(lv);

@@ -4,9 +4,15 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -265,5 +271,50 @@ TEST_CASE("a slot a stalled pull held goes back once its process has exited, and
     CHECK(count(c.log(), "please report this") == 0);
     std::string out;
     CHECK(c.verify(2, 1, out, "afterstall") == 0);
+    CHECK(d.running());
+}
+
+TEST_CASE("a daemon out of descriptors keeps its connections queued, says so once, and serves "
+          "them when some are free",
+          "[bounded][fd-limit]")
+{
+    // A hard limit the daemon cannot raise, a little above what it opens
+    // to start (about 45 descriptors here).
+    cluster c;
+    ::mkdir(c.runtime_dir().c_str(), 0700);
+    auto d = c.run({"/usr/bin/prlimit", "--nofile=72:72", build_path("IOFWD_TEST_IOD"), "--log",
+                    c.runtime_dir() + "/s.log"});
+    REQUIRE(wait_until([&] { return count(c.log(), "ready:") > 0 || !d.running(); }, scaled(20s)));
+    REQUIRE(d.running());
+    // Connections that say nothing: each holds a descriptor of the daemon.
+    std::vector<int> held;
+    for (int i = 0; i < 60; ++i) {
+        const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        std::strncpy(addr.sun_path, c.socket().c_str(), sizeof addr.sun_path - 1);
+        REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+        held.push_back(fd);
+    }
+    REQUIRE(wait_until([&] { return count(c.log(), "cannot accept a connection: Too many open files") > 0; },
+                       scaled(20s)));
+    // Before: accept() failed again at once, forever, a line each time.
+    std::this_thread::sleep_for(3s);
+    INFO(c.log());
+    CHECK(count(c.log(), "cannot accept a connection") == 1);
+    CHECK(d.running());
+    for (const int fd : held)
+        ::close(fd);
+    REQUIRE(wait_until([&] { return count(c.log(), "accepting connections again after") == 1; },
+                       scaled(20s)));
+    // And a real rank is served.
+    const std::map<std::string, std::string> job = {{"IOFWD_JOB", "afterlimit"}};
+    auto r0 = c.rank(0, 1, {"--size", "1048576", "--versions", "2"}, job);
+    const auto s0 = r0.wait(scaled(60s));
+    INFO(r0.output());
+    REQUIRE(s0.has_value());
+    CHECK(exit_code(*s0) == 0);
+    std::string out;
+    CHECK(c.verify(2, 1, out, "afterlimit") == 0);
     CHECK(d.running());
 }
