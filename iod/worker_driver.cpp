@@ -10,6 +10,11 @@ namespace iofwd::iod {
 
 namespace asio = boost::asio;
 
+namespace {
+constexpr auto stuck_after = std::chrono::milliseconds(10);
+constexpr auto poll_interval = std::chrono::milliseconds(1);
+}  // namespace
+
 std::error_code worker_driver::start(std::string& why)
 {
     int fd = -1;
@@ -18,8 +23,7 @@ std::error_code worker_driver::start(std::string& why)
         return ec;
     }
     efd_.emplace(loop_, fd);
-    pump();
-    wait_events();
+    pump();  // and waits on the fd
     return {};
 }
 
@@ -35,33 +39,92 @@ void worker_driver::stop()
     boost::system::error_code ignored;
     if (efd_)
         efd_->cancel(ignored);
+    if (poll_timer_)
+        poll_timer_->cancel();
+}
+
+bool worker_driver::progressing(unsigned did)
+{
+    const auto now = std::chrono::steady_clock::now();
+    if (did > 0) {
+        last_progress_ = now;
+        stuck_ = false;
+        return true;
+    }
+    if (!stuck_ && now - last_progress_ > stuck_after) {
+        stuck_ = true;
+        if (!said_stuck_) {
+            said_stuck_ = true;
+            log_info("a UCX worker reports work it does not progress (a peer that died "
+                     "mid-transfer?): polled every {} ms while that lasts, not spun",
+                     poll_interval.count());
+        }
+    }
+    return !stuck_;
+}
+
+template <typename Fn>
+void worker_driver::poll_later(Fn fn)
+{
+    if (poll_pending_)
+        return;
+    if (!poll_timer_)
+        poll_timer_.emplace(loop_);
+    poll_pending_ = true;
+    poll_timer_->expires_after(poll_interval);
+    poll_timer_->async_wait([this, fn](boost::system::error_code ec) {
+        poll_pending_ = false;
+        if (ec || stopped_)
+            return;
+        (this->*fn)();
+        resume_waiting();
+    });
 }
 
 void worker_driver::pump()
 {
     // Bounded: a transport that keeps reporting events (a peer dying mid-
     // transfer) must not keep the loop from everything else it serves.
-    for (int round = 0; round < 64; ++round) {
-        worker_.drain();
+    unsigned did = 0;
+    const int rounds = stuck_ ? 1 : 64;  // polled: one look is enough
+    for (int round = 0; round < rounds; ++round) {
+        did += worker_.drain();
         const ucs_status_t st = worker_.arm();
-        if (st == UCS_OK)
-            return;
         if (st != UCS_ERR_BUSY) {
-            log_error("ucp_worker_arm failed: {}", ucs_status_string(st));
+            // Armed: nothing outstanding that UCX knows of (or an error,
+            // after which the fd is all there is to wait on).
+            if (st != UCS_OK)
+                log_error("ucp_worker_arm failed: {}", ucs_status_string(st));
+            last_progress_ = std::chrono::steady_clock::now();
+            stuck_ = false;
+            resume_waiting();
             return;
         }
     }
-    kick();
+    if (progressing(did)) {
+        kick();
+        resume_waiting();
+    } else {
+        poll_later(&worker_driver::pump);
+    }
+}
+
+void worker_driver::resume_waiting()
+{
+    // Stuck, the worker is not armed and its fd stays readable: the poll
+    // takes over until it is armed again.
+    if (!waiting_ && !stuck_ && !stopped_ && efd_)
+        wait_events();
 }
 
 void worker_driver::wait_events()
 {
+    waiting_ = true;
     efd_->async_wait(asio::posix::stream_descriptor::wait_read,
                      [this](boost::system::error_code ec) {
-                         if (ec || stopped_)
-                             return;
-                         pump();
-                         wait_events();
+                         waiting_ = false;
+                         if (!ec && !stopped_)
+                             pump();  // and waits again unless stuck
                      });
 }
 
@@ -99,7 +162,10 @@ void worker_driver::spin()
             pump();  // re-arm before sleeping on the event fd again
         return;
     }
-    worker_.drain(64);
+    if (!progressing(worker_.drain(64))) {
+        poll_later(&worker_driver::spin);
+        return;
+    }
     // Re-posting lets sockets and other completions run in between.
     asio::post(loop_, [this] { spin(); });
 }

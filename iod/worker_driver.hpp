@@ -4,6 +4,7 @@
 // operations are (a cross-process read is many small events, and a wakeup
 // per event costs more than the copy). The daemon's loop drives its worker
 // with one, and each puller its own worker on its own thread.
+#include <chrono>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -11,6 +12,7 @@
 #include <utility>  // before Asio (Boost 1.74 needs it)
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "ucx.hpp"
 
@@ -36,9 +38,21 @@ public:
     void busy_end();
 
 private:
+    // Progresses until UCX is armed (then waits on the event fd), for a
+    // bounded number of rounds (then comes back), or finds it stuck.
     void pump();
     void wait_events();
+    void resume_waiting();
     void spin();
+    // `did` events were progressed: false once UCX has reported work for
+    // stuck_after without doing any (sends pending for good to a peer that
+    // died mid-transfer, a receive from it that never ends): then the driver
+    // polls every poll_interval instead of spinning a core for the rest of
+    // its life. Any progress makes it spin again.
+    bool progressing(unsigned did);
+    // Runs fn (pump or spin) after poll_interval, once.
+    template <typename Fn>
+    void poll_later(Fn fn);
 
     boost::asio::io_context& loop_;
     ucx::worker& worker_;
@@ -47,6 +61,12 @@ private:
     bool kick_pending_ = false;
     bool spinning_ = false;
     bool stopped_ = false;
+    std::chrono::steady_clock::time_point last_progress_ = std::chrono::steady_clock::now();
+    bool stuck_ = false;
+    bool said_stuck_ = false;  // once per driver: it may come and go
+    std::optional<boost::asio::steady_timer> poll_timer_;
+    bool poll_pending_ = false;
+    bool waiting_ = false;  // on the event fd
 };
 
 }  // namespace iofwd::iod

@@ -11,6 +11,10 @@
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -317,4 +321,60 @@ TEST_CASE("a daemon out of descriptors keeps its connections queued, says so onc
     std::string out;
     CHECK(c.verify(2, 1, out, "afterlimit") == 0);
     CHECK(d.running());
+}
+
+namespace {
+// User and system CPU time of process `pid` so far, in clock ticks.
+long cpu_ticks(pid_t pid)
+{
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::istringstream fields(text.substr(text.rfind(')') + 2));
+    std::string f;
+    long utime = 0, stime = 0;
+    for (int i = 3; fields >> f; ++i) {  // field 3 is the state
+        if (i == 14)
+            utime = std::stol(f);
+        if (i == 15) {
+            stime = std::stol(f);
+            break;
+        }
+    }
+    return utime + stime;
+}
+}  // namespace
+
+TEST_CASE("a rank killed mid-push leaves the daemon idle, not spinning", "[bounded][idle-after-kill]")
+{
+    // Pushed chunks are read by the pullers; when the rank dies in the
+    // middle, UCX 1.13 keeps reporting work for it that it never does.
+    // Before: each puller then spun a core for the rest of the daemon's life.
+    cluster c;
+    auto d = c.daemon({}, {{"IOFWD_STAGING_SIZE", "4M"}, {"IOFWD_CHUNK_SIZE", "1M"}});
+    const std::map<std::string, std::string> push = {{"IOFWD_PULL", "push"}};
+    for (std::size_t k = 1; k <= 3; ++k) {
+        auto r = c.rank(0, 1, {"--size", std::to_string(1 << 30), "--versions", "3"}, push);
+        REQUIRE(wait_until([&] { return has_line(r, "writing 1"); }, scaled(60s)));
+        std::this_thread::sleep_for(100ms);
+        r.signal(SIGKILL);
+        REQUIRE(r.wait(scaled(10s)).has_value());
+        INFO(c.log());
+        REQUIRE(wait_until([&] { return count(c.log(), "the partial version is discarded") == k; },
+                           scaled(20s)));
+    }
+    std::this_thread::sleep_for(2s);
+    const long before = cpu_ticks(d.pid());
+    std::this_thread::sleep_for(3s);
+    const long used = cpu_ticks(d.pid()) - before;
+    INFO("daemon CPU in 3 s: " << used << " ticks of " << ::sysconf(_SC_CLK_TCK) << " per s\n"
+                               << c.log());
+    CHECK(used < ::sysconf(_SC_CLK_TCK) * 3 / 2);  // under half a core
+    // And it still serves.
+    auto r = c.rank(0, 1, {"--size", "1048576", "--versions", "2"},
+                    {{"IOFWD_PULL", "push"}, {"IOFWD_JOB", "afterkill"}});
+    const auto s = r.wait(scaled(60s));
+    REQUIRE(s.has_value());
+    CHECK(exit_code(*s) == 0);
+    std::string out;
+    CHECK(c.verify(2, 1, out, "afterkill") == 0);
 }
