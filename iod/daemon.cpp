@@ -267,21 +267,25 @@ void daemon::accept_next()
 {
     acceptor_->async_accept([this](boost::system::error_code ec,
                                    asio::local::stream_protocol::socket sock) {
-        if (ec == asio::error::operation_aborted)
-            return;
+        if (ec == asio::error::operation_aborted || stopped_ || !acceptor_->is_open())
+            return;  // closed: shutting down
         if (ec) {
             // Out of descriptors or memory (or anything else accept() may
-            // say): the peer waits in the backlog, and is taken once some
-            // are free. Said on the first failure and then every 10 s.
+            // say): the peer waits in the backlog and is taken once the
+            // daemon has what it needs. Said on the first failure, then on
+            // every 100th (10 s).
+            const bool descriptors =
+                ec == asio::error::no_descriptors || ec.value() == ENFILE;
             if (accept_failures_++ % 100 == 0)
-                log_error("cannot accept a connection: {} ({} times in a row; retrying every "
-                          "100 ms; each of the {} open connections holds descriptors)",
-                          ec.message(), accept_failures_, sessions_.size());
-            if (stopped_)
-                return;
+                log_error("cannot accept a connection: {} (failure {} in a row; retrying every "
+                          "100 ms){}",
+                          ec.message(), accept_failures_,
+                          descriptors ? fmt::format("; the {} open connections hold descriptors",
+                                                    sessions_.size())
+                                      : std::string());
             accept_retry_.expires_after(std::chrono::milliseconds(100));
             accept_retry_.async_wait([this](boost::system::error_code tec) {
-                if (!tec && !stopped_)
+                if (!tec && !stopped_ && !shutting_down_)
                     accept_next();
             });
             return;
@@ -328,7 +332,7 @@ void daemon::accept_next()
                 s->start();
             }
         }
-        if (!stopped_)
+        if (!stopped_ && !shutting_down_)
             accept_next();
     });
 }
@@ -535,6 +539,7 @@ void daemon::on_signal(int signo)
     boost::system::error_code ignored;
     if (acceptor_)
         acceptor_->close(ignored);
+    accept_retry_.cancel();
     signals_.async_wait([this](boost::system::error_code ec, int s) {
         if (!ec)
             on_signal(s);

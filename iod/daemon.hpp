@@ -144,7 +144,7 @@ private:
     // connection stays queued, so accepting again at once would spin and
     // fill the log; it is retried after a pause instead.
     boost::asio::steady_timer accept_retry_;
-    std::uint64_t accept_failures_ = 0;  // in a row, said once per pause
+    std::uint64_t accept_failures_ = 0;  // in a row (logged on the 1st, 101st...)
     bool progress_armed_ = false;
     bool idle_armed_ = false;
     // A rank's connection came: its CONNECT, or one that ended without being

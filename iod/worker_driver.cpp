@@ -45,38 +45,44 @@ void worker_driver::stop()
 
 bool worker_driver::progressing(unsigned did)
 {
-    const auto now = std::chrono::steady_clock::now();
     if (did > 0) {
-        last_progress_ = now;
+        quiet_since_.reset();
         stuck_ = false;
         return true;
     }
-    if (!stuck_ && now - last_progress_ > stuck_after) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!quiet_since_)
+        quiet_since_ = now;  // idle time before this does not count
+    if (!stuck_ && now - *quiet_since_ > stuck_after) {
         stuck_ = true;
         if (!said_stuck_) {
             said_stuck_ = true;
             log_info("a UCX worker reports work it does not progress (a peer that died "
-                     "mid-transfer?): polled every {} ms while that lasts, not spun",
+                     "mid-transfer?): polled every {} ms while that lasts, not spun (said "
+                     "once per worker)",
                      poll_interval.count());
         }
     }
     return !stuck_;
 }
 
-template <typename Fn>
-void worker_driver::poll_later(Fn fn)
+void worker_driver::poll_later()
 {
     if (poll_pending_)
-        return;
+        return;  // the poll pending does what this one would
     if (!poll_timer_)
         poll_timer_.emplace(loop_);
     poll_pending_ = true;
     poll_timer_->expires_after(poll_interval);
-    poll_timer_->async_wait([this, fn](boost::system::error_code ec) {
+    poll_timer_->async_wait([this](boost::system::error_code ec) {
         poll_pending_ = false;
         if (ec || stopped_)
             return;
-        (this->*fn)();
+        // A spin parked here goes on (it pumps once nothing is busy).
+        if (spinning_)
+            spin();
+        else
+            pump();
         resume_waiting();
     });
 }
@@ -91,11 +97,12 @@ void worker_driver::pump()
         did += worker_.drain();
         const ucs_status_t st = worker_.arm();
         if (st != UCS_ERR_BUSY) {
-            // Armed: nothing outstanding that UCX knows of (or an error,
-            // after which the fd is all there is to wait on).
+            // Armed: no event pending (operations may still be, which is
+            // what spin() is for); or an error, after which the fd is all
+            // there is to wait on.
             if (st != UCS_OK)
                 log_error("ucp_worker_arm failed: {}", ucs_status_string(st));
-            last_progress_ = std::chrono::steady_clock::now();
+            quiet_since_.reset();
             stuck_ = false;
             resume_waiting();
             return;
@@ -105,14 +112,14 @@ void worker_driver::pump()
         kick();
         resume_waiting();
     } else {
-        poll_later(&worker_driver::pump);
+        poll_later();
     }
 }
 
 void worker_driver::resume_waiting()
 {
-    // Stuck, the worker is not armed and its fd stays readable: the poll
-    // takes over until it is armed again.
+    // Stuck, the worker is not armed and its fd would stay readable: the
+    // poll takes over until it is armed again or progresses.
     if (!waiting_ && !stuck_ && !stopped_ && efd_)
         wait_events();
 }
@@ -163,7 +170,7 @@ void worker_driver::spin()
         return;
     }
     if (!progressing(worker_.drain(64))) {
-        poll_later(&worker_driver::spin);
+        poll_later();
         return;
     }
     // Re-posting lets sockets and other completions run in between.

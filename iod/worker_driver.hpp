@@ -2,8 +2,10 @@
 // Drives one UCX worker from an Asio event loop: asleep on the worker's event
 // fd while nothing is outstanding, progressing it without sleeping while
 // operations are (a cross-process read is many small events, and a wakeup
-// per event costs more than the copy). The daemon's loop drives its worker
-// with one, and each puller its own worker on its own thread.
+// per event costs more than the copy), and polling it every millisecond
+// while UCX reports work it does not do (a peer that died mid-transfer). The
+// daemon's loop drives its worker with one, and each puller its own worker on
+// its own thread.
 #include <chrono>
 #include <optional>
 #include <string>
@@ -44,15 +46,16 @@ private:
     void wait_events();
     void resume_waiting();
     void spin();
-    // `did` events were progressed: false once UCX has reported work for
-    // stuck_after without doing any (sends pending for good to a peer that
-    // died mid-transfer, a receive from it that never ends): then the driver
-    // polls every poll_interval instead of spinning a core for the rest of
-    // its life. Any progress makes it spin again.
+    // `did` events were progressed: false once rounds have found work
+    // reported and none done for stuck_after in a row (sends pending for
+    // good to a peer that died mid-transfer, a receive from it that never
+    // ends): then the driver polls every poll_interval instead of spinning a
+    // core for the rest of its life. The first progress, or the worker
+    // armed, ends that.
     bool progressing(unsigned did);
-    // Runs fn (pump or spin) after poll_interval, once.
-    template <typename Fn>
-    void poll_later(Fn fn);
+    // After poll_interval, spin() if a spin is parked, else pump(); one
+    // poll at a time serves both.
+    void poll_later();
 
     boost::asio::io_context& loop_;
     ucx::worker& worker_;
@@ -61,7 +64,8 @@ private:
     bool kick_pending_ = false;
     bool spinning_ = false;
     bool stopped_ = false;
-    std::chrono::steady_clock::time_point last_progress_ = std::chrono::steady_clock::now();
+    // Since when rounds have found nothing to do though UCX was not armed.
+    std::optional<std::chrono::steady_clock::time_point> quiet_since_;
     bool stuck_ = false;
     bool said_stuck_ = false;  // once per driver: it may come and go
     std::optional<boost::asio::steady_timer> poll_timer_;
