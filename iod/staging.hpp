@@ -75,6 +75,11 @@ public:
     // the requests waiting for a slot: for iofwd status.
     std::uint64_t used() const noexcept { return slot_size_ * (slots_ - free_.size()); }
     std::size_t waiting() const noexcept { return waiters_.size(); }
+    // Bytes of slots held by pulls UCX never completed, their ranks gone
+    // (transfer::orphan_pulls): counted in used() too.
+    std::uint64_t stalled() const noexcept { return stalled_; }
+    void stalled_add(std::uint64_t bytes) noexcept { stalled_ += bytes; }
+    void stalled_sub(std::uint64_t bytes) noexcept { stalled_ -= std::min(stalled_, bytes); }
 
 private:
     mapping map_;
@@ -82,6 +87,7 @@ private:
     std::uint64_t mapped_ = 0;
     std::uint64_t slot_size_ = 0;
     std::uint32_t slots_ = 0;
+    std::uint64_t stalled_ = 0;
     // A whole slot, now or later, for a piece class (internal waiters too).
     void acquire_slot(waiter w);
     void release_slot(std::uint32_t index);

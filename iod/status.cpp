@@ -53,6 +53,7 @@ proto::status_reply_msg daemon::status() const
     r.staging_total = staging_.total();
     r.chunk_bytes = staging_.slot_size();
     r.slot_waiters = static_cast<std::uint32_t>(staging_.waiting());
+    r.staging_stalled = std::min(staging_.stalled(), r.staging_used);
     const auto& pool = flushes_->pool();
     r.flush_threads = pool.threads();
     r.flush_running = std::min(pool.running(), r.flush_threads);

@@ -261,6 +261,7 @@ void transfer::pull_done(pull_request* req, ucs_status_t status)
             std::erase(t.orphans_, req);
             if (t.orphans_.empty())
                 t.exit_watch_.reset();  // nothing left to wait for
+            t.r_.slots.stalled_sub(req->s.size);
             t.r_.slots.release(req->s);
         }
         delete req;
@@ -426,6 +427,7 @@ void transfer::orphan_pulls()
         req->orphaned = true;
         --pulls_in_flight_;
         pull_ended(req->loop_worker);
+        r_.slots.stalled_add(req->s.size);
     }
     orphans_ = std::move(in_flight_);
     in_flight_.clear();
@@ -490,6 +492,7 @@ void transfer::return_orphaned_slots()
     for (auto* req : orphans_) {
         req->slot_returned = true;
         req->self.reset();
+        r_.slots.stalled_sub(req->s.size);
         r_.slots.release(req->s);
     }
     orphans_.clear();

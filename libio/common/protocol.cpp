@@ -185,6 +185,7 @@ constexpr auto fields_of()
                           num("staging_total", &M::staging_total),
                           num("chunk_bytes", &M::chunk_bytes),
                           num("slot_waiters", &M::slot_waiters),
+                          num("staging_stalled", &M::staging_stalled),
                           num("flush_threads", &M::flush_threads),
                           num("flush_running", &M::flush_running),
                           num("flush_queued", &M::flush_queued),
@@ -441,6 +442,9 @@ void check(reader& r, const status_reply_msg& m)
         r.fail(fmt::format("{} nodes is more than the limit of {}", m.nodes, max_nodes));
     else if (m.staging_used > m.staging_total)
         r.fail(fmt::format("{} bytes of staging used of {}", m.staging_used, m.staging_total));
+    else if (m.staging_stalled > m.staging_used)
+        r.fail(fmt::format("{} bytes of staging stalled of {} used", m.staging_stalled,
+                           m.staging_used));
     else if (m.flush_running > m.flush_threads)
         r.fail(fmt::format("{} flushes running on {} threads", m.flush_running, m.flush_threads));
     else if (m.retention > 2)

@@ -61,7 +61,7 @@
 namespace iofwd::proto {
 
 inline constexpr std::uint32_t magic = 0x57464f49;  // "IOFW" in memory order
-inline constexpr std::uint16_t version = 9;
+inline constexpr std::uint16_t version = 10;
 inline constexpr std::size_t header_size = 16;
 
 enum class msg_type : std::uint16_t {
@@ -423,6 +423,9 @@ struct status_reply_msg {
     std::uint64_t staging_total = 0;
     std::uint64_t chunk_bytes = 0;
     std::uint32_t slot_waiters = 0;   // pulls waiting for a free slot
+    // Of staging_used: held by pulls UCX never completed after their rank
+    // went away, until its process has exited.
+    std::uint64_t staging_stalled = 0;
     // The flush queue: store writes, fsyncs and commits on the flush threads.
     std::uint32_t flush_threads = 0;
     std::uint32_t flush_running = 0;  // <= flush_threads

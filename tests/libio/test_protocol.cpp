@@ -399,6 +399,8 @@ TEST_CASE("STATUS carries nothing; STATUS_REPLY's impossible values are rejected
         {[](auto& r) { r.died = 1; }, "1 ranks connected, 1 finished and 1 died of 2"},
         {[](auto& r) { r.nodes = max_nodes + 1; }, "100001 nodes is more than the limit"},
         {[](auto& r) { r.staging_used = r.staging_total + 1; }, "bytes of staging used of"},
+        {[](auto& r) { r.staging_stalled = r.staging_used + 1; },
+         "33554433 bytes of staging stalled of 33554432 used"},
         {[](auto& r) { r.flush_running = 3; }, "3 flushes running on 2 threads"},
         {[](auto& r) { r.retention = 3; }, "unknown retention state 3"},
         {[](auto& r) { r.connections = 1; }, "2 ranks listed of 1 connections"},
@@ -601,7 +603,7 @@ TEST_CASE("the size limit of each message is its fields' limits added up", "[pro
     // a version u32 + 6 u64).
     CHECK(max_payload(msg_type::status_reply) ==
           4 + 3 * (4 + max_name) + (4 + max_text) + 2 * 8 + 2 * (4 + max_name) + 5 * 4 + 4 * 8 +
-              3 * 8 + 4 + 6 * 4 + 8 + (4 + max_text) + 2 * 4 +
+              3 * 8 + 4 + 8 + 6 * 4 + 8 + (4 + max_text) + 2 * 4 +
               (4 + max_status_ranks * (4 * 4 + 2 * 8)) +
               (4 + max_status_transfers * ((4 + max_status_object) + 4 + 5 * 8)) +
               (4 + max_status_recent * (4 + 6 * 8)));

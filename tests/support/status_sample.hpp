@@ -28,6 +28,7 @@ inline iofwd::proto::status_reply_msg sample_status_reply()
     r.durable = 1;
     r.durable_bytes = 5ull << 30;
     r.staging_used = 32ull << 20;
+    r.staging_stalled = 16ull << 20;
     r.staging_total = 256ull << 20;
     r.chunk_bytes = 16ull << 20;
     r.flush_threads = 2;

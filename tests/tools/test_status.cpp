@@ -127,7 +127,7 @@ TEST_CASE("status: a daemon mid-job, its ranks, and a version flushing with byte
     // Its first chunk's slot went back when its MiB was written; the second
     // chunk is being written, the last two wait for the one thread.
     CHECK(py(c, doc, "d['daemons'][0]['daemon']['staging']") ==
-          "{'chunk': 1048576, 'total': 268435456, 'used': 3145728, 'waiting': 0}\n");
+          "{'chunk': 1048576, 'stalled': 0, 'total': 268435456, 'used': 3145728, 'waiting': 0}\n");
     CHECK(py(c, doc, "d['daemons'][0]['daemon']['flush']") ==
           "{'catalog_pending': 0, 'held': 0, 'queued': 2, 'retention': 'idle', 'running': 1, "
           "'threads': 1}\n");
@@ -168,6 +168,35 @@ TEST_CASE("status: a daemon mid-job, its ranks, and a version flushing with byte
     auto after = run_iofwd(c, {"status"});
     CHECK(after.code == 0);
     CHECK(after.out == nobody_here(c));
+}
+
+TEST_CASE("status: staging held by a read UCX never ended, until its rank's process exits",
+          "[tools][status]")
+{
+    // One staging slot; a peer that asks the daemon to get 1 MiB from it,
+    // never progresses UCX and hangs up (bounded stalled-pull has the rest).
+    cluster c;
+    auto d = c.daemon({}, {{"IOFWD_STAGING_SIZE", "1M"}, {"IOFWD_CHUNK_SIZE", "1M"}});
+    auto peer = c.run({build_path("IOFWD_TEST_RAW_PEER"), c.socket(), "stall-get", "600"});
+    REQUIRE(wait_until([&] { return count(c.log(), "pulls never completed") == 1; }, 30s));
+    auto j = run_iofwd(c, {"status", "--json"});
+    CHECK(j.code == 0);
+    CHECK(py(c, j.out, "d['daemons'][0]['daemon']['staging']") ==
+          "{'chunk': 1048576, 'stalled': 1048576, 'total': 1048576, 'used': 1048576, "
+          "'waiting': 0}\n");
+    auto s = run_iofwd(c, {"status"});
+    CHECK(s.code == 0);
+    CHECK(s.out.find("  staging    1 MiB used of 1 MiB (1 MiB chunks), 1 MiB held by reads UCX "
+                     "never ended (back when their ranks' processes exit)\n") !=
+          std::string::npos);
+    INFO(s.out);
+    peer.signal(SIGKILL);
+    REQUIRE(peer.wait(10s).has_value());
+    REQUIRE(wait_until([&] { return count(c.log(), "staging slots returned") == 1; }, 30s));
+    auto after = run_iofwd(c, {"status", "--json"});
+    CHECK(py(c, after.out, "d['daemons'][0]['daemon']['staging']") ==
+          "{'chunk': 1048576, 'stalled': 0, 'total': 1048576, 'used': 0, 'waiting': 0}\n");
+    CHECK(d.running());
 }
 
 TEST_CASE("status: a stopped daemon is reported as not answering, within the bound",

@@ -323,7 +323,8 @@ nlohmann::json reply_json(const proto::status_reply_msg& r)
          {{"used", r.staging_used},
           {"total", r.staging_total},
           {"chunk", r.chunk_bytes},
-          {"waiting", r.slot_waiters}}},
+          {"waiting", r.slot_waiters},
+          {"stalled", r.staging_stalled}}},
         {"flush",
          {{"threads", r.flush_threads},
           {"running", r.flush_running},
@@ -363,10 +364,15 @@ void print_reply(const daemon_entry& e)
                span > 0 ? fmt::format("; {} over the last {}", human_rate(recent_bytes, span),
                                       r.recent.size())
                         : std::string());
-    fmt::print("  staging    {} used of {} ({} chunks){}\n", human_bytes(r.staging_used),
+    fmt::print("  staging    {} used of {} ({} chunks){}{}\n", human_bytes(r.staging_used),
                human_bytes(r.staging_total), human_bytes(r.chunk_bytes),
                r.slot_waiters ? fmt::format(", {} waiting for a slot", r.slot_waiters)
-                              : std::string());
+                              : std::string(),
+               r.staging_stalled
+                   ? fmt::format(", {} held by reads UCX never ended (back when their ranks' "
+                                 "processes exit)",
+                                 human_bytes(r.staging_stalled))
+                   : std::string());
     fmt::print("  flushes    {} of {} threads busy, {} queued, {} held; {} manifest{} to write; "
                "retention {}\n",
                r.flush_running, r.flush_threads, r.flush_queued, r.flush_held, r.catalog_pending,
