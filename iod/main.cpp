@@ -47,7 +47,8 @@ int main(int argc, char** argv)
     // Every connection holds descriptors (its socket, its mailbox's, UCX's):
     // a node's 128 ranks and their shim files can outgrow a soft limit of
     // 1024. The hard limit is what the site allows.
-    if (rlimit nofile{}; ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    if (rlimit nofile{};
+        ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
         nofile.rlim_cur = nofile.rlim_max;
         ::setrlimit(RLIMIT_NOFILE, &nofile);
     }

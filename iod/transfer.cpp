@@ -261,8 +261,7 @@ void transfer::pull_done(pull_request* req, ucs_status_t status)
             std::erase(t.orphans_, req);
             if (t.orphans_.empty())
                 t.exit_watch_.reset();  // nothing left to wait for
-            t.r_.slots.stalled_sub(req->s.size);
-            t.r_.slots.release(req->s);
+            t.give_back_orphaned(req->s);
         }
         delete req;
         return;
@@ -480,6 +479,12 @@ void transfer::watch_exit()
                             });
 }
 
+void transfer::give_back_orphaned(slot s)
+{
+    r_.slots.stalled_sub(s.size);
+    r_.slots.release(s);
+}
+
 void transfer::return_orphaned_slots()
 {
     exit_watch_.reset();
@@ -492,8 +497,7 @@ void transfer::return_orphaned_slots()
     for (auto* req : orphans_) {
         req->slot_returned = true;
         req->self.reset();
-        r_.slots.stalled_sub(req->s.size);
-        r_.slots.release(req->s);
+        give_back_orphaned(req->s);
     }
     orphans_.clear();
 }

@@ -183,6 +183,8 @@ private:
     // the slots after a grace.
     void watch_exit();
     void return_orphaned_slots();
+    // An orphan's slot back to staging, no longer counted as stalled.
+    void give_back_orphaned(slot s);
     // A pull began or ended; `loop_worker`: on the loop's own worker, which
     // is then polled instead of slept on (a get of user memory is many
     // active-message fragments, and a wakeup per fragment costs more than
@@ -233,7 +235,7 @@ private:
     std::vector<bool> announced_;  // per chunk: already arrived
     std::unique_ptr<boost::asio::steady_timer> grace_;
     std::vector<pull_request*> orphans_;  // still UCX's, their slots still held
-    std::unique_ptr<boost::asio::posix::stream_descriptor> exit_watch_;  // on src_.process
+    std::unique_ptr<boost::asio::posix::stream_descriptor> exit_watch_;  // a pidfd of src_.pid
     std::vector<std::uint32_t> crcs_;
     std::vector<std::uint64_t> sizes_;
     std::error_code error_;
