@@ -81,7 +81,10 @@ int main(int argc, char** argv)
         reps = 5;
     double* w = malloc(sizeof(double) * reps);
     double* d = malloc(sizeof(double) * reps);
-    for (char* tok = strtok(sizes, ","); tok; tok = strtok(NULL, ",")) {
+    /* strtok_r: PnetCDF calls strtok itself (parsing its hints), which
+     * would lose our place in the list after the first size. */
+    char* rest = NULL;
+    for (char* tok = strtok_r(sizes, ",", &rest); tok; tok = strtok_r(NULL, ",", &rest)) {
         const long long size = parse_size(tok);
         char* buf = malloc(size);
         memset(buf, rank + 1, size);
