@@ -63,6 +63,7 @@ public:
     ucp_mem_h memh() const noexcept { return mem_.get(); }
     std::uint64_t slot_size() const noexcept { return slot_size_; }
     std::uint64_t total() const noexcept { return slot_size_ * slots_; }
+    std::uint32_t slot_count() const noexcept { return slots_; }
     // The longest write a rank may announce (a registered buffer, a file
     // write): proto::max_chunks_per_write slots.
     std::uint64_t max_write() const noexcept

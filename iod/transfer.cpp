@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -139,6 +140,14 @@ void transfer::request_slot()
 {
     const bool pushed = src_.push && !from_inline_;
     if (error_ || waiting_for_slot_ || (pushed ? pending_.empty() : next_offset_ >= length_))
+        return;
+    // At most half the slots (two at least) in UCX's hands per transfer,
+    // asked for again as each pull ends: UCX can hold them for good
+    // (orphan_pulls), and a rank that hangs up and lives on without
+    // progressing would otherwise take all of staging with one write. A
+    // quarter was measured too: one rank's 256 MiB write then lost a quarter
+    // of its speed, its pullers idle while the loop posted the next get.
+    if (in_flight_.size() >= std::max<std::size_t>(2, r_.slots.slot_count() / 2))
         return;
     waiting_for_slot_ = true;
     // One slot at a time per transfer: the next request queues behind other
@@ -273,6 +282,7 @@ void transfer::pull_done(pull_request* req, ucs_status_t status)
     const chunk c = req->c;
     delete req;
     self->on_pulled(s, c, status);
+    self->request_slot();  // the cap on pulls in flight may have held it back
 }
 
 void transfer::recv_done(void* request, ucs_status_t status, std::size_t, void* user_data)

@@ -276,6 +276,41 @@ TEST_CASE("a slot a stalled pull held goes back once its process has exited, and
     CHECK(d.running());
 }
 
+TEST_CASE("a stalled pull holds half of staging at most, and other ranks are served while "
+          "its process lives",
+          "[bounded][stalled-share]")
+{
+    // Eight slots; a peer asks for a write of eight chunks and never
+    // progresses UCX. Before: all eight pulls went to UCX at once, were
+    // orphaned together, and every later write waited for the peer's exit.
+    cluster c;
+    auto d = c.daemon({}, {{"IOFWD_STAGING_SIZE", "8M"}, {"IOFWD_CHUNK_SIZE", "1M"}});
+    auto peer = c.run({build_path("IOFWD_TEST_RAW_PEER"), c.socket(), "stall-get", "600", "8"});
+    REQUIRE(wait_until([&] { return has_line(peer, "hung up"); }, scaled(20s)));
+    REQUIRE(wait_until([&] { return count(c.log(), "pulls never completed") == 1; }, scaled(20s)));
+    INFO("peer:\n" << peer.output() << "log:\n" << c.log());
+    CHECK(c.log().find("rank 0 version 1: 4 pulls never completed after the rank went away") !=
+          std::string::npos);
+    // A real rank, while the peer lives: served from the other four slots.
+    const std::map<std::string, std::string> job = {{"IOFWD_JOB", "besidestall"}};
+    auto r0 = c.rank(0, 1, {"--size", "3000000", "--versions", "2"}, job);
+    const auto s0 = r0.wait(scaled(60s));
+    INFO("rank 0:\n" << r0.output());
+    REQUIRE(s0.has_value());
+    CHECK(exit_code(*s0) == 0);
+    CHECK(peer.running());
+    CHECK(count(c.log(), "staging slots returned") == 0);
+    std::string out;
+    CHECK(c.verify(2, 1, out, "besidestall") == 0);
+    // Its exit still gives the four slots back.
+    peer.signal(SIGKILL);
+    REQUIRE(peer.wait(scaled(10s)).has_value());
+    REQUIRE(wait_until([&] { return count(c.log(), "staging slots returned") == 1; },
+                       scaled(20s)));
+    CHECK(c.log().find("rank 0 version 1: 4 staging slots returned") != std::string::npos);
+    CHECK(d.running());
+}
+
 TEST_CASE("a daemon out of descriptors keeps its connections queued, says so once, and serves "
           "them when some are free",
           "[bounded][fd-limit]")

@@ -19,8 +19,9 @@
 //       as one it took, so the daemon's log, not this, says which) |
 //       huge-write FILE (a real UCX worker, admitted to push files, opens
 //       FILE and announces a pushed write of 2^62 bytes to it) |
-//       stall-get SECONDS (a real UCX worker, admitted as rank 0 of 1 of job
-//       "stalled" with a registered 1 MiB buffer for the daemon to get, asks
+//       stall-get SECONDS [MIB] (a real UCX worker, admitted as rank 0 of 1
+//       of job "stalled" with a registered buffer of MIB MiB (1) for the
+//       daemon to get, asks
 //       for a write of all of it and never progresses its worker: UCX 1.13
 //       emulates the get with this process's CPU, so it never ends; prints
 //       "accepted", hangs up after 1 s, prints "hung up", lives on until
@@ -160,13 +161,13 @@ int forge_push(int fd)
 }
 
 // See stall-get above.
-int stall_get(int fd, int seconds)
+int stall_get(int fd, int seconds, std::size_t mib)
 {
     using namespace iofwd;
     ucx::context ctx;
     ucx::worker worker;
     ucx::memory memory;
-    std::vector<std::byte> buffer(1 << 20, std::byte{0x5e});
+    std::vector<std::byte> buffer(mib << 20, std::byte{0x5e});
     proto::connect_msg m;
     if (ucx::context::create(UCP_FEATURE_RMA | UCP_FEATURE_AM, "raw-peer", ctx) ||
         ucx::worker::create(ctx, worker) || worker.address(m.worker_address) ||
@@ -204,7 +205,7 @@ int stall_get(int fd, int seconds)
 int main(int argc, char** argv)
 {
     using namespace iofwd;
-    if (argc != 3 && argc != 4)
+    if (argc < 3 || argc > 5)
         return 2;
     const std::string_view mode = argv[2];
     const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
@@ -291,8 +292,11 @@ int main(int argc, char** argv)
             return 8;
     } else if (mode == "forge-push") {
         return forge_push(fd);
-    } else if (mode == "stall-get" && argc == 4) {
-        return stall_get(fd, std::atoi(argv[3]));
+    } else if (mode == "stall-get" && (argc == 4 || argc == 5)) {
+        const int mib = argc == 5 ? std::atoi(argv[4]) : 1;
+        if (mib < 1 || mib > 1024)
+            return 2;
+        return stall_get(fd, std::atoi(argv[3]), static_cast<std::size_t>(mib));
     } else if (mode == "huge-write" && argc == 4) {
         ucx::context ctx;
         ucx::worker worker;
