@@ -286,9 +286,12 @@ TEST_CASE("a stalled pull holds half of staging at most, and other ranks are ser
     cluster c;
     auto d = c.daemon({}, {{"IOFWD_STAGING_SIZE", "8M"}, {"IOFWD_CHUNK_SIZE", "1M"}});
     auto peer = c.run({build_path("IOFWD_TEST_RAW_PEER"), c.socket(), "stall-get", "600", "8"});
-    REQUIRE(wait_until([&] { return has_line(peer, "hung up"); }, scaled(20s)));
-    REQUIRE(wait_until([&] { return count(c.log(), "pulls never completed") == 1; }, scaled(20s)));
+    const bool hung_up = wait_until([&] { return has_line(peer, "hung up"); }, scaled(20s));
+    const bool orphaned =
+        wait_until([&] { return count(c.log(), "pulls never completed") == 1; }, scaled(20s));
     INFO("peer:\n" << peer.output() << "log:\n" << c.log());
+    REQUIRE(hung_up);
+    REQUIRE(orphaned);
     CHECK(c.log().find("rank 0 version 1: 4 pulls never completed after the rank went away") !=
           std::string::npos);
     // A real rank, while the peer lives: served from the other four slots.
@@ -305,8 +308,10 @@ TEST_CASE("a stalled pull holds half of staging at most, and other ranks are ser
     // Its exit still gives the four slots back.
     peer.signal(SIGKILL);
     REQUIRE(peer.wait(scaled(10s)).has_value());
-    REQUIRE(wait_until([&] { return count(c.log(), "staging slots returned") == 1; },
-                       scaled(20s)));
+    const bool returned =
+        wait_until([&] { return count(c.log(), "staging slots returned") == 1; }, scaled(20s));
+    INFO("log, after the kill:\n" << c.log());
+    REQUIRE(returned);
     CHECK(c.log().find("rank 0 version 1: 4 staging slots returned") != std::string::npos);
     CHECK(d.running());
 }

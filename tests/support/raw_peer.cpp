@@ -1,7 +1,7 @@
 // Talks to a daemon socket directly, bypassing libiofwd: sends the bytes it
 // is told to and prints what comes back, for tests of malformed input and of
 // peers the daemon must refuse.
-//   raw_peer SOCKET MODE [FILE]
+//   raw_peer SOCKET MODE [ARG [ARG]]
 // MODE: garbage | bad-version | oversized | truncated | unknown-type |
 //       write-before-connect | hello (a CONNECT with a fake address) |
 //       huge-ranks (a CONNECT claiming 0xffffffff ranks) |
