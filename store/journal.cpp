@@ -20,11 +20,14 @@ namespace {
 constexpr char header_magic[8] = {'I', 'O', 'F', 'W', 'D', 'J', 'N', 'L'};
 // A record's header block: magic, crc32c of what follows it (from offset 8
 // to the end of the names), generation, version, size, rank, the bytes'
-// crc32c, [ranks, nodes,] the names' lengths, the names.
-constexpr std::uint32_t record_magic = 0x324a4f49;  // "IOJ2"
-constexpr std::size_t record_fixed = 52;             // the fields before the names
-// An iofwd before ranks and nodes were kept wrote records without them.
-constexpr std::uint32_t record_magic_1 = 0x524a4f49;  // "IOJR"
+// crc32c, [ranks, nodes, [bucket,]] the names' lengths, the names.
+constexpr std::uint32_t record_magic = 0x334a4f49;  // "IOJ3"
+constexpr std::size_t record_fixed = 60;             // the fields before the names
+// Older iofwds wrote records without the bucket ("IOJ2"), and before that
+// without ranks and nodes ("IOJR").
+constexpr std::uint32_t record_magic_2 = 0x324a4f49;
+constexpr std::size_t record_fixed_2 = 52;
+constexpr std::uint32_t record_magic_1 = 0x524a4f49;
 constexpr std::size_t record_fixed_1 = 44;
 
 using fields::get;
@@ -95,10 +98,12 @@ std::error_code journal::replay(std::vector<record>& out)
             return last_system_error();
         const std::byte* h = head.data();
         const auto magic = get<std::uint32_t>(h);
-        if ((magic != record_magic && magic != record_magic_1) ||
+        if ((magic != record_magic && magic != record_magic_2 && magic != record_magic_1) ||
             get<std::uint64_t>(h + 8) != generation_)
             break;
-        const std::size_t fixed = magic == record_magic ? record_fixed : record_fixed_1;
+        const std::size_t fixed = magic == record_magic     ? record_fixed
+                                  : magic == record_magic_2 ? record_fixed_2
+                                                            : record_fixed_1;
         const auto job_len = get<std::uint16_t>(h + fixed - 4);
         const auto node_len = get<std::uint16_t>(h + fixed - 2);
         if (job_len > max_name || node_len > max_name ||
@@ -113,10 +118,12 @@ std::error_code journal::replay(std::vector<record>& out)
         r.version = get<std::uint64_t>(h + 16);
         r.rank = get<std::uint32_t>(h + 32);
         r.crc32c = get<std::uint32_t>(h + 36);
-        if (magic == record_magic) {
+        if (magic != record_magic_1) {
             r.ranks = get<std::uint32_t>(h + 40);
             r.nodes = get<std::uint32_t>(h + 44);
         }
+        if (magic == record_magic)
+            r.bucket = get<std::uint64_t>(h + 48);
         r.job.assign(reinterpret_cast<const char*>(h + fixed), job_len);
         r.node.assign(reinterpret_cast<const char*>(h + fixed + job_len), node_len);
         r.data.resize(size);
@@ -267,8 +274,9 @@ std::error_code journal::append(const origin& o, std::span<const std::byte> data
     put(h + 36, crc);
     put(h + 40, o.ranks);
     put(h + 44, o.nodes);
-    put(h + 48, static_cast<std::uint16_t>(job.size()));
-    put(h + 50, static_cast<std::uint16_t>(node.size()));
+    put(h + 48, o.bucket);
+    put(h + 56, static_cast<std::uint16_t>(job.size()));
+    put(h + 58, static_cast<std::uint16_t>(node.size()));
     std::memcpy(h + record_fixed, job.data(), job.size());
     std::memcpy(h + record_fixed + job.size(), node.data(), node.size());
     put(h + 4, crc32c(std::span(h + 8, record_fixed - 8 + job.size() + node.size())));

@@ -23,10 +23,11 @@
 //   from 8192, 4 KiB aligned records: a header block (magic, its crc32c,
 //                            generation, version, size, rank, the bytes'
 //                            crc32c, the node's ranks and the job's nodes,
-//                            job and node names) and the bytes, padded to
-//                            4 KiB (records of an iofwd before the ranks
-//                            and nodes were kept, with another magic, are
-//                            read too, with 0 for both)
+//                            the version's bucket of packs, job and node
+//                            names) and the bytes, padded to 4 KiB (records
+//                            of an iofwd before the bucket, or the ranks and
+//                            nodes, were kept, with other magics, are read
+//                            too, with 0 for what they lack)
 // Only records of the current generation that follow one another from 8192,
 // each whole and matching both checksums, count: a torn append (a crash in
 // the middle of one) ends the journal there, and it was never reported
@@ -68,6 +69,9 @@ public:
         std::uint32_t rank = 0;
         std::uint32_t ranks = 0;
         std::uint32_t nodes = 0;
+        // Its version's bucket when the daemon commits the node's small
+        // versions in packs (docs/small-versions.md); 0: as objects.
+        std::uint64_t bucket = 0;
     };
 
     struct record {
@@ -77,6 +81,7 @@ public:
         std::uint32_t rank = 0;
         std::uint32_t ranks = 0;
         std::uint32_t nodes = 0;
+        std::uint64_t bucket = 0;  // origin::bucket (0 in records of an older iofwd too)
         std::uint32_t crc32c = 0;  // of data
         std::vector<std::byte> data;
     };

@@ -55,7 +55,7 @@ std::unique_ptr<journal> ready_journal(const std::string& path, std::uint64_t ca
 std::error_code append(journal& j, std::uint64_t version, std::uint32_t rank,
                        const std::vector<std::byte>& data)
 {
-    return j.append({"job", "node7", version, rank, 8, 2}, data, crc32c(data));
+    return j.append({"job", "node7", version, rank, 8, 2, version + 1000}, data, crc32c(data));
 }
 
 std::vector<journal::record> replay(const std::string& path, std::uint64_t capacity)
@@ -97,6 +97,7 @@ TEST_CASE("journal: replay gives back every appended record exactly", "[journal]
         CHECK(found[i].rank == i);
         CHECK(found[i].ranks == 8);
         CHECK(found[i].nodes == 2);
+        CHECK(found[i].bucket == 10 + i + 1000);
         CHECK(found[i].data == bytes_of(sizes[i], i));
         CHECK(found[i].crc32c == crc32c(bytes_of(sizes[i], i)));
     }
@@ -162,6 +163,47 @@ TEST_CASE("journal: a record of an older iofwd, without ranks and nodes, is read
     CHECK(found[0].rank == 3);
     CHECK(found[0].ranks == 0);
     CHECK(found[0].nodes == 0);
+    CHECK(found[0].data == data);
+}
+
+TEST_CASE("journal: a record of an older iofwd, without the bucket, is read with bucket 0",
+          "[journal]")
+{
+    // The layout before versions were packed: magic "IOJ2", ranks and nodes
+    // at 40 and 44, the names' lengths at 48 and 50, the names from 52.
+    test::temp_dir tmp;
+    const auto path = tmp / "j";
+    const auto data = bytes_of(300, 6);
+    {
+        auto j = ready_journal(path, 1u << 20);
+        std::vector<std::byte> h(journal::block + journal::block);
+        auto put = [&](std::size_t at, auto v) { std::memcpy(h.data() + at, &v, sizeof v); };
+        put(0, std::uint32_t{0x324a4f49});
+        put(8, std::uint64_t{0});
+        put(16, std::uint64_t{9});
+        put(24, std::uint64_t{data.size()});
+        put(32, std::uint32_t{1});
+        put(36, crc32c(data));
+        put(40, std::uint32_t{4});
+        put(44, std::uint32_t{3});
+        put(48, std::uint16_t{3});
+        put(50, std::uint16_t{5});
+        std::memcpy(h.data() + 52, "jobnode7", 8);
+        put(4, crc32c(std::span<const std::byte>(h.data() + 8, 52 - 8 + 8)));
+        std::memcpy(h.data() + journal::block, data.data(), data.size());
+        unique_fd fd = open_file(path);
+        REQUIRE(::pwrite(fd.get(), h.data(), h.size(), journal::header_bytes) ==
+                static_cast<ssize_t>(h.size()));
+    }
+    const auto found = replay(path, 1u << 20);
+    REQUIRE(found.size() == 1);
+    CHECK(found[0].job == "job");
+    CHECK(found[0].node == "node7");
+    CHECK(found[0].version == 9);
+    CHECK(found[0].rank == 1);
+    CHECK(found[0].ranks == 4);
+    CHECK(found[0].nodes == 3);
+    CHECK(found[0].bucket == 0);
     CHECK(found[0].data == data);
 }
 
