@@ -87,7 +87,11 @@ void checkpoint_writes::begin(std::uint64_t cookie, std::uint64_t length, held_b
         r.journal_node = d.opts().node;
         r.journal_ranks = hello.ranks;
         r.journal_nodes = d.job().nodes();
-        r.logged = [this, version](std::uint32_t crc, transfer::flush_span span) {
+        r.journal_bucket = d.job().bucket_of(version);
+        r.logged = [this, version](std::uint32_t crc, transfer::flush_span span,
+                                   transfer::handlers::packed_bytes packed) {
+            if (packed)
+                packed_[version] = std::move(packed);
             versions_.journaled(version, crc, span.start_ns, span.durable_ns);
             send_all(versions_.answer_waits(version, s_.rank()));
         };
@@ -109,8 +113,10 @@ void checkpoint_writes::begin(std::uint64_t cookie, std::uint64_t length, held_b
                                          transfer::flush_span span, bool waiting) {
         daemon& d = s_.owner();
         const auto* known = versions_.find(version);
+        auto packed = packed_.extract(version);
         if (known && known->state == proto::version_state_t::durable) {
-            // Durable in the journal, answered already: now its object.
+            // Durable in the journal, answered already: now its object, or
+            // its place in the node's pack.
             versions_.committed(version);
             if (ec) {
                 const auto said = fmt::format(
@@ -123,12 +129,17 @@ void checkpoint_writes::begin(std::uint64_t cookie, std::uint64_t length, held_b
                 d.job().version_failed(ec);
                 return;
             }
-            log_info("flushed {} ({}, crc32c {:08x}, in the journal first)", object,
-                     human_bytes(entry.size), entry.crc32c);
+            if (packed)
+                log_debug("version {} of rank {} ({}, crc32c {:08x}) durable in the journal, "
+                          "held for the node's pack",
+                          version, s_.rank(), human_bytes(entry.size), entry.crc32c);
+            else
+                log_info("flushed {} ({}, crc32c {:08x}, in the journal first)", object,
+                         human_bytes(entry.size), entry.crc32c);
             const job_summary::write_times times{known->arrived_ns, known->staged_ns,
                                                  span.start_ns, known->durable_ns};
             d.job().rank_durable(s_.hello().job, s_.hello().ranks, version, s_.rank(), entry,
-                                 times, true);
+                                 times, true, packed ? std::move(packed.mapped()) : nullptr);
             return;
         }
         if (ec) {

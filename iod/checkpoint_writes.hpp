@@ -6,6 +6,8 @@
 // all of it. A durable version is reported to the job (job.hpp), which writes
 // the node's manifest once every rank has it.
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -45,6 +47,9 @@ private:
 
     session& s_;
     version_table versions_;
+    // Bytes of versions durable in the journal that go into the node's
+    // pack (transfer::journal_into), from their append to their end.
+    std::map<std::uint64_t, std::shared_ptr<const std::vector<std::byte>>> packed_;
     std::uint64_t next_version_ = 1;
 };
 

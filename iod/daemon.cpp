@@ -536,6 +536,7 @@ void daemon::on_signal(int signo)
     }
     log_info("signal {}: finishing what is in flight, then exiting (send again to abort)", signo);
     shutting_down_ = true;
+    job_->finish_batches();
     boost::system::error_code ignored;
     if (acceptor_)
         acceptor_->close(ignored);

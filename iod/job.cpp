@@ -1,6 +1,7 @@
 #include "job.hpp"
 
 #include <algorithm>
+#include <charconv>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -10,16 +11,100 @@
 #include "format.hpp"
 #include "log.hpp"
 #include "store/catalog.hpp"
+#include "store/pack.hpp"
 #include "store/report.hpp"
 
 namespace iofwd::iod {
+namespace {
+
+// How long a node's batch of small versions waits for the next version
+// before its pack is written (docs/small-versions.md, step 1).
+constexpr auto batch_pause = std::chrono::seconds(1);
+
+// One object of `bytes`, committed: a part restored from the journal, or
+// one of a version that is not packed.
+std::error_code put_object(store::backend& st, const std::string& name,
+                           std::span<const std::byte> bytes)
+{
+    std::unique_ptr<store::object_writer> w;
+    auto ec = st.create(name, bytes.size(), w);
+    if (!ec)
+        ec = w->write_at(bytes, 0);
+    if (!ec)
+        ec = w->commit();
+    return ec;
+}
+
+// Writes node `node`'s pack of `inputs` into `bucket` and gives its line of
+// the bucket's record. A pack of that name there already is taken when it
+// is byte for byte this one (a daemon before wrote it and stopped before
+// its arrival, or before its records were settled); another is refused:
+// its arrival would not match this one's.
+std::error_code write_pack(store::backend& st, const std::string& job, const std::string& node,
+                           std::uint64_t bucket, std::span<const store::pack_input> inputs,
+                           store::bucket_part& part, std::string& why)
+{
+    std::vector<std::byte> bytes;
+    if (auto ec = store::build_pack(job, node, inputs, bytes, why))
+        return ec;
+    std::uint64_t index_offset = 0, index_length = 0;
+    std::uint32_t index_crc = 0;
+    if (auto ec = store::parse_pack_trailer(std::span(bytes).last(store::pack_trailer_size),
+                                            bytes.size(), index_offset, index_length, index_crc,
+                                            why))
+        return ec;
+    const std::uint64_t first = inputs.front().version, last = inputs.back().version;
+    const std::string name = store::pack_object(job, bucket, node, first, last);
+    std::uint64_t size = 0;
+    if (auto ec = st.size(name, size); !ec) {
+        std::vector<std::byte> there(size == bytes.size() ? size : 0);
+        if (size == bytes.size())
+            ec = st.read(name, 0, there);
+        if (ec || there != bytes) {
+            why = fmt::format("{} is there already and is not the pack of these versions{}", name,
+                              ec ? fmt::format(" ({})", store::failure(st, name, ec)) : "");
+            return ec ? ec : make_error_code(errc::corrupt);
+        }
+    } else if (ec == errc::not_found) {
+        if ((ec = put_object(st, name, bytes))) {
+            why = fmt::format("writing pack {} failed: {}", name, store::failure(st, name, ec));
+            return ec;
+        }
+    } else {
+        why = fmt::format("cannot look for {}: {}", name, store::failure(st, name, ec));
+        return ec;
+    }
+    part = {node, inputs.front().ranks, first, last, index_crc, false};
+    return {};
+}
+
+// Node `node`'s pack named `name` in a bucket: its first and last version.
+bool parse_node_pack(const std::string& name, const std::string& node, std::uint64_t& first,
+                     std::uint64_t& last)
+{
+    const std::string prefix = node + ".v";
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0)
+        return false;
+    const char* p = name.data() + prefix.size();
+    const char* end = name.data() + name.size();
+    auto [dash, ec1] = std::from_chars(p, end, first);
+    if (ec1 != std::errc{} || dash == end || *dash != '-')
+        return false;
+    auto [rest, ec2] = std::from_chars(dash + 1, end, last);
+    // Written one way only (layout's pack_object): a name that does not
+    // format back is not one.
+    return ec2 == std::errc{} && rest == end && first >= 1 && first <= last &&
+           fmt::format("{}{:08}-{:08}", prefix, first, last) == name;
+}
+
+}  // namespace
 
 job::job(boost::asio::io_context& loop, const options& opts, store::backend& store,
          const std::string& session, flush_policy& data, std::function<void()> on_change,
          byte_counts puller_bytes)
     : loop_(loop), opts_(opts), store_(store), session_(session), data_(data),
-      on_change_(std::move(on_change)), puller_bytes_(std::move(puller_bytes)),
-      catalog_(loop, 1), retention_(loop, 1)
+      on_change_(std::move(on_change)), batch_timer_(loop),
+      puller_bytes_(std::move(puller_bytes)), catalog_(loop, 1), retention_(loop, 1)
 {
 }
 
@@ -104,7 +189,7 @@ std::error_code job::recover_journal(const std::string& job, std::uint64_t& last
         // No daemon numbers that far; the versions after it must not wrap.
         constexpr std::uint64_t max_version = 1ull << 48;
         unsigned restored = 0;
-        for (const auto& r : records) {
+        for (auto& r : records) {
             if (r.job != job || r.node != opts_.node || r.version == 0 ||
                 r.version >= max_version || r.rank >= proto::max_ranks) {
                 log_warn("node {}'s journal of job '{}' holds a record of job '{}' node {} "
@@ -117,22 +202,23 @@ std::error_code job::recover_journal(const std::string& job, std::uint64_t& last
                 continue;
             // What the version's manifest needs, kept for complete_recovered.
             auto& rv = recovered_[r.version];
-            rv.consistent =
-                rv.entries.empty() || (rv.consistent && rv.ranks == r.ranks && rv.nodes == r.nodes);
+            rv.consistent = rv.entries.empty() || (rv.consistent && rv.ranks == r.ranks &&
+                                                   rv.nodes == r.nodes && rv.bucket == r.bucket);
             rv.ranks = r.ranks;
             rv.nodes = r.nodes;
+            rv.bucket = r.bucket;
             rv.entries[r.rank] = {r.rank, r.data.size(), r.crc32c};
+            if (r.bucket) {
+                // No object of it was written: it goes into a pack, or into
+                // its object when its version is not packed (complete_packed).
+                rv.bytes[r.rank] = std::move(r.data);
+                continue;
+            }
             const auto name = store::data_object(job, r.version, opts_.node, r.rank);
             std::string ignored;
             if (!store::check_object(store_, name, r.data.size(), r.crc32c, ignored))
                 continue;  // committed before the daemon stopped
-            std::unique_ptr<store::object_writer> w;
-            auto ec = store_.create(name, r.data.size(), w);
-            if (!ec)
-                ec = w->write_at(r.data, 0);
-            if (!ec)
-                ec = w->commit();
-            if (ec) {
+            if (auto ec = put_object(store_, name, r.data)) {
                 why = fmt::format("cannot restore {} from node {}'s journal: {}", name,
                                   opts_.node, store::failure(store_, name, ec));
                 return ec;
@@ -174,29 +260,168 @@ std::error_code job::start_journal(const std::string& job, std::shared_ptr<store
     return {};
 }
 
-bool job::complete_recovered(const std::string& job, std::uint64_t first, bool named)
+std::error_code job::complete_recovered(const std::string& job, std::uint64_t first, bool named,
+                                        bool& job_wide, std::string& why)
 {
     unsigned completed = 0;
-    bool job_wide = false;
+    job_wide = false;
     // What may be read back of parts committed straight to their objects,
     // on the loop's thread while a rank waits for its ACCEPT: a few seconds
     // at most on a slow disk, well within IOFWD_LAUNCH_TIMEOUT.
     std::uint64_t budget = std::uint64_t{256} << 20;
-    for (const auto& [version, rv] : std::exchange(recovered_, {})) {
+    std::map<std::uint64_t, std::vector<std::uint64_t>> packed;  // by bucket
+    for (const auto& [version, rv] : recovered_) {
         // A version the run's record numbers anew (a named run that began
         // after this node's daemon died) is not this one's to complete.
         if (version >= first)
             continue;
+        if (rv.bucket && rv.consistent) {
+            packed[rv.bucket].push_back(version);
+            continue;
+        }
         bool complete = false;
         if (complete_from_journal(job, version, rv, named, budget, complete)) {
             ++completed;
             job_wide = job_wide || complete;
         }
     }
+    for (const auto& [bucket, versions] : packed)
+        if (auto ec = complete_packed(job, bucket, versions, named, budget, completed, job_wide,
+                                      why))
+            return ec;
+    recovered_.clear();
     if (completed)
         log_info("node {}'s journal of job '{}': {} version{} completed on the node", opts_.node,
                  job, completed, completed == 1 ? "" : "s");
-    return job_wide;
+    return {};
+}
+
+std::error_code job::complete_packed(const std::string& job, std::uint64_t bucket,
+                                     const std::vector<std::uint64_t>& versions, bool named,
+                                     std::uint64_t& budget, unsigned& completed, bool& job_wide,
+                                     std::string& why)
+{
+    const std::uint32_t nodes = recovered_.at(versions.front()).nodes;
+    if (nodes > 1 && !named) {
+        log_info("versions {}-{} of node {}: not completed from the node's journal: a job of "
+                 "several nodes without a run name (IOFWD_RUN) may have numbered them anew on "
+                 "another node",
+                 versions.front(), versions.back(), opts_.node);
+        return {};
+    }
+    const auto arrive = [&](const store::bucket_part& part) {
+        std::uint64_t complete = 0;
+        std::string reason;
+        if (auto ec = store::try_complete_bucket(store_, job, bucket, part, nodes, complete,
+                                                 reason)) {
+            log_error("versions {}-{} of node {}: the job-wide commit from the node's journal "
+                      "failed: {}; they stay incomplete",
+                      part.first, part.last, opts_.node, reason);
+            return;
+        }
+        completed += static_cast<unsigned>(part.last - part.first + 1);
+        job_wide = job_wide || complete >= part.first;
+        log_warn("versions {}-{} of node {} committed from the node's journal in bucket {}{}",
+                 part.first, part.last, opts_.node, bucket,
+                 complete >= part.first
+                     ? fmt::format(": complete on all {} nodes up to version {}", nodes, complete)
+                     : std::string(", waiting for the job's other nodes"));
+    };
+    // The node's packs the daemon before wrote: their versions arrive with
+    // them again (an arrival made already is not made twice).
+    std::vector<std::string> names;
+    if (auto ec = store_.list(store::bucket_dir(job, bucket) + "/", names);
+        ec && ec != errc::not_found) {
+        why = fmt::format("cannot list {}: {}", store::bucket_dir(job, bucket),
+                          store::failure(store_, job, ec));
+        return ec;
+    }
+    std::set<std::uint64_t> covered;
+    for (const auto& n : names) {
+        std::uint64_t first = 0, last = 0;
+        if (!parse_node_pack(n, opts_.node, first, last))
+            continue;
+        const auto in = std::lower_bound(versions.begin(), versions.end(), first);
+        if (in == versions.end() || *in > last)
+            continue;
+        const auto name = store::pack_object(job, bucket, opts_.node, first, last);
+        std::uint64_t size = 0, offset = 0, length = 0;
+        std::uint32_t crc = 0;
+        std::byte trailer[store::pack_trailer_size] = {};
+        std::string reason;
+        auto ec = store_.size(name, size);
+        if (!ec && size < store::pack_trailer_size)
+            ec = make_error_code(errc::corrupt);
+        if (!ec)
+            ec = store_.read(name, size - store::pack_trailer_size, trailer);
+        if (!ec)
+            ec = store::parse_pack_trailer(trailer, size, offset, length, crc, reason);
+        if (ec) {
+            why = fmt::format("node {}'s pack {} does not read ({}); its versions' records "
+                              "stay in the journal",
+                              opts_.node, name, reason.empty() ? ec.message() : reason);
+            return ec;
+        }
+        arrive({opts_.node, recovered_.at(*in).ranks, first, last, crc, false});
+        for (auto v = in; v != versions.end() && *v <= last; ++v)
+            covered.insert(*v);
+    }
+    // The rest: a pack per run of consecutive versions whose every rank is
+    // in the journal.
+    std::vector<std::uint64_t> run;
+    const auto pack_run = [&]() -> std::error_code {
+        if (run.empty())
+            return {};
+        std::vector<store::pack_input> inputs;
+        for (const auto v : run) {
+            const auto& rv = recovered_.at(v);
+            for (const auto& [rank, bytes] : rv.bytes)
+                inputs.push_back({v, rank, rv.ranks, bytes});
+        }
+        store::bucket_part part;
+        if (auto ec = write_pack(store_, job, opts_.node, bucket, inputs, part, why))
+            return ec;
+        log_warn("wrote {} from the node's journal: the daemon before stopped after reporting "
+                 "versions {}-{} durable and before committing them",
+                 store::pack_object(job, bucket, opts_.node, part.first, part.last), part.first,
+                 part.last);
+        arrive(part);
+        run.clear();
+        return {};
+    };
+    for (const auto v : versions) {
+        if (covered.count(v))
+            continue;
+        const auto& rv = recovered_.at(v);
+        const bool whole = rv.ranks > 0 && rv.ranks <= proto::max_ranks &&
+                           rv.bytes.size() == rv.ranks && rv.bytes.rbegin()->first < rv.ranks;
+        if (whole && (run.empty() || run.back() + 1 == v)) {
+            run.push_back(v);
+            continue;
+        }
+        if (auto ec = pack_run())
+            return ec;
+        if (whole) {
+            run.push_back(v);
+            continue;
+        }
+        // Some rank's part went straight to its object: the journaled parts
+        // get theirs, then the version is committed unpacked.
+        for (const auto& [rank, bytes] : rv.bytes) {
+            const auto name = store::data_object(job, v, opts_.node, rank);
+            if (auto ec = put_object(store_, name, bytes)) {
+                why = fmt::format("cannot restore {} from node {}'s journal: {}", name,
+                                  opts_.node, store::failure(store_, name, ec));
+                return ec;
+            }
+        }
+        bool complete = false;
+        if (complete_from_journal(job, v, rv, named, budget, complete)) {
+            ++completed;
+            job_wide = job_wide || complete;
+        }
+    }
+    return pack_run();
 }
 
 bool job::complete_from_journal(const std::string& job, std::uint64_t version,
@@ -280,7 +505,18 @@ bool job::complete_from_journal(const std::string& job, std::uint64_t version,
     // claim).
     complete = false;
     std::string why;
-    if (auto ec = store::try_complete(store_, m, crc, rv.nodes, complete, why)) {
+    std::error_code cec;
+    if (rv.bucket) {
+        // Packs are on: the bucket is the version's only job-wide commit.
+        std::uint64_t last_complete = 0;
+        cec = store::try_complete_bucket(store_, job, rv.bucket,
+                                         {opts_.node, rv.ranks, version, version, crc, true},
+                                         rv.nodes, last_complete, why);
+        complete = last_complete >= version;
+    } else {
+        cec = store::try_complete(store_, m, crc, rv.nodes, complete, why);
+    }
+    if (auto ec = cec) {
         log_error("version {} of node {}: the job-wide commit from the node's journal failed: "
                   "{}; the version stays incomplete",
                   version, opts_.node, why);
@@ -303,7 +539,7 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
                           ranks_state_[m.rank] == rank_state::absent;
     const bool ranks_gone = std::none_of(ranks_state_.begin(), ranks_state_.end(),
                                          [](rank_state r) { return r == rank_state::connected; });
-    const bool gone = ranks_gone && !others_active && !pending_;
+    const bool gone = ranks_gone && !others_active && !busy();
     if (!name_.empty() && ranks_gone && !gone && !joinable) {
         // The last job's ranks are gone but some of its data is still on its
         // way to the store: the next job comes right after (the rank retries).
@@ -348,8 +584,12 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
         // The versions the journal held, then the journal started over: a
         // claim refused before this point (join_run) keeps the records for
         // the next one.
-        const bool complete_now =
-            !files_only && complete_recovered(m.job, first, !m.run.empty());
+        bool complete_now = false;
+        if (!files_only)
+            if (auto ec = complete_recovered(m.job, first, !m.run.empty(), complete_now, why)) {
+                name_.clear();
+                return ec;
+            }
         if (auto ec = start_journal(m.job, journal, why)) {
             name_.clear();
             return ec;
@@ -366,6 +606,9 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
                  nodes_, nodes_ == 1 ? "" : "s", files_only ? " (files through the MPI shim)" : "");
         ranks_state_.assign(ranks_, rank_state::absent);
         versions_.clear();
+        batches_finishing_ = false;
+        leaving_.clear();
+        closed_up_to_ = 0;
         arrivals_.clear();
         first_version_ = first;
         files_only_ = files_only;
@@ -410,6 +653,8 @@ void job::rank_ended(std::uint32_t rank, bool clean)
 {
     if (rank < ranks_state_.size())
         ranks_state_[rank] = clean ? rank_state::ended : rank_state::died;
+    if (!batch_.empty())
+        rank_leaving(rank);  // the others may all be waiting for their BYE's answer
 }
 
 void job::settle_journaled(const std::shared_ptr<store::journal>& log, std::uint32_t n)
@@ -418,9 +663,18 @@ void job::settle_journaled(const std::shared_ptr<store::journal>& log, std::uint
         log->settled();
 }
 
+std::uint64_t job::bucket_of(std::uint64_t version) const noexcept
+{
+    if (opts_.pack_versions == 0 || !journal_ || version == 0)
+        return 0;
+    const std::uint64_t b = opts_.pack_versions;
+    return std::max((version - 1) / b * b + 1, first_version_);
+}
+
 void job::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_t version,
                        std::uint32_t rank, const store::manifest_entry& entry,
-                       const job_summary::write_times& times, bool journaled)
+                       const job_summary::write_times& times, bool journaled,
+                       packed_bytes packed)
 {
     summary_.durable(rank, version, entry.size, times);
     auto& pv = versions_[version];
@@ -433,8 +687,53 @@ void job::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_
     }
     pv.entries[rank] = entry;
     pv.journaled += journaled ? 1 : 0;
+    if (packed) {
+        pv.bytes.resize(ranks);
+        pv.bytes[rank] = std::move(packed);
+    }
     if (++pv.count < ranks)
         return;
+
+    if (const std::uint64_t bucket = bucket_of(version)) {
+        pending_version done = std::move(pv);
+        versions_.erase(version);
+        const bool whole = done.bytes.size() == ranks &&
+                           std::all_of(done.bytes.begin(), done.bytes.end(),
+                                       [](const packed_bytes& b) { return b != nullptr; });
+        if (!whole) {
+            // The versions batched before it are packed first: a pack holds
+            // consecutive versions only.
+            close_batch();
+            commit_unpacked(job, version, std::move(done), ranks);
+            return;
+        }
+        auto& bv = batch_[version];
+        bv.ranks = ranks;
+        bv.journaled = done.journaled;
+        bv.bytes = std::move(done.bytes);
+        committing_.insert(version);
+        std::uint64_t held = 0;
+        for (const auto& [v, b] : batch_)
+            for (const auto& part : b.bytes)
+                held += store::journal::footprint(part->size());
+        // Closed when it holds the rest of its bucket (versions may become
+        // whole out of order), when it takes half the journal (whose records
+        // it settles), or when no new version comes for a while.
+        const std::uint64_t low = batch_.begin()->first, high = batch_.rbegin()->first;
+        const bool bucket_done = bucket_of(high + 1) != bucket_of(high) &&
+                                 high - low + 1 == batch_.size() &&
+                                 (low == bucket_of(low) || low - 1 <= closed_up_to_);
+        if (batches_finishing_ || bucket_done || held >= opts_.journal_bytes / 2) {
+            close_batch();
+            return;
+        }
+        batch_timer_.expires_after(batch_pause);
+        batch_timer_.async_wait([this](boost::system::error_code ec) {
+            if (!ec)
+                close_batch();
+        });
+        return;
+    }
 
     store::manifest m{job, opts_.node, version, ranks, {}};
     for (const auto& e : pv.entries)
@@ -509,6 +808,141 @@ void job::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_
         });
 }
 
+void job::rank_leaving(std::uint32_t rank)
+{
+    if (batches_finishing_ || !leaving_.insert(rank).second)
+        return;
+    for (std::uint32_t r = 0; r < ranks_state_.size(); ++r)
+        if (!leaving_.count(r) && ranks_state_[r] != rank_state::ended &&
+            ranks_state_[r] != rank_state::died)
+            return;
+    finish_batches();
+}
+
+void job::finish_batches()
+{
+    batches_finishing_ = true;
+    close_batch();
+}
+
+void job::close_batch()
+{
+    batch_timer_.cancel();
+    if (batch_.empty())
+        return;
+    closed_up_to_ = std::max(closed_up_to_, batch_.rbegin()->first);
+    auto b = std::make_shared<const batch>(std::exchange(batch_, {}));
+    // A pack per run of consecutive versions of one bucket (a version that
+    // is not here yet, or was not packed, ends a run).
+    std::vector<std::vector<std::uint64_t>> runs;
+    for (const auto& [v, bv] : *b) {
+        if (runs.empty() || runs.back().back() + 1 != v ||
+            bucket_of(runs.back().back()) != bucket_of(v))
+            runs.emplace_back();
+        runs.back().push_back(v);
+    }
+    for (const auto& run : runs) {
+        const std::uint64_t bucket = bucket_of(run.front());
+        std::uint32_t journaled = 0;
+        for (const auto v : run)
+            journaled += b->at(v).journaled;
+        auto result = std::make_shared<bucket_outcome>();
+        ++pending_;
+        catalog_.submit(
+            [st = &store_, b, run, bucket, job = name_, node = opts_.node, nodes = nodes_,
+             result]() -> std::error_code {
+                std::vector<store::pack_input> inputs;
+                for (const auto v : run) {
+                    const auto& bv = b->at(v);
+                    for (std::uint32_t r = 0; r < bv.ranks; ++r)
+                        inputs.push_back({v, r, bv.ranks, *bv.bytes[r]});
+                }
+                store::bucket_part part;
+                if (auto ec = write_pack(*st, job, node, bucket, inputs, part, result->why))
+                    return ec;
+                return store::try_complete_bucket(*st, job, bucket, part, nodes,
+                                                  result->complete, result->why);
+            },
+            [this, run, bucket, journaled, result, log = journal_](std::error_code ec) {
+                if (!ec)
+                    settle_journaled(log, journaled);
+                bucket_committed(ec, run, bucket, *result);
+            });
+    }
+}
+
+void job::commit_unpacked(const std::string& job, std::uint64_t version, pending_version pv,
+                          std::uint32_t ranks)
+{
+    const std::uint64_t bucket = bucket_of(version);
+    store::manifest m{job, opts_.node, version, ranks, {}};
+    std::vector<std::pair<std::uint32_t, packed_bytes>> parts;  // without an object yet
+    for (std::uint32_t r = 0; r < ranks; ++r) {
+        m.entries.push_back(*pv.entries[r]);
+        if (r < pv.bytes.size() && pv.bytes[r])
+            parts.emplace_back(r, std::move(pv.bytes[r]));
+    }
+    auto text = std::make_shared<const std::string>(store::format_manifest(m));
+    const std::uint32_t crc = crc32c(std::as_bytes(std::span(*text)));
+    auto result = std::make_shared<bucket_outcome>();
+    ++pending_;
+    committing_.insert(version);
+    catalog_.submit(
+        [st = &store_, job, version, bucket, node = opts_.node, nodes = nodes_, ranks,
+         parts = std::move(parts), text, crc, result]() -> std::error_code {
+            for (const auto& [rank, bytes] : parts) {
+                const auto name = store::data_object(job, version, node, rank);
+                if (auto ec = put_object(*st, name, *bytes)) {
+                    result->why = fmt::format("committing {} failed: {}", name,
+                                              store::failure(*st, name, ec));
+                    return ec;
+                }
+            }
+            const auto name = store::manifest_object(job, version, node);
+            if (auto ec = st->put(name, std::as_bytes(std::span(*text)))) {
+                result->why = fmt::format("writing manifest {} failed: {}", name,
+                                          store::failure(*st, name, ec));
+                return ec;
+            }
+            return store::try_complete_bucket(*st, job, bucket,
+                                              {node, ranks, version, version, crc, true}, nodes,
+                                              result->complete, result->why);
+        },
+        [this, version, bucket, journaled = pv.journaled, result,
+         log = journal_](std::error_code ec) {
+            if (!ec)
+                settle_journaled(log, journaled);
+            bucket_committed(ec, {version}, bucket, *result);
+        });
+}
+
+void job::bucket_committed(std::error_code ec, const std::vector<std::uint64_t>& versions,
+                           std::uint64_t bucket, const bucket_outcome& result)
+{
+    for (const auto v : versions)
+        committing_.erase(committing_.find(v));
+    const std::string which =
+        versions.size() == 1 ? fmt::format("version {}", versions.front())
+                             : fmt::format("versions {}-{}", versions.front(), versions.back());
+    if (ec) {
+        // Their records stay in the journal, for the next daemon to claim
+        // the job on the node.
+        log_error("{} of node {}: {}", which, opts_.node, result.why);
+        if (!manifest_error_)
+            manifest_error_ = ec;
+        lost_versions_ += versions.size();
+    } else {
+        log_info("{} of node {} committed in bucket {} ({} ranks)", which, opts_.node, bucket,
+                 ranks_);
+        if (result.complete >= versions.front()) {
+            log_info("versions up to {} of job {} complete on all {} nodes: {}", result.complete,
+                     name_, nodes_, store::bucket_complete_object(name_, bucket, result.complete));
+            prune(name_);
+        }
+    }
+    done_one();
+}
+
 void job::version_failed(std::error_code ec)
 {
     if (ec != errc::peer_gone)
@@ -560,6 +994,7 @@ void job::abandon_partial_versions()
 void job::close()
 {
     abandon_partial_versions();
+    finish_batches();
 }
 
 store::op_counts job::store_ops() const

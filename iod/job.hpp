@@ -6,7 +6,10 @@
 //  - which node-local ranks are connected, said BYE or died;
 //  - once every rank of the node has a version durable, the node's manifest
 //    and, when every node's manifest is there, the job-wide COMPLETE record
-//    (on a catalog thread, one version at a time);
+//    (on a catalog thread, one version at a time); with IOFWD_PACK_VERSIONS,
+//    the node's versions that went through its journal are collected in a
+//    batch and committed as one pack per bucket instead, and every version
+//    completes through its bucket's record (docs/small-versions.md);
 //  - retention of old versions (on a thread of its own, while the data path
 //    is idle), and what could not be made durable (the exit status);
 //  - the job's summary (job_summary.hpp), written into the store once the
@@ -25,6 +28,7 @@
 
 #include <utility>  // before Asio (Boost 1.74 needs it)
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "flusher.hpp"
 #include "job_summary.hpp"
@@ -65,9 +69,24 @@ public:
     // the node's journal is settled once the manifest is durable and the
     // node's arrival made too (until then the record is what lets a restart
     // write that manifest and arrive).
+    // `packed`: a journaled part's bytes, of which no object was written:
+    // they go into the node's pack (bucket_of).
+    using packed_bytes = std::shared_ptr<const std::vector<std::byte>>;
     void rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_t version,
                       std::uint32_t rank, const store::manifest_entry& entry,
-                      const job_summary::write_times& times, bool journaled = false);
+                      const job_summary::write_times& times, bool journaled = false,
+                      packed_bytes packed = nullptr);
+    // The bucket of packs `version` belongs to (docs/small-versions.md): 0
+    // when the node's versions are not packed (IOFWD_PACK_VERSIONS=0, or no
+    // journal). Buckets hold IOFWD_PACK_VERSIONS versions each, k*B+1 ..
+    // (k+1)*B, except that a run's first bucket starts at its first version.
+    std::uint64_t bucket_of(std::uint64_t version) const noexcept;
+    // The node's open batch is committed now, not after a pause: a rank
+    // said BYE, or the daemon is stopping. Later versions close at once too.
+    void finish_batches();
+    // Node-local rank `rank` said BYE and every version it wrote is with
+    // the job: once every rank of the node is (or is gone), finish_batches().
+    void rank_leaving(std::uint32_t rank);
     // A version io_write had already returned for could not be made durable.
     void version_failed(std::error_code ec);
     // Version `version` of some node-local rank arrived at `now`: returns
@@ -79,9 +98,12 @@ public:
 
     // Catalog work a rank's FINISHED waits for: not a retention still
     // waiting for the data path to be idle (the daemon's exit does wait).
-    bool catalog_pending() const noexcept { return pending_ > (prune_job_ ? 1u : 0u); }
+    bool catalog_pending() const noexcept
+    {
+        return pending_ > (prune_job_ ? 1u : 0u) || !batch_.empty();
+    }
     // Any catalog or retention work not done.
-    bool busy() const noexcept { return pending_ > 0; }
+    bool busy() const noexcept { return pending_ > 0 || !batch_.empty(); }
     std::error_code manifest_error() const noexcept { return manifest_error_; }
     // The node-local ranks other than `rank` still connected.
     std::uint32_t unfinished_ranks(std::uint32_t rank) const;
@@ -128,7 +150,34 @@ private:
         // manifest is durable: settled then, or when the version is
         // abandoned (settle_journaled).
         std::uint32_t journaled = 0;
+        // The bytes of parts that have no object (rank_durable's `packed`).
+        std::vector<packed_bytes> bytes;
     };
+    // Versions whose every part of the node is in `bytes`, to be packed:
+    // ascending, each committed with the pack that holds it.
+    struct batched_version {
+        std::uint32_t ranks = 0;
+        std::uint32_t journaled = 0;
+        std::vector<packed_bytes> bytes;
+    };
+    using batch = std::map<std::uint64_t, batched_version>;
+    // Commits the open batch (batch_): a pack per run of consecutive
+    // versions, then the node's arrival at the bucket.
+    void close_batch();
+    // A version of the node that is not packed (some part too large for the
+    // journal) while packs are on: its packed parts' objects, its manifest,
+    // and its arrival at the bucket with it.
+    void commit_unpacked(const std::string& job, std::uint64_t version, pending_version pv,
+                         std::uint32_t ranks);
+    // One catalog job's end for packs or unpacked versions (their records
+    // settled by then when it succeeded): logs, starts retention when
+    // versions completed.
+    struct bucket_outcome {
+        std::uint64_t complete = 0;  // try_complete_bucket's
+        std::string why;
+    };
+    void bucket_committed(std::error_code ec, const std::vector<std::uint64_t>& versions,
+                          std::uint64_t bucket, const bucket_outcome& result);
     // `n` records of the journal `log` are no longer needed.
     static void settle_journaled(const std::shared_ptr<store::journal>& log, std::uint32_t n);
 
@@ -150,8 +199,11 @@ private:
     struct recovered_version {
         std::uint32_t ranks = 0;
         std::uint32_t nodes = 0;
-        bool consistent = true;  // every record said the same ranks and nodes
+        std::uint64_t bucket = 0;  // its records', when they were packed
+        bool consistent = true;  // every record said the same ranks, nodes and bucket
         std::map<std::uint32_t, store::manifest_entry> entries;
+        // A packed version's records' bytes (no object of them was written).
+        std::map<std::uint32_t, std::vector<std::byte>> bytes;
     };
     // After the claim and the run's numbering (versions from `first` on are
     // this run's; `named`: the run has a name and a record): completes each
@@ -161,7 +213,20 @@ private:
     // when the node is the job's last. Best effort: a version it cannot
     // complete stays incomplete, logged, and the job goes on. True when one
     // became complete job-wide (retention then runs).
-    bool complete_recovered(const std::string& job, std::uint64_t first, bool named);
+    // Packed versions are committed in packs again (complete_packed); a
+    // pack that cannot be written refuses the job (errc, `why`): the
+    // journal keeps its records for the next claim.
+    std::error_code complete_recovered(const std::string& job, std::uint64_t first, bool named,
+                                       bool& job_wide, std::string& why);
+    // The packed versions of one bucket found in the journal, ascending:
+    // those a pack of the node holds already arrive with it; the rest are
+    // packed, a pack per run of consecutive versions whose every rank is in
+    // the journal; any other version is committed unpacked
+    // (complete_from_journal).
+    std::error_code complete_packed(const std::string& job, std::uint64_t bucket,
+                                    const std::vector<std::uint64_t>& versions, bool named,
+                                    std::uint64_t& budget, unsigned& completed, bool& job_wide,
+                                    std::string& why);
     // One version of it; `budget`: the bytes of committed parts it may still
     // read back; `complete`: COMPLETE written. False: left incomplete.
     bool complete_from_journal(const std::string& job, std::uint64_t version,
@@ -211,6 +276,11 @@ private:
     std::error_code manifest_error_;
     std::uint64_t lost_versions_ = 0;
     bool files_only_ = false;
+    batch batch_;                       // the node's versions waiting for their pack
+    boost::asio::steady_timer batch_timer_;  // closes batch_ after a pause
+    bool batches_finishing_ = false;    // finish_batches(): no pause any more
+    std::set<std::uint32_t> leaving_;   // ranks that said BYE (rank_leaving)
+    std::uint64_t closed_up_to_ = 0;    // the newest version a closed batch held
     job_summary summary_;
     bool summary_written_ = true;     // nothing to write before the first job
     std::uint64_t lost_before_ = 0;   // lost_versions_ when the job began

@@ -401,7 +401,13 @@ void session::each_transfer(const std::function<void(const transfer&)>& fn) cons
 
 void session::maybe_finish()
 {
-    if (state_ != state::bye || !conn_.open() || active_ > 0 || d_.job().catalog_pending())
+    if (state_ != state::bye || !conn_.open() || active_ > 0)
+        return;
+    // Its versions are all with the job now and it waits for them to
+    // complete: once every rank of the node is this far, the node's batch
+    // is packed at once, not after a pause.
+    d_.job().rank_leaving(rank());
+    if (d_.job().catalog_pending())
         return;
     enter(state::finishing);
     // Release the endpoint while the rank still progresses its worker (it is

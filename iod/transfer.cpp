@@ -120,13 +120,15 @@ struct transfer::journaling {
     std::string job, node;
     std::uint64_t version;
     std::uint32_t rank, ranks, nodes;
+    std::uint64_t bucket;
 };
 
 void transfer::journal_into(std::shared_ptr<store::journal> log, std::string job,
-                            std::string node, std::uint32_t ranks, std::uint32_t nodes)
+                            std::string node, std::uint32_t ranks, std::uint32_t nodes,
+                            std::uint64_t bucket)
 {
     journal_ = std::make_shared<const journaling>(journaling{
-        std::move(log), std::move(job), std::move(node), version_, rank_, ranks, nodes});
+        std::move(log), std::move(job), std::move(node), version_, rank_, ranks, nodes, bucket});
 }
 
 void transfer::start()
@@ -319,15 +321,22 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
     // is written and committed as any other.
     if (commit && h_.logged && journal_) {
         auto crc = std::make_shared<std::uint32_t>(0);
+        // A packed version's bytes leave staging with the append: the pack
+        // is written from this copy (a version here is at most
+        // IOFWD_JOURNAL_MAX, and the journal bounds how many wait).
+        auto packed = journal_->bucket ? std::make_shared<std::vector<std::byte>>() : nullptr;
         r_.flushes.append(
-            [t = target_, jj = journal_, s, c, crc] {
+            [t = target_, jj = journal_, s, c, crc, packed] {
                 t->job_started();
                 *crc = crc32c({s.data, c.size});
-                return jj->log->append(
-                    {jj->job, jj->node, jj->version, jj->rank, jj->ranks, jj->nodes},
-                    {s.data, c.size}, *crc);
+                auto ec = jj->log->append({jj->job, jj->node, jj->version, jj->rank, jj->ranks,
+                                           jj->nodes, jj->bucket},
+                                          {s.data, c.size}, *crc);
+                if (!ec && packed)
+                    packed->assign(s.data, s.data + c.size);
+                return ec;
             },
-            [self = shared_from_this(), s, c, crc](std::error_code ec) {
+            [self = shared_from_this(), s, c, crc, packed](std::error_code ec) {
                 const bool logged = !ec;
                 if (ec && ec != std::errc::no_buffer_space) {
                     const auto& jj = *self->journal_;
@@ -336,8 +345,15 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
                              jj.node, jj.job, ec.message(), jj.version, jj.rank);
                 }
                 if (logged && !self->error_)
-                    self->h_.logged(*crc, flush_span{self->target_->first_job_ns.load(),
-                                                     proto::monotonic_ns()});
+                    self->h_.logged(*crc,
+                                    flush_span{self->target_->first_job_ns.load(),
+                                               proto::monotonic_ns()},
+                                    packed);
+                if (logged && packed) {
+                    // Its pack is the job's to write (job::rank_durable).
+                    self->on_flushed(s, c, *crc, {}, true);
+                    return;
+                }
                 self->flush_chunk(s, c, true, logged ? crc : nullptr);
             });
         return;

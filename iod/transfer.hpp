@@ -78,8 +78,11 @@ public:
         // Every byte is in staging memory: the rank may reuse its buffer.
         std::function<void()> pulled;
         // Durable in the node's journal (journal_into), with this crc32c
-        // and flush span; the object's commit follows (finished).
-        std::function<void(std::uint32_t crc, flush_span span)> logged;
+        // and flush span; the object's commit follows (finished). `packed`:
+        // the bytes, copied out of staging, when the version goes into a
+        // pack (journal_into's bucket) and no object of it is written.
+        using packed_bytes = std::shared_ptr<const std::vector<std::byte>>;
+        std::function<void(std::uint32_t crc, flush_span span, packed_bytes packed)> logged;
         // The end: committed (ec empty, entry and span filled) or abandoned
         // (ec, why).
         std::function<void(std::error_code ec, const std::string& why,
@@ -103,10 +106,12 @@ public:
     // the job's `nodes` the record keeps, for a daemon that completes the
     // version from the journal after a crash), before its object is
     // written; it is then reported to handlers::logged. A journal that takes
-    // no more (full, not yet prepared) leaves the write as any other. Before
-    // start().
+    // no more (full, not yet prepared) leaves the write as any other.
+    // `bucket` (not 0): the node's versions are committed in packs
+    // (job::rank_durable): a logged write's bytes are handed to `logged`
+    // and no object is written. Before start().
     void journal_into(std::shared_ptr<store::journal> log, std::string job, std::string node,
-                      std::uint32_t ranks, std::uint32_t nodes);
+                      std::uint32_t ranks, std::uint32_t nodes, std::uint64_t bucket);
     // Where this transfer's flushes and commit queue among the node's
     // (flusher::submit); by default when it was made. Before start().
     void order_flushes(std::uint64_t order) noexcept { order_ = order; }

@@ -76,7 +76,7 @@ std::shared_ptr<transfer> write_path::start(request r)
     t->serialize_flushes(r.flush_key);
     if (r.journal)
         t->journal_into(std::move(r.journal), std::move(r.journal_job), std::move(r.journal_node),
-                        r.journal_ranks, r.journal_nodes);
+                        r.journal_ranks, r.journal_nodes, r.journal_bucket);
     if (r.created)
         r.created(t);
     t->start();

@@ -58,7 +58,8 @@ public:
         std::shared_ptr<store::journal> journal;
         std::string journal_job, journal_node;
         std::uint32_t journal_ranks = 0, journal_nodes = 0;
-        std::function<void(std::uint32_t crc, transfer::flush_span span)> logged;
+        std::uint64_t journal_bucket = 0;  // transfer::journal_into's bucket
+        decltype(transfer::handlers::logged) logged;
         // The transfer's end; `waiting`: the rank still waits for this write's
         // answer (it was not staged: io_write fails with `ec`).
         std::function<void(std::error_code ec, const std::string& why,

@@ -99,7 +99,12 @@ std::error_code reader::read(const place& at, std::uint64_t version, std::span<s
     std::uint64_t length = st.size;
     std::uint32_t crc = st.crc32c;
     store::bytes_place place{store::data_object(job, version, at.node, at.rank)};
-    if (st.state == proto::version_state_t::unknown) {
+    // A version of this run the daemon packed (IOFWD_PACK_VERSIONS) has no
+    // object of its own: the catalog finds it once its bucket completes it.
+    std::uint64_t own_size = 0;
+    const bool packed = st.state == proto::version_state_t::durable &&
+                        store_->size(place.object, own_size) == errc::not_found;
+    if (st.state == proto::version_state_t::unknown || packed) {
         // Not written in this run: the version must be complete job-wide
         // (in its own directory or in a pack: the catalog says where).
         store::version_info info;

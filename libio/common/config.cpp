@@ -118,6 +118,13 @@ const std::vector<variable> table = {
      "the journal's size on disk, filled with zeros once per job and node (a\n"
      "version that does not fit while the journal is full goes without it)",
      "--journal-size", "BYTES"},
+    {"IOFWD_PACK_VERSIONS", count, "0", 0, 4096, {}, reader::daemon,
+     "(experimental) with a journal, commit a node's versions that went\n"
+     "through it in packs, one object per bucket of N versions instead of\n"
+     "objects, a manifest and a COMPLETE record each; every version of the job\n"
+     "then completes through its bucket's record (docs/small-versions.md;\n"
+     "0: off)",
+     "--pack-versions", "N"},
     {"IOFWD_KEEP", count, "0", 0, 1e9, {}, reader::daemon,
      "keep the newest K complete versions of a job, deleting older ones only\n"
      "after a newer one is complete (0: keep all); small versions kept in\n"
