@@ -211,6 +211,22 @@ void checkpoint_writes::on_read_req(const proto::read_req_msg& m)
         end.crc32c = crc;
         log_info("{}: read of version {} served from staging memory ({})", s_.who(), m.version,
                  human_bytes(t->length()));
+    } else if (const auto held = s_.owner().job().held_part(m.version, s_.rank())) {
+        // Durable in the journal, its pack not committed yet: no object of
+        // it to read, so the bytes come from the daemon's copy.
+        const std::span<const std::byte> bytes(*held);
+        for (std::size_t at = 0; at < bytes.size(); at += proto::max_eager) {
+            const auto piece = bytes.subspan(at, std::min(proto::max_eager, bytes.size() - at));
+            s_.send(proto::read_data_msg{m.cookie, at, {piece.begin(), piece.end()}});
+        }
+        end.state = proto::version_state_t::flushing;
+        end.size = held->size();
+        // The crc32c taken when the bytes went into the journal, so that the
+        // rank checks the copy too.
+        const auto* rec = versions_.find(m.version);
+        end.crc32c = rec ? rec->crc32c : crc32c(bytes);
+        log_info("{}: read of version {} served from the node's batch of packs ({})", s_.who(),
+                 m.version, human_bytes(held->size()));
     }
     s_.send(end);
 }

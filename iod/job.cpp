@@ -17,10 +17,6 @@
 namespace iofwd::iod {
 namespace {
 
-// How long a node's batch of small versions waits for the next version
-// before its pack is written (docs/small-versions.md, step 1).
-constexpr auto batch_pause = std::chrono::seconds(1);
-
 // One object of `bytes`, committed: a part restored from the journal, or
 // one of a version that is not packed.
 std::error_code put_object(store::backend& st, const std::string& name,
@@ -160,6 +156,7 @@ std::error_code job::recover_journal(const std::string& job, std::uint64_t& last
                                      std::shared_ptr<store::journal>& out, std::string& why)
 {
     out.reset();
+    store_journals_ = false;
     recovered_.clear();  // a claim refused before may have left another job's
     unique_fd fd;
     if (auto ec = store_.open_journal(job, opts_.node, fd)) {
@@ -169,6 +166,7 @@ std::error_code job::recover_journal(const std::string& job, std::uint64_t& last
                           store_.describe(), store::failure(store_, job, ec));
         return ec;
     }
+    store_journals_ = true;
     auto j = std::make_shared<store::journal>(std::move(fd), opts_.journal_bytes);
     std::vector<store::journal::record> records;
     if (auto ec = j->replay(records)) {
@@ -665,7 +663,11 @@ void job::settle_journaled(const std::shared_ptr<store::journal>& log, std::uint
 
 std::uint64_t job::bucket_of(std::uint64_t version) const noexcept
 {
-    if (opts_.pack_versions == 0 || !journal_ || version == 0)
+    // A store without journals (Ceph, for now) packs nothing anywhere. On
+    // one with them, a node without its journal (IOFWD_JOURNAL_MAX=0, or
+    // one not filled yet or full) packs nothing, but its versions still
+    // complete through their buckets: the job's other nodes may pack theirs.
+    if (opts_.pack_versions == 0 || version == 0 || files_only_ || !store_journals_)
         return 0;
     const std::uint64_t b = opts_.pack_versions;
     return std::max((version - 1) / b * b + 1, first_version_);
@@ -711,6 +713,7 @@ void job::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_
         bv.ranks = ranks;
         bv.journaled = done.journaled;
         bv.bytes = std::move(done.bytes);
+        held_[version] = bv.bytes;
         committing_.insert(version);
         std::uint64_t held = 0;
         for (const auto& [v, b] : batch_)
@@ -727,7 +730,8 @@ void job::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_
             close_batch();
             return;
         }
-        batch_timer_.expires_after(batch_pause);
+        batch_timer_.expires_after(std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::duration<double>(opts_.pack_wait)));
         batch_timer_.async_wait([this](boost::system::error_code ec) {
             if (!ec)
                 close_batch();
@@ -819,6 +823,12 @@ void job::rank_leaving(std::uint32_t rank)
     finish_batches();
 }
 
+job::packed_bytes job::held_part(std::uint64_t version, std::uint32_t rank) const
+{
+    const auto it = held_.find(version);
+    return it != held_.end() && rank < it->second.size() ? it->second[rank] : nullptr;
+}
+
 void job::finish_batches()
 {
     batches_finishing_ = true;
@@ -880,13 +890,15 @@ void job::commit_unpacked(const std::string& job, std::uint64_t version, pending
     for (std::uint32_t r = 0; r < ranks; ++r) {
         m.entries.push_back(*pv.entries[r]);
         if (r < pv.bytes.size() && pv.bytes[r])
-            parts.emplace_back(r, std::move(pv.bytes[r]));
+            parts.emplace_back(r, pv.bytes[r]);
     }
     auto text = std::make_shared<const std::string>(store::format_manifest(m));
     const std::uint32_t crc = crc32c(std::as_bytes(std::span(*text)));
     auto result = std::make_shared<bucket_outcome>();
     ++pending_;
     committing_.insert(version);
+    if (!parts.empty())
+        held_[version] = pv.bytes;
     catalog_.submit(
         [st = &store_, job, version, bucket, node = opts_.node, nodes = nodes_, ranks,
          parts = std::move(parts), text, crc, result]() -> std::error_code {
@@ -919,8 +931,10 @@ void job::commit_unpacked(const std::string& job, std::uint64_t version, pending
 void job::bucket_committed(std::error_code ec, const std::vector<std::uint64_t>& versions,
                            std::uint64_t bucket, const bucket_outcome& result)
 {
-    for (const auto v : versions)
+    for (const auto v : versions) {
         committing_.erase(committing_.find(v));
+        held_.erase(v);
+    }
     const std::string which =
         versions.size() == 1 ? fmt::format("version {}", versions.front())
                              : fmt::format("versions {}-{}", versions.front(), versions.back());

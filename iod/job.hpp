@@ -77,10 +77,15 @@ public:
                       const job_summary::write_times& times, bool journaled = false,
                       packed_bytes packed = nullptr);
     // The bucket of packs `version` belongs to (docs/small-versions.md): 0
-    // when the node's versions are not packed (IOFWD_PACK_VERSIONS=0, or no
-    // journal). Buckets hold IOFWD_PACK_VERSIONS versions each, k*B+1 ..
-    // (k+1)*B, except that a run's first bucket starts at its first version.
+    // when the job's versions are not packed (IOFWD_PACK_VERSIONS=0, which
+    // every node of a job must share). Buckets hold IOFWD_PACK_VERSIONS
+    // versions each, k*B+1 .. (k+1)*B, except that a run's first bucket
+    // starts at its first version.
     std::uint64_t bucket_of(std::uint64_t version) const noexcept;
+    // Rank `rank`'s bytes of `version` while they have no object and no
+    // committed pack yet (a batch waiting, or being written): READ_REQ
+    // serves them from here. nullptr otherwise.
+    packed_bytes held_part(std::uint64_t version, std::uint32_t rank) const;
     // The node's open batch is committed now, not after a pause: a rank
     // said BYE, or the daemon is stopping. Later versions close at once too.
     void finish_batches();
@@ -281,6 +286,10 @@ private:
     bool batches_finishing_ = false;    // finish_batches(): no pause any more
     std::set<std::uint32_t> leaving_;   // ranks that said BYE (rank_leaving)
     std::uint64_t closed_up_to_ = 0;    // the newest version a closed batch held
+    bool store_journals_ = false;       // the store keeps nodes' journals (recover_journal)
+    // Parts without an object from rank_durable until their pack (or
+    // object) is committed (held_part).
+    std::map<std::uint64_t, std::vector<packed_bytes>> held_;
     job_summary summary_;
     bool summary_written_ = true;     // nothing to write before the first job
     std::uint64_t lost_before_ = 0;   // lost_versions_ when the job began

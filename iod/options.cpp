@@ -97,6 +97,9 @@ const std::vector<option_def>& table()
         setting("IOFWD_JOURNAL_MAX", into_bytes(&options::journal_max)),
         setting("IOFWD_JOURNAL_SIZE", into_bytes(&options::journal_bytes)),
         setting("IOFWD_PACK_VERSIONS", into_count(&options::pack_versions)),
+        setting("IOFWD_PACK_WAIT", [](options& o, std::string_view v) {
+            return config::parse_seconds(v, o.pack_wait);
+        }),
         setting("IOFWD_KEEP", into_count(&options::keep)),
         {"--auto-exit", nullptr, {},
          "exit once every expected rank has said BYE and all data is durable\n"

@@ -104,6 +104,14 @@ std::error_code reader::read(const place& at, std::uint64_t version, std::span<s
     std::uint64_t own_size = 0;
     const bool packed = st.state == proto::version_state_t::durable &&
                         store_->size(place.object, own_size) == errc::not_found;
+    if (packed && st.size <= out.size()) {
+        // The daemon still has it while its pack is not committed.
+        bool served = false;
+        if (auto ec = read_staged(version, out, served, size))
+            return ec;
+        if (served)
+            return {};
+    }
     if (st.state == proto::version_state_t::unknown || packed) {
         // Not written in this run: the version must be complete job-wide
         // (in its own directory or in a pack: the catalog says where).

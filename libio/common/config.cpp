@@ -125,6 +125,12 @@ const std::vector<variable> table = {
      "then completes through its bucket's record (docs/small-versions.md;\n"
      "0: off)",
      "--pack-versions", "N"},
+    {"IOFWD_PACK_WAIT", seconds, "0.02", 0, 60, {}, reader::daemon,
+     "with IOFWD_PACK_VERSIONS, how long the node's batch of versions waits\n"
+     "for the next version before its pack is written: a version completes\n"
+     "job-wide (io_latest finds it) at most this much later; longer batches\n"
+     "more versions per pack",
+     "--pack-wait", "SECONDS"},
     {"IOFWD_KEEP", count, "0", 0, 1e9, {}, reader::daemon,
      "keep the newest K complete versions of a job, deleting older ones only\n"
      "after a newer one is complete (0: keep all); small versions kept in\n"

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <algorithm>
 #include <thread>
 
@@ -101,9 +102,10 @@ void fill_journal(cluster& c, unsigned ranks,
 // the next version, by default) and every later one hangs for 30 s (an
 // object's bytes), ready before any rank looks for it (the first run's
 // "ready:" is in the log already).
-process stalling_daemon(cluster& c, unsigned passing = 1)
+process stalling_daemon(cluster& c, unsigned passing = 1,
+                        const std::map<std::string, std::string>& env = small_journal)
 {
-    auto extra = small_journal;
+    auto extra = env;
     extra["IOFWD_FAULT"] = "pwrite:DELAY30:" + std::to_string(passing);
     auto d = c.daemon({}, extra);
     REQUIRE(wait_until([&] { return count(c.log(), "ready:") == 2 || !d.running(); }, 20s));
@@ -360,12 +362,14 @@ TEST_CASE("small versions are committed in packs, one per bucket, and read back 
     fill_journal(c, 2);
     std::vector<process> rs;
     for (unsigned r = 0; r < 2; ++r)
-        rs.push_back(c.rank(r, 2, {"--size", "5000", "--versions", "6"}, packing()));
+        rs.push_back(
+            c.rank(r, 2, {"--size", "5000", "--versions", "6", "--read-back"}, packing()));
     for (auto& r : rs) {
         const auto s = r.wait(60s);
         INFO("rank:\n" << r.output() << "log:\n" << c.log());
         REQUIRE(s.has_value());
         REQUIRE(exit_code(*s) == 0);
+        CHECK(has_line(r, "readback 0 5000 1"));
     }
     INFO("log:\n" << c.log());
     const std::string packs = c.store() + "/itest/packs";
@@ -392,18 +396,93 @@ TEST_CASE("small versions are committed in packs, one per bucket, and read back 
     CHECK(has_line(next, "read 0 5000"));
 }
 
-TEST_CASE("a packed version durable in the journal is packed by the next daemon after a crash",
-          "[failure][packs-crash]")
+TEST_CASE("a version waiting for its pack is read back from the daemon's copy", "[packs-read]")
 {
-    // Version 2 is answered durable from the journal; its pack's bytes are
-    // held by a slow store (every write after the journal's record hangs)
-    // when the daemon and the rank are killed. The next daemon to claim the
-    // job writes the pack from the journal, byte for byte, and completes
-    // the bucket; its rank finds version 2 the newest.
+    // The batch waits 30 s for more versions: versions 2 and 3, durable in
+    // the journal, have no object and no pack when the rank reads version 3
+    // back; the daemon serves its copy, checked against the crc32c of the
+    // journal's record. The rank's BYE then packs the batch at once.
     cluster c;
     fill_journal(c, 1);
+    auto env = packing();
+    env["IOFWD_PACK_WAIT"] = "30";
+    auto r = c.rank(0, 1, {"--size", "5000", "--versions", "2", "--wait", "--read-back"}, env);
+    const auto s = r.wait(60s);
+    INFO("rank:\n" << r.output() << "log:\n" << c.log());
+    REQUIRE(s.has_value());
+    CHECK(exit_code(*s) == 0);
+    CHECK(has_line(r, "readback 0 5000 1"));
+    CHECK(c.log().find("read of version 3 served from the node's batch of packs (4.9 KiB)") !=
+          std::string::npos);
+    CHECK(c.log().find("versions 2-3 of node nodeA committed in bucket 2") != std::string::npos);
+    std::string out;
+    CHECK(c.verify(3, 1, out) == 0);
+}
+
+TEST_CASE("two nodes complete versions one packs and the other does not through their buckets",
+          "[packs-nodes]")
+{
+    // Node A packs its versions; node B has no journal (IOFWD_JOURNAL_MAX=0),
+    // so each of its versions gets its directory and manifest as before and
+    // arrives at the bucket with the manifest. Every version must complete
+    // through the buckets' records, which name A's packs and B's manifests.
+    cluster c;
+    auto a = packing();
+    a.insert({{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeA"}, {"IOFWD_SESSION", "sa"}});
+    auto b = packing();
+    b.insert({{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeB"}, {"IOFWD_SESSION", "sb"},
+              {"IOFWD_JOURNAL_MAX", "0"}});
+    // Both daemons number from 1 before anyone writes, as after an MPI
+    // job's barrier; A's journal is filled by then.
+    const std::string go = c.runtime_dir() + "/go";
+    auto ra = c.rank(0, 1, {"--size", "5000", "--versions", "6", "--go-file", go}, a);
+    auto rb = c.rank(0, 1, {"--size", "5000", "--versions", "6", "--go-file", go}, b);
+    REQUIRE(wait_until([&] {
+        std::error_code ec;
+        return count(read_file(c.runtime_dir() + "/sa.log"), "connect job") == 1 &&
+               count(read_file(c.runtime_dir() + "/sb.log"), "connect job") == 1 &&
+               std::filesystem::file_size(c.store() + "/itest/.nodeA.journal", ec) == (1u << 20);
+    }, 30s));
+    std::this_thread::sleep_for(500ms);  // the journal's fdatasync after its zeros
+    std::FILE* f = std::fopen(go.c_str(), "w");
+    REQUIRE(f);
+    std::fclose(f);
+    for (auto* r : {&ra, &rb}) {
+        const auto st = r->wait(60s);
+        INFO("rank:\n" << r->output() << "log A:\n" << read_file(c.runtime_dir() + "/sa.log")
+                        << "log B:\n" << read_file(c.runtime_dir() + "/sb.log"));
+        REQUIRE(st.has_value());
+        REQUIRE(exit_code(*st) == 0);
+    }
+    INFO("log A:\n" << read_file(c.runtime_dir() + "/sa.log"));
+    const std::string packs = c.store() + "/itest/packs";
+    CHECK(std::filesystem::exists(packs + "/b00000001/nodeA.v00000001-00000004"));
+    CHECK(std::filesystem::exists(packs + "/b00000001/COMPLETE.v00000004"));
+    CHECK(std::filesystem::exists(packs + "/b00000005/COMPLETE.v00000006"));
+    CHECK(std::filesystem::exists(c.store() + "/itest/v00000003/nodeB.manifest"));
+    CHECK_FALSE(std::filesystem::exists(c.store() + "/itest/v00000003/COMPLETE"));
+    CHECK_FALSE(std::filesystem::exists(c.store() + "/itest/v00000003/nodeA.r0000"));
+    const std::string record = read_file(packs + "/b00000001/COMPLETE.v00000004");
+    CHECK(record.find("\npack nodeA 1 1 4 ") != std::string::npos);
+    CHECK(record.find("\nmanifest nodeB 1 3 ") != std::string::npos);
+    std::string out;
+    CHECK(c.verify(6, 2, out) == 0);
+    CHECK(out.find("6 complete versions, 0 incomplete") != std::string::npos);
+}
+
+namespace {
+
+// Version 2 of a job of one rank, packed with buckets of 4, is answered
+// durable from the journal while a store write after it hangs
+// (`fault`, IOFWD_FAULT); once `reached` holds, the daemon and the rank
+// are killed. Then the next run's rank, which must find version 2 the
+// newest, read it back and write version 3; returns the next daemon's log.
+std::string crash_while_packing(cluster& c, const std::string& fault,
+                                const std::function<bool()>& reached)
+{
+    fill_journal(c, 1);
     auto extra = packing();
-    extra["IOFWD_FAULT"] = "pwrite:DELAY30:1";
+    extra["IOFWD_FAULT"] = fault;
     auto d = c.daemon({}, extra);
     REQUIRE(wait_until([&] { return count(c.log(), "ready:") == 2 || !d.running(); }, 20s));
     REQUIRE(d.running());
@@ -413,8 +492,8 @@ TEST_CASE("a packed version durable in the journal is packed by the next daemon 
     INFO("rank:\n" << r.output() << "log:\n" << c.log());
     REQUIRE(answered);
     REQUIRE(has_line(r, "durable 0 0 "));
-    const std::string pack = c.store() + "/itest/packs/b00000002/nodeA.v00000002-00000002";
-    CHECK_FALSE(std::filesystem::exists(pack));
+    REQUIRE(wait_until(reached, 20s));
+    const std::size_t before = c.log().size();
     d.signal(SIGKILL);
     r.signal(SIGKILL);
     REQUIRE(d.wait(10s).has_value());
@@ -428,14 +507,116 @@ TEST_CASE("a packed version durable in the journal is packed by the next daemon 
     CHECK(has_line(next, "latest 0 2"));
     CHECK(has_line(next, "read 0 5000"));
     CHECK(has_line(next, "write 0 0 3 "));
-    CHECK(c.log().find("wrote itest/packs/b00000002/nodeA.v00000002-00000002 from the node's "
-                       "journal") != std::string::npos);
-    CHECK(c.log().find("versions 2-2 of node nodeA committed from the node's journal in bucket "
-                       "2: complete on all 1 nodes up to version 2") != std::string::npos);
-    const std::string stored = read_file(pack);
-    CHECK(holds(stored, pattern_of(0, 2, 5000)));
+    const std::string pack = c.store() + "/itest/packs/b00000002/nodeA.v00000002-00000002";
+    CHECK(holds(read_file(pack), pattern_of(0, 2, 5000)));
     std::string out;
     CHECK(c.verify(3, 1, out) == 0);
+    CHECK(out.find("3 complete versions, 0 incomplete") != std::string::npos);
+    return c.log().substr(before);
+}
+
+const std::string bucket_2 = "/itest/packs/b00000002";
+const std::string replayed_pack = "versions 2-2 of node nodeA committed from the node's journal "
+                                  "in bucket 2: complete on all 1 nodes up to version 2";
+
+}  // namespace
+
+TEST_CASE("a packed version durable in the journal is packed by the next daemon after a crash",
+          "[failure][packs-crash]")
+{
+    // Killed while the pack's bytes are held by a slow store (every write
+    // after the journal's record hangs): no pack. The next daemon writes it
+    // from the journal, byte for byte, and completes the bucket.
+    cluster c;
+    const auto log = crash_while_packing(c, "pwrite:DELAY30:1", [&] {
+        return std::filesystem::exists(c.store() + bucket_2) &&
+               !temporaries(c.store() + bucket_2).empty() &&
+               !std::filesystem::exists(c.store() + bucket_2 + "/nodeA.v00000002-00000002");
+    });
+    CHECK(log.find("wrote itest/packs/b00000002/nodeA.v00000002-00000002 from the node's "
+                   "journal") != std::string::npos);
+    CHECK(log.find(replayed_pack) != std::string::npos);
+}
+
+TEST_CASE("a pack renamed before the daemon's death is taken, not written again",
+          "[failure][packs-crash-renamed]")
+{
+    // Killed after the pack's rename, at the fsync of its directory (the
+    // pack's own fsync passes): no arrival at the bucket yet. The next
+    // daemon finds the node's pack, arrives with it and completes the
+    // bucket without writing it again.
+    cluster c;
+    const std::string pack = c.store() + bucket_2 + "/nodeA.v00000002-00000002";
+    const auto log = crash_while_packing(c, "fsync:DELAY30:1",
+                                         [&] { return std::filesystem::exists(pack); });
+    CHECK(log.find("wrote itest/packs/") == std::string::npos);
+    CHECK(log.find(replayed_pack) != std::string::npos);
+}
+
+TEST_CASE("a pack that arrived before the daemon's death is completed by the next daemon",
+          "[failure][packs-crash-arrived]")
+{
+    // Killed while the bucket's record is written (the journal's record
+    // and the pack passed): the node has arrived, no record names the
+    // version. The next daemon arrives again (the same arrival, taken
+    // once) and writes the record.
+    cluster c;
+    const std::string arrived = c.store() + bucket_2 + "/.ARRIVED";
+    const std::string record = c.store() + bucket_2 + "/COMPLETE.v00000002";
+    const auto log = crash_while_packing(c, "pwrite:DELAY30:2", [&] {
+        std::error_code ec;
+        for (const auto& e : std::filesystem::directory_iterator(arrived, ec))
+            if (e.path().filename().string().rfind("nodeA.2=", 0) == 0)
+                return !std::filesystem::exists(record);
+        return false;
+    });
+    CHECK(log.find("wrote itest/packs/") == std::string::npos);
+    CHECK(log.find(replayed_pack) != std::string::npos);
+    CHECK(std::filesystem::exists(c.store() + bucket_2 + "/COMPLETE.v00000002"));
+}
+
+TEST_CASE("a packed node's version of journaled and committed parts is completed in its bucket "
+          "after the daemon's death", "[failure][packs-crash-mixed]")
+{
+    // As journal-mixed, with packs: rank 1's version 2 (2 MiB) goes past the
+    // journal to its object, rank 0's is answered from the journal. The
+    // version is not packed; rank 0's object, written then, hangs in the
+    // store when the daemon dies. The next daemon writes rank 0's object
+    // from the journal, the node's manifest, and arrives at bucket 2 with
+    // it: the bucket's record names the manifest.
+    cluster c;
+    fill_journal(c, 2);
+    auto d = stalling_daemon(c, 2, packing());
+    auto r1 = c.rank(1, 2, {"--size", std::to_string(2u << 20), "--versions", "1", "--wait",
+                            "--skip-finalize"},
+                     packing());
+    REQUIRE(wait_until([&] { return has_line(r1, "durable 0 "); }, 20s));
+    auto r0 = c.rank(0, 2, {"--size", "5000", "--versions", "1", "--wait", "--skip-finalize"},
+                     packing());
+    const bool answered = wait_until([&] { return has_line(r0, "durable 0 "); }, 20s);
+    INFO("rank 0:\n" << r0.output() << "rank 1:\n" << r1.output() << "log:\n" << c.log());
+    REQUIRE(answered);
+    REQUIRE(has_line(r0, "durable 0 0 "));
+    REQUIRE(has_line(r1, "durable 0 0 "));
+    REQUIRE(wait_until(
+        [&] { return temporaries(c.store() + "/itest/v00000002").size() == 1; }, 10s));
+    REQUIRE_FALSE(std::filesystem::exists(c.store() + "/itest/v00000002/nodeA.r0000"));
+    REQUIRE_FALSE(std::filesystem::exists(c.store() + "/itest/v00000002/nodeA.manifest"));
+    const std::size_t before = c.log().size();
+    auto n0 = run_again(c, {&d, &r0, &r1}, 2);
+    const std::string log = c.log().substr(before);
+    INFO("log:\n" << c.log());
+    CHECK(has_line(n0, "latest 0 2"));
+    CHECK(has_line(n0, "read 0 5000"));
+    CHECK(log.find("version 2 of node nodeA completed from the node's journal (2 ranks): "
+                   "complete on all 1 nodes") != std::string::npos);
+    const std::string record =
+        read_file(c.store() + "/itest/packs/b00000002/COMPLETE.v00000002");
+    CHECK(record.find("\nmanifest nodeA 2 2 ") != std::string::npos);
+    CHECK(read_file(c.store() + "/itest/v00000002/nodeA.r0000") ==
+          std::string(reinterpret_cast<const char*>(pattern_of(0, 2, 5000).data()), 5000));
+    std::string out;
+    CHECK(c.verify(3, 2, out) == 0);
     CHECK(out.find("3 complete versions, 0 incomplete") != std::string::npos);
 }
 

@@ -18,6 +18,8 @@
 //   until PATH exists: the test lets that write go when what it checks is done.
 // --barrier: io_set_barrier with the barrier of a job of this one process
 //   (it passes at once); each call printed:  barrier <pass> <errno> <milliseconds>
+// --read-back: after the writes, io_read of the last version written and a
+//   byte-for-byte check:  readback <errno> <size> <match>
 // --again: after io_finalize, io_init again (no barrier set) and one more
 //   version:  again init <errno> / again write <errno> / again finalize <errno>
 //   init <errno>
@@ -94,6 +96,7 @@ int main(int argc, char** argv)
     bool barrier = false;
     unsigned barrier_passes = 0;
     bool again = false;
+    bool read_back = false;
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
         auto next = [&] { return i + 1 < argc ? argv[++i] : (std::exit(2), argv[0]); };
@@ -117,6 +120,7 @@ int main(int argc, char** argv)
         }
         else if (a == "--wait") wait_each = true;
         else if (a == "--again") again = true;
+        else if (a == "--read-back") read_back = true;
         else if (a == "--barrier") barrier = true;
         else {
             std::fprintf(stderr, "rank_client: unknown option %s\n", argv[i]);
@@ -132,6 +136,7 @@ int main(int argc, char** argv)
     auto* buf = static_cast<std::byte*>(mem);
 
     int failures = 0;
+    std::uint64_t last_written = 0;  // the last version written (--read-back)
     if (latest_only) {
         std::uint64_t v = 0;
         const int lrc = io_latest(&v);
@@ -202,6 +207,8 @@ int main(int argc, char** argv)
         rc = io_write_version(size, &version);
         std::printf("write %u %d %llu %.3f\n", k, rc, static_cast<unsigned long long>(version),
                     ms_since(t0));
+        if (rc == 0)
+            last_written = version;
         if (rc) {
             std::printf("error %s\n", io_last_error());
             ++failures;
@@ -215,6 +222,18 @@ int main(int argc, char** argv)
                 ++failures;
                 break;
             }
+        }
+    }
+    if (read_back && last_written > 0) {
+        std::vector<std::byte> back(size), expect(size);
+        std::uint64_t got = 0;
+        rc = io_read(last_written, back.data(), size, &got);
+        example::fill_pattern(expect.data(), size, example::pattern_seed(node, rank, last_written));
+        const bool match = rc == 0 && got == size && back == expect;
+        std::printf("readback %d %llu %d\n", rc, static_cast<unsigned long long>(got), match);
+        if (!match) {
+            std::printf("error %s\n", io_last_error());
+            ++failures;
         }
     }
     if (list_fds) {
