@@ -74,6 +74,34 @@ std::error_code write_pack(store::backend& st, const std::string& job, const std
     return {};
 }
 
+// The index of a node's own pack `name`, checked against its trailer (the
+// pack's parts are checked against it when read), and the index's crc32c.
+std::error_code read_own_pack(store::backend& st, const std::string& name,
+                              store::pack_index& index, std::uint32_t& crc, std::string& why)
+{
+    std::uint64_t size = 0, offset = 0, length = 0;
+    std::byte trailer[store::pack_trailer_size] = {};
+    auto ec = st.size(name, size);
+    if (!ec && size < store::pack_trailer_size) {
+        why = fmt::format("{} bytes, too short for a pack", size);
+        return make_error_code(errc::corrupt);
+    }
+    if (!ec)
+        ec = st.read(name, size - store::pack_trailer_size, trailer);
+    if (ec) {
+        why = store::failure(st, name, ec);
+        return ec;
+    }
+    if ((ec = store::parse_pack_trailer(trailer, size, offset, length, crc, why)))
+        return ec;
+    std::string text(static_cast<std::size_t>(length), '\0');
+    if ((ec = st.read(name, offset, std::as_writable_bytes(std::span(text))))) {
+        why = store::failure(st, name, ec);
+        return ec;
+    }
+    return store::parse_pack_index(text, crc, offset, index, why);
+}
+
 // Node `node`'s pack named `name` in a bucket: its first and last version.
 bool parse_node_pack(const std::string& name, const std::string& node, std::uint64_t& first,
                      std::uint64_t& last)
@@ -184,19 +212,33 @@ std::error_code job::recover_journal(const std::string& job, std::uint64_t& last
             return ec;
         }
         const std::uint64_t newest = complete.empty() ? 0 : complete.back();
+        const std::uint64_t oldest = complete.empty() ? 0 : complete.front();
         // No daemon numbers that far; the versions after it must not wrap.
         constexpr std::uint64_t max_version = 1ull << 48;
         unsigned restored = 0;
         for (auto& r : records) {
+            // A packed record's bucket holds its version (a bucket spans
+            // fewer than bucket_max_versions): one that does not is not a
+            // record this daemon wrote, and would name a bucket far ahead.
+            const bool bucket_fits =
+                r.bucket == 0 || (r.bucket <= r.version &&
+                                  r.version - r.bucket < store::bucket_max_versions);
             if (r.job != job || r.node != opts_.node || r.version == 0 ||
-                r.version >= max_version || r.rank >= proto::max_ranks) {
+                r.version >= max_version || r.rank >= proto::max_ranks || !bucket_fits) {
                 log_warn("node {}'s journal of job '{}' holds a record of job '{}' node {} "
                          "version {} (a copied file?): ignored",
                          opts_.node, job, r.job, r.node, r.version);
                 continue;
             }
             last = std::max(last, r.version);
-            if (r.version <= newest)
+            // A packed version completes with its bucket, which may still
+            // wait for it when newer versions of another bucket are
+            // complete (versions become whole out of order): it is skipped
+            // only when complete, or older than every complete version
+            // (retention may have removed its bucket).
+            if (r.bucket ? (r.version < oldest ||
+                            std::binary_search(complete.begin(), complete.end(), r.version))
+                         : r.version <= newest)
                 continue;
             // What the version's manifest needs, kept for complete_recovered.
             auto& rv = recovered_[r.version];
@@ -307,15 +349,18 @@ std::error_code job::complete_packed(const std::string& job, std::uint64_t bucke
                  versions.front(), versions.back(), opts_.node);
         return {};
     }
-    const auto arrive = [&](const store::bucket_part& part) {
+    // An arrival that fails refuses the claim, so that the journal keeps
+    // the records: a pack that never arrives would keep the bucket's later
+    // versions from completing on every node.
+    const auto arrive = [&](const store::bucket_part& part) -> std::error_code {
         std::uint64_t complete = 0;
         std::string reason;
         if (auto ec = store::try_complete_bucket(store_, job, bucket, part, nodes, complete,
                                                  reason)) {
-            log_error("versions {}-{} of node {}: the job-wide commit from the node's journal "
-                      "failed: {}; they stay incomplete",
-                      part.first, part.last, opts_.node, reason);
-            return;
+            why = fmt::format("versions {}-{} of node {}: the job-wide commit from the node's "
+                              "journal failed: {}; the records stay in the journal",
+                              part.first, part.last, opts_.node, reason);
+            return ec;
         }
         completed += static_cast<unsigned>(part.last - part.first + 1);
         job_wide = job_wide || complete >= part.first;
@@ -324,8 +369,11 @@ std::error_code job::complete_packed(const std::string& job, std::uint64_t bucke
                  complete >= part.first
                      ? fmt::format(": complete on all {} nodes up to version {}", nodes, complete)
                      : std::string(", waiting for the job's other nodes"));
+        return {};
     };
-    // The node's packs the daemon before wrote: their versions arrive with
+    // The node's packs the daemon before wrote: each must hold what the
+    // journal says of the versions it covers (size and crc32c of every
+    // part, through its checked index); then their versions arrive with
     // them again (an arrival made already is not made twice).
     std::vector<std::string> names;
     if (auto ec = store_.list(store::bucket_dir(job, bucket) + "/", names);
@@ -343,26 +391,35 @@ std::error_code job::complete_packed(const std::string& job, std::uint64_t bucke
         if (in == versions.end() || *in > last)
             continue;
         const auto name = store::pack_object(job, bucket, opts_.node, first, last);
-        std::uint64_t size = 0, offset = 0, length = 0;
+        store::pack_index index;
         std::uint32_t crc = 0;
-        std::byte trailer[store::pack_trailer_size] = {};
         std::string reason;
-        auto ec = store_.size(name, size);
-        if (!ec && size < store::pack_trailer_size)
-            ec = make_error_code(errc::corrupt);
-        if (!ec)
-            ec = store_.read(name, size - store::pack_trailer_size, trailer);
-        if (!ec)
-            ec = store::parse_pack_trailer(trailer, size, offset, length, crc, reason);
-        if (ec) {
-            why = fmt::format("node {}'s pack {} does not read ({}); its versions' records "
-                              "stay in the journal",
-                              opts_.node, name, reason.empty() ? ec.message() : reason);
+        if (auto ec = read_own_pack(store_, name, index, crc, reason)) {
+            why = fmt::format("node {}'s pack {} does not read ({}); its versions' records stay "
+                              "in the journal: move the pack aside for its versions to be "
+                              "packed again",
+                              opts_.node, name, reason);
             return ec;
         }
-        arrive({opts_.node, recovered_.at(*in).ranks, first, last, crc, false});
-        for (auto v = in; v != versions.end() && *v <= last; ++v)
+        for (auto v = in; v != versions.end() && *v <= last; ++v) {
+            const auto& rv = recovered_.at(*v);
+            for (const auto& [rank, e] : rv.entries) {
+                const auto p = std::find_if(
+                    index.parts.begin(), index.parts.end(),
+                    [&](const store::pack_part& q) { return q.version == *v && q.rank == rank; });
+                if (index.job != job || index.node != opts_.node || p == index.parts.end() ||
+                    p->size != e.size || p->crc32c != e.crc32c || p->ranks != rv.ranks) {
+                    why = fmt::format("node {}'s pack {} does not hold rank {}'s part of version "
+                                      "{} as the node's journal has it ({}, crc32c {:08x}); the "
+                                      "records stay in the journal",
+                                      opts_.node, name, rank, *v, human_bytes(e.size), e.crc32c);
+                    return make_error_code(errc::corrupt);
+                }
+            }
             covered.insert(*v);
+        }
+        if (auto ec = arrive({opts_.node, recovered_.at(*in).ranks, first, last, crc, false}))
+            return ec;
     }
     // The rest: a pack per run of consecutive versions whose every rank is
     // in the journal.
@@ -383,15 +440,21 @@ std::error_code job::complete_packed(const std::string& job, std::uint64_t bucke
                  "versions {}-{} durable and before committing them",
                  store::pack_object(job, bucket, opts_.node, part.first, part.last), part.first,
                  part.last);
-        arrive(part);
         run.clear();
-        return {};
+        return arrive(part);
     };
     for (const auto v : versions) {
         if (covered.count(v))
             continue;
         const auto& rv = recovered_.at(v);
-        const bool whole = rv.ranks > 0 && rv.ranks <= proto::max_ranks &&
+        // A version the daemon before committed unpacked (an append whose
+        // fdatasync failed may still have left every rank's record) stays
+        // so: packing it too would give the node two parts of it.
+        std::uint64_t manifest_size = 0;
+        const bool unpacked_before =
+            store_.size(store::manifest_object(job, v, opts_.node), manifest_size) !=
+            errc::not_found;
+        const bool whole = !unpacked_before && rv.ranks > 0 && rv.ranks <= proto::max_ranks &&
                            rv.bytes.size() == rv.ranks && rv.bytes.rbegin()->first < rv.ranks;
         if (whole && (run.empty() || run.back() + 1 == v)) {
             run.push_back(v);
@@ -407,6 +470,10 @@ std::error_code job::complete_packed(const std::string& job, std::uint64_t bucke
         // get theirs, then the version is committed unpacked.
         for (const auto& [rank, bytes] : rv.bytes) {
             const auto name = store::data_object(job, v, opts_.node, rank);
+            std::string ignored;
+            if (!store::check_object(store_, name, bytes.size(), rv.entries.at(rank).crc32c,
+                                     ignored))
+                continue;  // committed before the daemon stopped
             if (auto ec = put_object(store_, name, bytes)) {
                 why = fmt::format("cannot restore {} from node {}'s journal: {}", name,
                                   opts_.node, store::failure(store_, name, ec));
@@ -715,10 +782,8 @@ void job::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_
         bv.bytes = std::move(done.bytes);
         held_[version] = bv.bytes;
         committing_.insert(version);
-        std::uint64_t held = 0;
-        for (const auto& [v, b] : batch_)
-            for (const auto& part : b.bytes)
-                held += store::journal::footprint(part->size());
+        for (const auto& part : bv.bytes)
+            batch_bytes_ += store::journal::footprint(part->size());
         // Closed when it holds the rest of its bucket (versions may become
         // whole out of order), when it takes half the journal (whose records
         // it settles), or when no new version comes for a while.
@@ -726,7 +791,7 @@ void job::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_
         const bool bucket_done = bucket_of(high + 1) != bucket_of(high) &&
                                  high - low + 1 == batch_.size() &&
                                  (low == bucket_of(low) || low - 1 <= closed_up_to_);
-        if (batches_finishing_ || bucket_done || held >= opts_.journal_bytes / 2) {
+        if (batches_finishing_ || bucket_done || batch_bytes_ >= opts_.journal_bytes / 2) {
             close_batch();
             return;
         }
@@ -825,8 +890,13 @@ void job::rank_leaving(std::uint32_t rank)
 
 job::packed_bytes job::held_part(std::uint64_t version, std::uint32_t rank) const
 {
-    const auto it = held_.find(version);
-    return it != held_.end() && rank < it->second.size() ? it->second[rank] : nullptr;
+    // Whole versions, batched or being packed; or one whose other ranks
+    // have not handed theirs over yet.
+    if (const auto it = held_.find(version); it != held_.end())
+        return rank < it->second.size() ? it->second[rank] : nullptr;
+    if (const auto it = versions_.find(version); it != versions_.end())
+        return rank < it->second.bytes.size() ? it->second.bytes[rank] : nullptr;
+    return nullptr;
 }
 
 void job::finish_batches()
@@ -841,6 +911,7 @@ void job::close_batch()
     if (batch_.empty())
         return;
     closed_up_to_ = std::max(closed_up_to_, batch_.rbegin()->first);
+    batch_bytes_ = 0;
     auto b = std::make_shared<const batch>(std::exchange(batch_, {}));
     // A pack per run of consecutive versions of one bucket (a version that
     // is not here yet, or was not packed, ends a run).

@@ -83,8 +83,9 @@ public:
     // starts at its first version.
     std::uint64_t bucket_of(std::uint64_t version) const noexcept;
     // Rank `rank`'s bytes of `version` while they have no object and no
-    // committed pack yet (a batch waiting, or being written): READ_REQ
-    // serves them from here. nullptr otherwise.
+    // committed pack yet (other ranks' parts still to come, a batch
+    // waiting, or being written): READ_REQ serves them from here. nullptr
+    // otherwise.
     packed_bytes held_part(std::uint64_t version, std::uint32_t rank) const;
     // The node's open batch is committed now, not after a pause: a rank
     // said BYE, or the daemon is stopping. Later versions close at once too.
@@ -282,6 +283,7 @@ private:
     std::uint64_t lost_versions_ = 0;
     bool files_only_ = false;
     batch batch_;                       // the node's versions waiting for their pack
+    std::uint64_t batch_bytes_ = 0;     // what batch_'s records take in the journal
     boost::asio::steady_timer batch_timer_;  // closes batch_ after a pause
     bool batches_finishing_ = false;    // finish_batches(): no pause any more
     std::set<std::uint32_t> leaving_;   // ranks that said BYE (rank_leaving)

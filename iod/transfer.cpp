@@ -349,7 +349,7 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
                                     flush_span{self->target_->first_job_ns.load(),
                                                proto::monotonic_ns()},
                                     packed);
-                if (logged && packed) {
+                if (logged && packed && !self->error_) {
                     // Its pack is the job's to write (job::rank_durable).
                     self->on_flushed(s, c, *crc, {}, true);
                     return;

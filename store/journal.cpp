@@ -266,7 +266,11 @@ std::error_code journal::append(const origin& o, std::span<const std::byte> data
     auto& buf = scratch(need);
     std::byte* h = buf.data();
     std::memset(h, 0, block);
-    put(h, record_magic);
+    // A record without a bucket keeps the layout before buckets, which an
+    // older iofwd reads too: a downgrade with packs off loses nothing.
+    const bool with_bucket = o.bucket != 0;
+    const std::size_t fixed = with_bucket ? record_fixed : record_fixed_2;
+    put(h, with_bucket ? record_magic : record_magic_2);
     put(h + 8, generation);
     put(h + 16, o.version);
     put(h + 24, static_cast<std::uint64_t>(data.size()));
@@ -274,12 +278,13 @@ std::error_code journal::append(const origin& o, std::span<const std::byte> data
     put(h + 36, crc);
     put(h + 40, o.ranks);
     put(h + 44, o.nodes);
-    put(h + 48, o.bucket);
-    put(h + 56, static_cast<std::uint16_t>(job.size()));
-    put(h + 58, static_cast<std::uint16_t>(node.size()));
-    std::memcpy(h + record_fixed, job.data(), job.size());
-    std::memcpy(h + record_fixed + job.size(), node.data(), node.size());
-    put(h + 4, crc32c(std::span(h + 8, record_fixed - 8 + job.size() + node.size())));
+    if (with_bucket)
+        put(h + 48, o.bucket);
+    put(h + fixed - 4, static_cast<std::uint16_t>(job.size()));
+    put(h + fixed - 2, static_cast<std::uint16_t>(node.size()));
+    std::memcpy(h + fixed, job.data(), job.size());
+    std::memcpy(h + fixed + job.size(), node.data(), node.size());
+    put(h + 4, crc32c(std::span(h + 8, fixed - 8 + job.size() + node.size())));
     if (!data.empty())
         std::memcpy(h + block, data.data(), data.size());
     std::memset(h + block + data.size(), 0, need - block - data.size());

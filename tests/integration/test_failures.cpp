@@ -341,6 +341,8 @@ std::vector<std::byte> pattern_of(unsigned rank, std::uint64_t version, std::siz
     return v;
 }
 
+const std::string bucket_2 = "/itest/packs/b00000002";
+
 // Whether `object`'s bytes hold `part` somewhere.
 bool holds(const std::string& object, const std::vector<std::byte>& part)
 {
@@ -419,6 +421,27 @@ TEST_CASE("a version waiting for its pack is read back from the daemon's copy", 
     CHECK(c.verify(3, 1, out) == 0);
 }
 
+TEST_CASE("a rank reads back its packed version while the node's other rank has not written it",
+          "[packs-read-partial]")
+{
+    // The node has two ranks; only rank 0 writes. Its version 2 is durable
+    // in the journal, not whole on the node, so in no batch: the daemon
+    // still serves its copy.
+    cluster c;
+    fill_journal(c, 2);
+    auto r = c.rank(0, 2, {"--size", "5000", "--versions", "1", "--wait", "--read-back",
+                           "--skip-finalize"},
+                    packing());
+    const bool read = wait_until([&] { return has_line(r, "skipped"); }, 30s);
+    INFO("rank:\n" << r.output() << "log:\n" << c.log());
+    REQUIRE(read);
+    CHECK(has_line(r, "readback 0 5000 1"));
+    CHECK(c.log().find("read of version 2 served from the node's batch of packs (4.9 KiB)") !=
+          std::string::npos);
+    r.signal(SIGKILL);
+    REQUIRE(r.wait(10s).has_value());
+}
+
 TEST_CASE("two nodes complete versions one packs and the other does not through their buckets",
           "[packs-nodes]")
 {
@@ -475,10 +498,8 @@ namespace {
 // Version 2 of a job of one rank, packed with buckets of 4, is answered
 // durable from the journal while a store write after it hangs
 // (`fault`, IOFWD_FAULT); once `reached` holds, the daemon and the rank
-// are killed. Then the next run's rank, which must find version 2 the
-// newest, read it back and write version 3; returns the next daemon's log.
-std::string crash_while_packing(cluster& c, const std::string& fault,
-                                const std::function<bool()>& reached)
+// are killed.
+void crash_packing(cluster& c, const std::string& fault, const std::function<bool()>& reached)
 {
     fill_journal(c, 1);
     auto extra = packing();
@@ -493,12 +514,17 @@ std::string crash_while_packing(cluster& c, const std::string& fault,
     REQUIRE(answered);
     REQUIRE(has_line(r, "durable 0 0 "));
     REQUIRE(wait_until(reached, 20s));
-    const std::size_t before = c.log().size();
     d.signal(SIGKILL);
     r.signal(SIGKILL);
     REQUIRE(d.wait(10s).has_value());
     REQUIRE(r.wait(10s).has_value());
+}
 
+// After crash_packing: the next run's rank, which must find version 2 the
+// newest, read it back and write version 3; returns the next daemon's log.
+std::string run_after_packing_crash(cluster& c)
+{
+    const std::size_t before = c.log().size();
     auto next = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--probe", "2"}, packing());
     const auto s = next.wait(60s);
     INFO("next rank:\n" << next.output() << "log:\n" << c.log());
@@ -515,7 +541,13 @@ std::string crash_while_packing(cluster& c, const std::string& fault,
     return c.log().substr(before);
 }
 
-const std::string bucket_2 = "/itest/packs/b00000002";
+std::string crash_while_packing(cluster& c, const std::string& fault,
+                                const std::function<bool()>& reached)
+{
+    crash_packing(c, fault, reached);
+    return run_after_packing_crash(c);
+}
+
 const std::string replayed_pack = "versions 2-2 of node nodeA committed from the node's journal "
                                   "in bucket 2: complete on all 1 nodes up to version 2";
 
@@ -573,6 +605,37 @@ TEST_CASE("a pack that arrived before the daemon's death is completed by the nex
     CHECK(log.find("wrote itest/packs/") == std::string::npos);
     CHECK(log.find(replayed_pack) != std::string::npos);
     CHECK(std::filesystem::exists(c.store() + bucket_2 + "/COMPLETE.v00000002"));
+}
+
+TEST_CASE("a pack of the node that does not read refuses the claim and keeps the journal",
+          "[failure][packs-crash-foreign]")
+{
+    // Version 2 durable in the journal, no pack, the daemon killed; then a
+    // file that is not a pack takes the pack's name. The next claim
+    // refuses in words and leaves the records; once the file is moved
+    // aside, the claim after packs version 2 from them.
+    cluster c;
+    crash_packing(c, "pwrite:DELAY30:1", [&] {
+        return std::filesystem::exists(c.store() + bucket_2) &&
+               !temporaries(c.store() + bucket_2).empty();
+    });
+    const std::string pack = c.store() + bucket_2 + "/nodeA.v00000002-00000002";
+    {
+        std::FILE* f = std::fopen(pack.c_str(), "w");
+        REQUIRE(f);
+        std::fputs("not a pack\n", f);
+        std::fclose(f);
+    }
+    auto refused = c.rank(0, 1, {"--size", "5000", "--versions", "1"}, packing());
+    const auto s1 = refused.wait(60s);
+    INFO("refused rank:\n" << refused.output() << "log:\n" << c.log());
+    REQUIRE(s1.has_value());
+    CHECK(exit_code(*s1) != 0);
+    CHECK(refused.output().find("nodeA.v00000002-00000002 does not read") != std::string::npos);
+    std::filesystem::rename(pack, c.store() + "/aside");
+    const auto log = run_after_packing_crash(c);
+    CHECK(log.find("wrote itest/packs/b00000002/nodeA.v00000002-00000002 from the node's "
+                   "journal") != std::string::npos);
 }
 
 TEST_CASE("a packed node's version of journaled and committed parts is completed in its bucket "

@@ -166,6 +166,30 @@ TEST_CASE("journal: a record of an older iofwd, without ranks and nodes, is read
     CHECK(found[0].data == data);
 }
 
+TEST_CASE("journal: a record without a bucket keeps the layout an older iofwd reads",
+          "[journal]")
+{
+    // Packs off: the record is "IOJ2", names at 52, as before buckets.
+    test::temp_dir tmp;
+    const auto path = tmp / "j";
+    const auto data = bytes_of(300, 2);
+    {
+        auto j = ready_journal(path, 1u << 20);
+        REQUIRE(!j->append({"job", "node7", 4, 1, 2, 1, 0}, data, crc32c(data)));
+    }
+    unique_fd fd = open_file(path);
+    char head[60] = {};
+    REQUIRE(::pread(fd.get(), head, sizeof head, journal::header_bytes) ==
+            static_cast<ssize_t>(sizeof head));
+    CHECK(std::string(head, 4) == "IOJ2");
+    CHECK(std::string(head + 52, 8) == "jobnode7");
+    const auto found = replay(path, 1u << 20);
+    REQUIRE(found.size() == 1);
+    CHECK(found[0].version == 4);
+    CHECK(found[0].bucket == 0);
+    CHECK(found[0].data == data);
+}
+
 TEST_CASE("journal: a record of an older iofwd, without the bucket, is read with bucket 0",
           "[journal]")
 {
