@@ -17,20 +17,6 @@
 namespace iofwd::iod {
 namespace {
 
-// One object of `bytes`, committed: a part restored from the journal, or
-// one of a version that is not packed.
-std::error_code put_object(store::backend& st, const std::string& name,
-                           std::span<const std::byte> bytes)
-{
-    std::unique_ptr<store::object_writer> w;
-    auto ec = st.create(name, bytes.size(), w);
-    if (!ec)
-        ec = w->write_at(bytes, 0);
-    if (!ec)
-        ec = w->commit();
-    return ec;
-}
-
 // Writes node `node`'s pack of `inputs` into `bucket` and gives its line of
 // the bucket's record. A pack of that name there already is taken when it
 // is byte for byte this one (a daemon before wrote it and stopped before
@@ -62,7 +48,7 @@ std::error_code write_pack(store::backend& st, const std::string& job, const std
             return ec ? ec : make_error_code(errc::corrupt);
         }
     } else if (ec == errc::not_found) {
-        if ((ec = put_object(st, name, bytes))) {
+        if ((ec = st.put(name, bytes))) {
             why = fmt::format("writing pack {} failed: {}", name, store::failure(st, name, ec));
             return ec;
         }
@@ -258,7 +244,7 @@ std::error_code job::recover_journal(const std::string& job, std::uint64_t& last
             std::string ignored;
             if (!store::check_object(store_, name, r.data.size(), r.crc32c, ignored))
                 continue;  // committed before the daemon stopped
-            if (auto ec = put_object(store_, name, r.data)) {
+            if (auto ec = store_.put(name, r.data)) {
                 why = fmt::format("cannot restore {} from node {}'s journal: {}", name,
                                   opts_.node, store::failure(store_, name, ec));
                 return ec;
@@ -474,7 +460,7 @@ std::error_code job::complete_packed(const std::string& job, std::uint64_t bucke
             if (!store::check_object(store_, name, bytes.size(), rv.entries.at(rank).crc32c,
                                      ignored))
                 continue;  // committed before the daemon stopped
-            if (auto ec = put_object(store_, name, bytes)) {
+            if (auto ec = store_.put(name, bytes)) {
                 why = fmt::format("cannot restore {} from node {}'s journal: {}", name,
                                   opts_.node, store::failure(store_, name, ec));
                 return ec;
@@ -975,7 +961,7 @@ void job::commit_unpacked(const std::string& job, std::uint64_t version, pending
          parts = std::move(parts), text, crc, result]() -> std::error_code {
             for (const auto& [rank, bytes] : parts) {
                 const auto name = store::data_object(job, version, node, rank);
-                if (auto ec = put_object(*st, name, *bytes)) {
+                if (auto ec = st->put(name, *bytes)) {
                     result->why = fmt::format("committing {} failed: {}", name,
                                               store::failure(*st, name, ec));
                     return ec;

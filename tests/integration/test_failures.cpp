@@ -98,19 +98,26 @@ void fill_journal(cluster& c, unsigned ranks,
         REQUIRE(wait_until([&] { return ::kill(pid, 0) != 0; }, 10s));
 }
 
-// A daemon whose first `passing` store writes pass (the journal's record of
-// the next version, by default) and every later one hangs for 30 s (an
-// object's bytes), ready before any rank looks for it (the first run's
-// "ready:" is in the log already).
-process stalling_daemon(cluster& c, unsigned passing = 1,
-                        const std::map<std::string, std::string>& env = small_journal)
+// A daemon with `fault` (IOFWD_FAULT) and `env`, ready before any rank
+// looks for it (the first run's "ready:" is in the log already).
+process faulty_daemon(cluster& c, const std::string& fault,
+                      const std::map<std::string, std::string>& env)
 {
     auto extra = env;
-    extra["IOFWD_FAULT"] = "pwrite:DELAY30:" + std::to_string(passing);
+    extra["IOFWD_FAULT"] = fault;
     auto d = c.daemon({}, extra);
     REQUIRE(wait_until([&] { return count(c.log(), "ready:") == 2 || !d.running(); }, 20s));
     REQUIRE(d.running());
     return d;
+}
+
+// A daemon whose first `passing` store writes pass (the journal's record of
+// the next version, by default) and every later one hangs for 30 s (an
+// object's bytes).
+process stalling_daemon(cluster& c, unsigned passing = 1,
+                        const std::map<std::string, std::string>& env = small_journal)
+{
+    return faulty_daemon(c, "pwrite:DELAY30:" + std::to_string(passing), env);
 }
 
 // A job of one rank whose version 2 is answered durable from the journal
@@ -502,11 +509,7 @@ namespace {
 void crash_packing(cluster& c, const std::string& fault, const std::function<bool()>& reached)
 {
     fill_journal(c, 1);
-    auto extra = packing();
-    extra["IOFWD_FAULT"] = fault;
-    auto d = c.daemon({}, extra);
-    REQUIRE(wait_until([&] { return count(c.log(), "ready:") == 2 || !d.running(); }, 20s));
-    REQUIRE(d.running());
+    auto d = faulty_daemon(c, fault, packing());
     auto r = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--wait", "--skip-finalize"},
                     packing());
     const bool answered = wait_until([&] { return has_line(r, "durable 0 "); }, 20s);

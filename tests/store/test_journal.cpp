@@ -75,6 +75,40 @@ void flip_byte(const std::string& path, std::uint64_t offset)
     REQUIRE(::pwrite(fd.get(), &b, 1, static_cast<off_t>(offset)) == 1);
 }
 
+// A prepared journal at `path` (zeros, generation 0) with one record of an
+// older layout written by hand after its header: magic, generation 0,
+// version, size, rank, the bytes' crc32c, then the 32-bit fields the layout
+// has before the names' lengths (`fields`: none for "IOJR", ranks and nodes
+// for "IOJ2"), the lengths of "job" and "node7", the names, and the bytes.
+void write_old_record(const std::string& path, std::uint32_t magic, std::uint64_t version,
+                      std::uint32_t rank, const std::vector<std::uint32_t>& fields,
+                      const std::vector<std::byte>& data)
+{
+    auto j = ready_journal(path, 1u << 20);
+    std::vector<std::byte> h(journal::block + journal::block);
+    auto put = [&](std::size_t at, auto v) { std::memcpy(h.data() + at, &v, sizeof v); };
+    put(0, magic);
+    put(8, std::uint64_t{0});
+    put(16, version);
+    put(24, std::uint64_t{data.size()});
+    put(32, rank);
+    put(36, crc32c(data));
+    std::size_t at = 40;
+    for (const auto f : fields) {
+        put(at, f);
+        at += 4;
+    }
+    put(at, std::uint16_t{3});
+    put(at + 2, std::uint16_t{5});
+    at += 4;
+    std::memcpy(h.data() + at, "jobnode7", 8);
+    put(4, crc32c(std::span<const std::byte>(h.data() + 8, at - 8 + 8)));
+    std::memcpy(h.data() + journal::block, data.data(), data.size());
+    unique_fd fd = open_file(path);
+    REQUIRE(::pwrite(fd.get(), h.data(), h.size(), journal::header_bytes) ==
+            static_cast<ssize_t>(h.size()));
+}
+
 }  // namespace
 
 TEST_CASE("journal: replay gives back every appended record exactly", "[journal]")
@@ -136,25 +170,7 @@ TEST_CASE("journal: a record of an older iofwd, without ranks and nodes, is read
     test::temp_dir tmp;
     const auto path = tmp / "j";
     const auto data = bytes_of(100, 5);
-    {
-        auto j = ready_journal(path, 1u << 20);  // zeros, generation 0
-        std::vector<std::byte> h(journal::block + journal::block);
-        auto put = [&](std::size_t at, auto v) { std::memcpy(h.data() + at, &v, sizeof v); };
-        put(0, std::uint32_t{0x524a4f49});
-        put(8, std::uint64_t{0});
-        put(16, std::uint64_t{5});
-        put(24, std::uint64_t{data.size()});
-        put(32, std::uint32_t{3});
-        put(36, crc32c(data));
-        put(40, std::uint16_t{3});
-        put(42, std::uint16_t{5});
-        std::memcpy(h.data() + 44, "jobnode7", 8);
-        put(4, crc32c(std::span<const std::byte>(h.data() + 8, 44 - 8 + 8)));
-        std::memcpy(h.data() + journal::block, data.data(), data.size());
-        unique_fd fd = open_file(path);
-        REQUIRE(::pwrite(fd.get(), h.data(), h.size(), journal::header_bytes) ==
-                static_cast<ssize_t>(h.size()));
-    }
+    write_old_record(path, 0x524a4f49, 5, 3, {}, data);
     const auto found = replay(path, 1u << 20);
     REQUIRE(found.size() == 1);
     CHECK(found[0].job == "job");
@@ -198,27 +214,7 @@ TEST_CASE("journal: a record of an older iofwd, without the bucket, is read with
     test::temp_dir tmp;
     const auto path = tmp / "j";
     const auto data = bytes_of(300, 6);
-    {
-        auto j = ready_journal(path, 1u << 20);
-        std::vector<std::byte> h(journal::block + journal::block);
-        auto put = [&](std::size_t at, auto v) { std::memcpy(h.data() + at, &v, sizeof v); };
-        put(0, std::uint32_t{0x324a4f49});
-        put(8, std::uint64_t{0});
-        put(16, std::uint64_t{9});
-        put(24, std::uint64_t{data.size()});
-        put(32, std::uint32_t{1});
-        put(36, crc32c(data));
-        put(40, std::uint32_t{4});
-        put(44, std::uint32_t{3});
-        put(48, std::uint16_t{3});
-        put(50, std::uint16_t{5});
-        std::memcpy(h.data() + 52, "jobnode7", 8);
-        put(4, crc32c(std::span<const std::byte>(h.data() + 8, 52 - 8 + 8)));
-        std::memcpy(h.data() + journal::block, data.data(), data.size());
-        unique_fd fd = open_file(path);
-        REQUIRE(::pwrite(fd.get(), h.data(), h.size(), journal::header_bytes) ==
-                static_cast<ssize_t>(h.size()));
-    }
+    write_old_record(path, 0x324a4f49, 9, 1, {4, 3}, data);
     const auto found = replay(path, 1u << 20);
     REQUIRE(found.size() == 1);
     CHECK(found[0].job == "job");
