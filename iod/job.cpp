@@ -619,18 +619,30 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
             if (auto ec = claim_store(m.job, last, claim, journal, why))
                 return ec;
         std::uint64_t first = last + 1;
+        // A store without journals (Ceph, for now) packs nothing anywhere.
+        std::uint32_t pack_versions = store_journals_ && !files_only ? opts_.pack_versions : 0;
         if (!m.run.empty() && !files_only) {
-            // Every node numbers this run's versions from one record.
+            // Every node numbers this run's versions, and packs them, as one
+            // record says.
             store::run_record rec;
-            if (auto ec = store::join_run(store_, m.job, m.run, m.nodes, opts_.node, first, rec,
-                                          why)) {
+            if (auto ec = store::join_run(store_, m.job, m.run, m.nodes, opts_.node, first,
+                                          pack_versions, rec, why)) {
                 name_.clear();
                 return ec;
             }
             if (rec.first_version != first)
                 log_info("run {} of job {}: versions from {}, as its record says", m.run, m.job,
                          rec.first_version);
+            if (rec.pack_versions != pack_versions)
+                log_warn("run {} of job {}: {}, as its record says (the node that created it "
+                         "had IOFWD_PACK_VERSIONS={}); this node's {} is not used",
+                         m.run, m.job,
+                         rec.pack_versions == 0
+                             ? std::string("no versions packed")
+                             : fmt::format("versions packed in buckets of {}", rec.pack_versions),
+                         rec.pack_versions, opts_.pack_versions);
             first = rec.first_version;
+            pack_versions = rec.pack_versions;
         }
         // The versions the journal held, then the journal started over: a
         // claim refused before this point (join_run) keeps the records for
@@ -662,6 +674,7 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
         closed_up_to_ = 0;
         arrivals_.clear();
         first_version_ = first;
+        pack_versions_ = pack_versions;
         files_only_ = files_only;
         summary_.start(name_, run_, opts_.node, ranks_, nodes_);
         ops_before_ = store_ops();
@@ -716,13 +729,12 @@ void job::settle_journaled(const std::shared_ptr<store::journal>& log, std::uint
 
 std::uint64_t job::bucket_of(std::uint64_t version) const noexcept
 {
-    // A store without journals (Ceph, for now) packs nothing anywhere. On
-    // one with them, a node without its journal (IOFWD_JOURNAL_MAX=0, or
-    // one not filled yet or full) packs nothing, but its versions still
-    // complete through their buckets: the job's other nodes may pack theirs.
-    if (opts_.pack_versions == 0 || version == 0 || files_only_ || !store_journals_)
+    // A node without its journal (IOFWD_JOURNAL_MAX=0, or one not filled
+    // yet or full) packs nothing, but its versions still complete through
+    // their buckets: the job's other nodes may pack theirs.
+    if (pack_versions_ == 0 || version == 0)
         return 0;
-    const std::uint64_t b = opts_.pack_versions;
+    const std::uint64_t b = pack_versions_;
     return std::max((version - 1) / b * b + 1, first_version_);
 }
 

@@ -77,10 +77,11 @@ public:
                       const job_summary::write_times& times, bool journaled = false,
                       packed_bytes packed = nullptr);
     // The bucket of packs `version` belongs to (docs/small-versions.md): 0
-    // when the job's versions are not packed (IOFWD_PACK_VERSIONS=0, which
-    // every node of a job must share). Buckets hold IOFWD_PACK_VERSIONS
-    // versions each, k*B+1 .. (k+1)*B, except that a run's first bucket
-    // starts at its first version.
+    // when the job's versions are not packed. Buckets hold B versions each,
+    // k*B+1 .. (k+1)*B, except that a run's first bucket starts at its
+    // first version. B is this node's IOFWD_PACK_VERSIONS in a run without
+    // a name, and in a named run the one its record holds (every node must
+    // use one, or none completes a version).
     std::uint64_t bucket_of(std::uint64_t version) const noexcept;
     // Rank `rank`'s bytes of `version` while they have no object and no
     // committed pack yet (other ranks' parts still to come, a batch
@@ -269,6 +270,7 @@ private:
     std::uint32_t nodes_ = 1;
     std::vector<rank_state> ranks_state_;
     std::uint64_t first_version_ = 1;
+    std::uint32_t pack_versions_ = 0;   // bucket_of's B for this run
     std::map<std::uint64_t, pending_version> versions_;
     std::map<std::uint64_t, std::uint64_t> arrivals_;  // version_arrived, the newest few
     // Versions whose manifest job is queued or running: retention leaves them

@@ -1095,10 +1095,10 @@ std::vector<std::string> manifest_nodes(backend& st, const std::string& job, std
 
 std::error_code join_run(backend& st, const std::string& job, const std::string& run,
                          std::uint32_t nodes, const std::string& node, std::uint64_t next,
-                         run_record& out, std::string& why)
+                         std::uint32_t pack_versions, run_record& out, std::string& why)
 {
     const std::string name = run_object(job, run);
-    run_record rec{job, run, next, nodes};
+    run_record rec{job, run, next, nodes, pack_versions};
     const std::string text = format_run(rec);
     bool created = false;
     if (auto ec = st.put_new(name, std::as_bytes(std::span(text))); !ec) {

@@ -238,12 +238,13 @@ std::error_code prune(backend& st, const std::string& job, unsigned keep,
 
 // The record of a named run (layout.hpp): read, or created by the first
 // daemon of the run to look, with first-version `next` (the version after
-// every one in the store). Refuses a record that names another job or run or
-// another number of nodes, and a run under which `node` has written already
-// (one run name given to two runs).
+// every one in the store) and that daemon's `pack_versions`, which every
+// node then uses. Refuses a record that names another job or run or another
+// number of nodes, and a run under which `node` has written already (one
+// run name given to two runs).
 std::error_code join_run(backend& st, const std::string& job, const std::string& run,
                          std::uint32_t nodes, const std::string& node, std::uint64_t next,
-                         run_record& out, std::string& why);
+                         std::uint32_t pack_versions, run_record& out, std::string& why);
 
 // Whether `version` of `job` is complete job-wide: one look at its COMPLETE
 // record, cheap enough for every rank to poll (a version without one, in a

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "errors.hpp"
+#include "store/pack.hpp"
 #include "store/record_text.hpp"
 
 namespace iofwd::store {
@@ -234,8 +235,14 @@ std::error_code parse_complete(std::string_view text, complete_record& out, std:
 
 std::string format_run(const run_record& r)
 {
-    return fmt::format("iofwd-run 1\njob {}\nrun {}\nfirst-version {}\nnodes {}\nend\n", r.job,
-                       r.run, r.first_version, r.nodes);
+    // A run that packs nothing keeps the first layout, which an older iofwd
+    // reads.
+    if (r.pack_versions == 0)
+        return fmt::format("iofwd-run 1\njob {}\nrun {}\nfirst-version {}\nnodes {}\nend\n",
+                           r.job, r.run, r.first_version, r.nodes);
+    return fmt::format(
+        "iofwd-run 2\njob {}\nrun {}\nfirst-version {}\nnodes {}\npack-versions {}\nend\n",
+        r.job, r.run, r.first_version, r.nodes, r.pack_versions);
 }
 
 std::error_code parse_run(std::string_view text, run_record& out, std::string& why)
@@ -246,8 +253,9 @@ std::error_code parse_run(std::string_view text, run_record& out, std::string& w
         why = std::move(msg);
         return make_error_code(errc::corrupt);
     };
-    if (!next_line(text, line) || line != "iofwd-run 1")
+    if (!next_line(text, line) || (line != "iofwd-run 1" && line != "iofwd-run 2"))
         return bad("not an iofwd run record (first line)");
+    const bool packs = line == "iofwd-run 2";
     if (!next_line(text, line) || !field(line, "job", v))
         return bad("missing job line");
     r.job = v;
@@ -259,6 +267,10 @@ std::error_code parse_run(std::string_view text, run_record& out, std::string& w
         return bad("missing or bad first-version line");
     if (!next_line(text, line) || !field(line, "nodes", v) || !number(v, r.nodes) || r.nodes == 0)
         return bad("missing or bad nodes line");
+    if (packs && (!next_line(text, line) || !field(line, "pack-versions", v) ||
+                  !number(v, r.pack_versions) || r.pack_versions == 0 ||
+                  r.pack_versions > bucket_max_versions))
+        return bad(fmt::format("missing or bad pack-versions line (1 to {})", bucket_max_versions));
     if (!next_line(text, line) || line != "end")
         return bad("missing end line (truncated record?)");
     out = std::move(r);

@@ -131,12 +131,16 @@ std::error_code parse_complete(std::string_view text, complete_record& out, std:
 //   run <run>
 //   first-version <n>
 //   nodes <n>
+//   pack-versions <n>    (only in "iofwd-run 2": a run that packs)
 //   end
+// pack-versions: the versions per bucket of packs every node of the run
+// uses, whatever its own IOFWD_PACK_VERSIONS says (0: none packs).
 struct run_record {
     std::string job;
     std::string run;
     std::uint64_t first_version = 0;
     std::uint32_t nodes = 0;
+    std::uint32_t pack_versions = 0;
     bool operator==(const run_record&) const = default;
 };
 std::string format_run(const run_record& r);

@@ -123,7 +123,7 @@ const std::vector<variable> table = {
      "through it in packs, one object per bucket of N versions instead of\n"
      "objects, a manifest and a COMPLETE record each; every version of the job\n"
      "then completes through its bucket's record (docs/small-versions.md;\n"
-     "0: off)",
+     "0: off); the nodes of a run use the N of the first one to start it",
      "--pack-versions", "N"},
     {"IOFWD_PACK_WAIT", seconds, "0.02", 0, 60, {}, reader::daemon,
      "with IOFWD_PACK_VERSIONS, how long the node's batch of versions waits\n"

@@ -248,6 +248,7 @@ void store_seeds(corpus& c)
     c["store/valid-complete"] = from(ctext);
     const auto rtext = format_run(run_record{"job", "slurm-4711.0", 13, 2});
     c["store/valid-run"] = from(rtext);
+    c["store/valid-run-packs"] = from(format_run(run_record{"job", "slurm-4711.0", 13, 2, 64}));
     c["store/valid-version-dir"] = from(version_dir("job", 12).substr(4));
 
     auto edit = [](std::string s, const std::string& from, const std::string& to) {

@@ -500,6 +500,60 @@ TEST_CASE("two nodes complete versions one packs and the other does not through 
     CHECK(out.find("6 complete versions, 0 incomplete") != std::string::npos);
 }
 
+TEST_CASE("the nodes of a run pack as its record says, whatever each one's setting",
+          "[packs-disagree]")
+{
+    // Node A creates run r1's record with IOFWD_PACK_VERSIONS=4; node B is
+    // started with 0. Without one setting for the run, A's versions would
+    // wait at their buckets and B's at their own tallies, and none would
+    // ever complete. B packs as the record says, and says so in its log.
+    cluster c;
+    auto a = packing();
+    a.insert({{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeA"}, {"IOFWD_SESSION", "sa"},
+              {"IOFWD_RUN", "r1"}});
+    auto b = small_journal;
+    b.insert({{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeB"}, {"IOFWD_SESSION", "sb"},
+              {"IOFWD_RUN", "r1"}, {"IOFWD_PACK_VERSIONS", "0"}});
+    const std::string go = c.runtime_dir() + "/go";
+    auto ra = c.rank(0, 1, {"--size", "5000", "--versions", "6", "--go-file", go}, a);
+    REQUIRE(wait_until([&] { return std::filesystem::exists(c.store() + "/itest/runs/r1"); },
+                       30s));
+    auto rb = c.rank(0, 1, {"--size", "5000", "--versions", "6", "--go-file", go}, b);
+    REQUIRE(wait_until([&] {
+        std::error_code ea, eb;
+        return count(read_file(c.runtime_dir() + "/sb.log"), "connect job") == 1 &&
+               std::filesystem::file_size(c.store() + "/itest/.nodeA.journal", ea) == (1u << 20) &&
+               std::filesystem::file_size(c.store() + "/itest/.nodeB.journal", eb) == (1u << 20);
+    }, 30s));
+    std::this_thread::sleep_for(500ms);  // the journals' fdatasync after their zeros
+    std::FILE* f = std::fopen(go.c_str(), "w");
+    REQUIRE(f);
+    std::fclose(f);
+    const std::string log_b = c.runtime_dir() + "/sb.log";
+    for (auto* r : {&ra, &rb}) {
+        const auto st = r->wait(60s);
+        INFO("rank:\n" << r->output() << "log A:\n" << read_file(c.runtime_dir() + "/sa.log")
+                        << "log B:\n" << read_file(log_b));
+        REQUIRE(st.has_value());
+        REQUIRE(exit_code(*st) == 0);
+    }
+    INFO("log B:\n" << read_file(log_b));
+    CHECK(read_file(c.store() + "/itest/runs/r1").find("\npack-versions 4\n") != std::string::npos);
+    CHECK(read_file(log_b).find("run r1 of job itest: versions packed in buckets of 4, as its "
+                                "record says (the node that created it had "
+                                "IOFWD_PACK_VERSIONS=4); this node's 0 is not used") !=
+          std::string::npos);
+    const std::string packs = c.store() + "/itest/packs";
+    CHECK(std::filesystem::exists(packs + "/b00000001/nodeA.v00000001-00000004"));
+    CHECK(std::filesystem::exists(packs + "/b00000001/nodeB.v00000001-00000004"));
+    CHECK(std::filesystem::exists(packs + "/b00000001/COMPLETE.v00000004"));
+    CHECK(std::filesystem::exists(packs + "/b00000005/COMPLETE.v00000006"));
+    CHECK_FALSE(std::filesystem::exists(c.store() + "/itest/v00000002"));
+    std::string out;
+    CHECK(c.verify(6, 2, out) == 0);
+    CHECK(out.find("6 complete versions, 0 incomplete") != std::string::npos);
+}
+
 namespace {
 
 // Version 2 of a job of one rank, packed with buckets of 4, is answered

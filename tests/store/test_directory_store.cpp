@@ -537,24 +537,27 @@ TEST_CASE("every node of a run gets the first version of its record", "[store]")
         REQUIRE_FALSE(st->put(store::data_object("job", v, "old", 0), std::as_bytes(std::span(x))));
     store::run_record a, b;
     std::string why;
-    REQUIRE_FALSE(store::join_run(*st, "job", "run-1", 2, "nodeA", 4, a, why));
+    REQUIRE_FALSE(store::join_run(*st, "job", "run-1", 2, "nodeA", 4, 64, a, why));
     CHECK(a.first_version == 4);
+    CHECK(a.pack_versions == 64);
     // Node B starts after A wrote versions 4 and 5: it still begins at 4.
     REQUIRE_FALSE(st->put(store::data_object("job", 4, "nodeA", 0), std::as_bytes(std::span(x))));
     REQUIRE_FALSE(st->put(store::data_object("job", 5, "nodeA", 0), std::as_bytes(std::span(x))));
-    REQUIRE_FALSE(store::join_run(*st, "job", "run-1", 2, "nodeB", 6, b, why));
+    REQUIRE_FALSE(store::join_run(*st, "job", "run-1", 2, "nodeB", 6, 0, b, why));
     CHECK(b.first_version == 4);
+    // B packs as A does, whatever its own IOFWD_PACK_VERSIONS says.
+    CHECK(b.pack_versions == 64);
     // A node that already wrote into the run: the name was used twice.
-    CHECK(store::join_run(*st, "job", "run-1", 2, "nodeA", 6, b, why) == errc::exists);
+    CHECK(store::join_run(*st, "job", "run-1", 2, "nodeA", 6, 0, b, why) == errc::exists);
     CHECK(why.find("already written by node nodeA") != std::string::npos);
     // Another number of nodes.
-    CHECK(store::join_run(*st, "job", "run-1", 3, "nodeC", 6, b, why) == errc::rank_mismatch);
+    CHECK(store::join_run(*st, "job", "run-1", 3, "nodeC", 6, 0, b, why) == errc::rank_mismatch);
     CHECK(why.find("2 nodes") != std::string::npos);
     // A record copied from another job or run is refused.
     std::string text;
     REQUIRE_FALSE(store::read_all(*st, "job/runs/run-1", text));
     REQUIRE_FALSE(st->put("job/runs/run-2", std::as_bytes(std::span(text))));
-    CHECK(store::join_run(*st, "job", "run-2", 2, "nodeC", 6, b, why) == errc::corrupt);
+    CHECK(store::join_run(*st, "job", "run-2", 2, "nodeC", 6, 0, b, why) == errc::corrupt);
     CHECK(why.find("not of job job run run-2") != std::string::npos);
 }
 

@@ -83,4 +83,21 @@ TEST_CASE("a run record round-trips and refuses damaged text", "[layout]")
     CHECK(parse_run("iofwd-run 1\njob j\nrun r\nfirst-version 3\nnodes x\nend\n", back, why) ==
           errc::corrupt);
     CHECK(why.find("nodes") != std::string::npos);
+    // A run that packs its versions: the second layout, with the bucket size.
+    const run_record p{"job", "r2", 5, 2, 64};
+    const auto ptext = format_run(p);
+    CHECK(ptext == "iofwd-run 2\njob job\nrun r2\nfirst-version 5\nnodes 2\npack-versions 64\n"
+                   "end\n");
+    REQUIRE_FALSE(parse_run(ptext, back, why));
+    CHECK(back == p);
+    CHECK(parse_run("iofwd-run 2\njob j\nrun r\nfirst-version 3\nnodes 1\nend\n", back, why) ==
+          errc::corrupt);
+    CHECK(why.find("pack-versions") != std::string::npos);
+    CHECK(parse_run("iofwd-run 2\njob j\nrun r\nfirst-version 3\nnodes 1\npack-versions 0\nend\n",
+                    back, why) == errc::corrupt);
+    CHECK(parse_run("iofwd-run 2\njob j\nrun r\nfirst-version 3\nnodes 1\npack-versions 65537\n"
+                    "end\n",
+                    back, why) == errc::corrupt);
+    CHECK(parse_run("iofwd-run 1\njob j\nrun r\nfirst-version 3\nnodes 1\npack-versions 8\nend\n",
+                    back, why) == errc::corrupt);
 }
