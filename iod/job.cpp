@@ -60,34 +60,6 @@ std::error_code write_pack(store::backend& st, const std::string& job, const std
     return {};
 }
 
-// The index of a node's own pack `name`, checked against its trailer (the
-// pack's parts are checked against it when read), and the index's crc32c.
-std::error_code read_own_pack(store::backend& st, const std::string& name,
-                              store::pack_index& index, std::uint32_t& crc, std::string& why)
-{
-    std::uint64_t size = 0, offset = 0, length = 0;
-    std::byte trailer[store::pack_trailer_size] = {};
-    auto ec = st.size(name, size);
-    if (!ec && size < store::pack_trailer_size) {
-        why = fmt::format("{} bytes, too short for a pack", size);
-        return make_error_code(errc::corrupt);
-    }
-    if (!ec)
-        ec = st.read(name, size - store::pack_trailer_size, trailer);
-    if (ec) {
-        why = store::failure(st, name, ec);
-        return ec;
-    }
-    if ((ec = store::parse_pack_trailer(trailer, size, offset, length, crc, why)))
-        return ec;
-    std::string text(static_cast<std::size_t>(length), '\0');
-    if ((ec = st.read(name, offset, std::as_writable_bytes(std::span(text))))) {
-        why = store::failure(st, name, ec);
-        return ec;
-    }
-    return store::parse_pack_index(text, crc, offset, index, why);
-}
-
 // Node `node`'s pack named `name` in a bucket: its first and last version.
 bool parse_node_pack(const std::string& name, const std::string& node, std::uint64_t& first,
                      std::uint64_t& last)
@@ -380,7 +352,7 @@ std::error_code job::complete_packed(const std::string& job, std::uint64_t bucke
         store::pack_index index;
         std::uint32_t crc = 0;
         std::string reason;
-        if (auto ec = read_own_pack(store_, name, index, crc, reason)) {
+        if (auto ec = store::read_pack(store_, name, index, crc, reason)) {
             why = fmt::format("node {}'s pack {} does not read ({}); its versions' records stay "
                               "in the journal: move the pack aside for its versions to be "
                               "packed again",

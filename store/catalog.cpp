@@ -207,47 +207,54 @@ std::error_code complete_versions(backend& st, const std::string& job,
     return {};
 }
 
+std::error_code read_pack(backend& st, const std::string& name, pack_index& out,
+                          std::uint32_t& index_crc, std::string& why)
+{
+    std::uint64_t size = 0, offset = 0, length = 0;
+    if (auto ec = st.size(name, size)) {
+        why = ec == errc::not_found ? std::string("missing") : failure(st, name, ec);
+        return ec;
+    }
+    if (size < pack_trailer_size) {
+        why = fmt::format("{} bytes, too short for a pack", size);
+        return make_error_code(errc::corrupt);
+    }
+    std::byte trailer[pack_trailer_size] = {};
+    if (auto ec = st.read(name, size - pack_trailer_size, trailer)) {
+        why = fmt::format("reading its trailer: {}", failure(st, name, ec));
+        return ec;
+    }
+    if (auto ec = parse_pack_trailer(trailer, size, offset, length, index_crc, why))
+        return ec;
+    std::string text(static_cast<std::size_t>(length), '\0');
+    if (auto ec = st.read(name, offset, std::as_writable_bytes(std::span(text)))) {
+        why = fmt::format("reading its index: {}", failure(st, name, ec));
+        return ec;
+    }
+    return parse_pack_index(text, index_crc, offset, out, why);
+}
+
 namespace {
 
-// The index of pack `name`, checked against its trailer and against the
-// crc32c its bucket's record holds for it.
+// The index of pack `name`, read_pack's, checked against the crc32c its
+// bucket's record holds for it.
 std::error_code read_pack_index(backend& st, const std::string& name, std::uint32_t expected_crc,
                                 pack_index& out, std::string& why, damage& d)
 {
-    std::uint64_t size = 0;
-    if (auto ec = st.size(name, size)) {
-        why = fmt::format("pack {} listed as complete is unreadable: {}", name,
-                          failure(st, name, ec));
-        d = {name, "a pack", ec == errc::not_found ? "missing" : failure(st, name, ec),
-             problem::record};
-        return make_error_code(errc::corrupt);
-    }
-    auto bad = [&](std::error_code ec, std::string found) {
-        why = fmt::format("pack {}: {}", name, found);
-        d = {name, "a pack", std::move(found), problem::record};
-        return ec == errc::corrupt ? ec : make_error_code(errc::corrupt);
-    };
-    std::byte trailer[pack_trailer_size] = {};
-    std::string found;
-    std::uint64_t offset = 0, length = 0;
     std::uint32_t crc = 0;
-    if (size < pack_trailer_size)
-        return bad(errc::corrupt, fmt::format("{} bytes, too short for a pack", size));
-    if (auto ec = st.read(name, size - pack_trailer_size, trailer))
-        return bad(ec, fmt::format("reading its trailer: {}", failure(st, name, ec)));
-    if (auto ec = parse_pack_trailer(trailer, size, offset, length, crc, found))
-        return bad(ec, found);
-    if (crc != expected_crc)
-        return bad(errc::corrupt,
-                   fmt::format("its index has crc32c {:08x}, its bucket's record says {:08x} "
-                               "(a pack written again after the record?)",
-                               crc, expected_crc));
-    std::string text(static_cast<std::size_t>(length), '\0');
-    if (auto ec = st.read(name, offset, std::as_writable_bytes(std::span(text))))
-        return bad(ec, fmt::format("reading its index: {}", failure(st, name, ec)));
-    if (auto ec = parse_pack_index(text, crc, offset, out, found))
-        return bad(ec, found);
-    return {};
+    std::string found;
+    auto ec = read_pack(st, name, out, crc, found);
+    if (!ec && crc != expected_crc) {
+        found = fmt::format("its index has crc32c {:08x}, its bucket's record says {:08x} (a pack "
+                            "written again after the record?)",
+                            crc, expected_crc);
+        ec = make_error_code(errc::corrupt);
+    }
+    if (!ec)
+        return {};
+    why = fmt::format("pack {} listed as complete is unreadable: {}", name, found);
+    d = {name, "a pack", std::move(found), problem::record};
+    return make_error_code(errc::corrupt);
 }
 
 // Node `n`'s part of `version` in the version's directory, added to `info`:

@@ -143,6 +143,13 @@ std::error_code latest(backend& st, const std::string& job, bool verify, std::ui
 std::error_code try_complete(backend& st, const manifest& m, std::uint32_t manifest_crc,
                              std::uint32_t nodes, bool& completed, std::string& why);
 
+// The index of pack `name` (pack.hpp), checked against its trailer (its
+// parts are checked against the index when read), and the index's crc32c.
+// `why` says what failed, in words that follow the pack's name ("missing"
+// when it is not there).
+std::error_code read_pack(backend& st, const std::string& name, pack_index& out,
+                          std::uint32_t& index_crc, std::string& why);
+
 // The job-wide commit of a bucket of versions (docs/small-versions.md):
 // after node `part.node`'s pack of the bucket (or, for a version too large
 // for a pack, its manifest of it) is committed, counts it in at the

@@ -96,46 +96,48 @@ std::error_code reader::read(const place& at, std::uint64_t version, std::span<s
     if (auto ec = open_store(at.store))
         return ec;
     const std::string& job = at.job;
-    std::uint64_t length = st.size;
-    std::uint32_t crc = st.crc32c;
-    store::bytes_place place{store::data_object(job, version, at.node, at.rank)};
-    // A version of this run the daemon packed (IOFWD_PACK_VERSIONS) has no
-    // object of its own: the catalog finds it once its bucket completes it.
-    std::uint64_t own_size = 0;
-    const bool packed = st.state == proto::version_state_t::durable &&
-                        store_->size(place.object, own_size) == errc::not_found;
-    if (packed && st.size <= out.size()) {
-        // The daemon still has it while its pack is not committed.
-        bool served = false;
-        if (auto ec = read_staged(version, out, served, size))
-            return ec;
-        if (served)
-            return {};
-    }
-    if (st.state == proto::version_state_t::unknown || packed) {
-        // Not written in this run: the version must be complete job-wide
-        // (in its own directory or in a pack: the catalog says where).
-        store::version_info info;
-        std::string why;
-        if (auto ec = store::load_node(*store_, job, version, at.node, info, why))
-            return fail(ec == errc::not_found ? make_error_code(errc::not_found) : ec, why);
-        const store::manifest_entry* entry = nullptr;
-        for (std::size_t i = 0; i < info.manifests.size(); ++i)
-            if (info.manifests[i].node == at.node && at.rank < info.manifests[i].entries.size()) {
-                entry = &info.manifests[i].entries[at.rank];
-                place = info.places[i][at.rank];
-            }
-        if (!entry)
-            return fail(errc::not_found,
-                        fmt::format("version {} of job {} holds no data for node {} rank {}",
-                                    version, job, at.node, at.rank));
-        length = entry->size;
-        crc = entry->crc32c;
-    }
     std::string why;
-    if (auto ec = store::read_checked(*store_, place, length, crc, out, why))
+    if (st.state == proto::version_state_t::durable) {
+        store::bytes_place own{store::data_object(job, version, at.node, at.rank)};
+        auto ec = store::read_checked(*store_, own, st.size, st.crc32c, out, why);
+        if (!ec) {
+            size = st.size;
+            return {};
+        }
+        // A version of this run the daemon packed (IOFWD_PACK_VERSIONS) has
+        // no object of its own: the daemon still has it while its pack is
+        // not committed, and the catalog finds it once its bucket completes
+        // it. Looked for only when the read fails, not before every read.
+        std::uint64_t own_size = 0;
+        if (ec != errc::corrupt || store_->size(own.object, own_size) != errc::not_found)
+            return fail(ec, fmt::format("version {}: {}", version, why));
+        if (st.size <= out.size()) {
+            bool served = false;
+            if (auto sec = read_staged(version, out, served, size))
+                return sec;
+            if (served)
+                return {};
+        }
+    }
+    // Not written in this run, or packed: the version must be complete
+    // job-wide (in its own directory or in a pack: the catalog says where).
+    store::version_info info;
+    if (auto ec = store::load_node(*store_, job, version, at.node, info, why))
+        return fail(ec == errc::not_found ? make_error_code(errc::not_found) : ec, why);
+    const store::manifest_entry* entry = nullptr;
+    store::bytes_place place;
+    for (std::size_t i = 0; i < info.manifests.size(); ++i)
+        if (info.manifests[i].node == at.node && at.rank < info.manifests[i].entries.size()) {
+            entry = &info.manifests[i].entries[at.rank];
+            place = info.places[i][at.rank];
+        }
+    if (!entry)
+        return fail(errc::not_found,
+                    fmt::format("version {} of job {} holds no data for node {} rank {}", version,
+                                job, at.node, at.rank));
+    if (auto ec = store::read_checked(*store_, place, entry->size, entry->crc32c, out, why))
         return fail(ec, fmt::format("version {}: {}", version, why));
-    size = length;
+    size = entry->size;
     return {};
 }
 
