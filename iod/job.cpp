@@ -1,7 +1,6 @@
 #include "job.hpp"
 
 #include <algorithm>
-#include <charconv>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -58,25 +57,6 @@ std::error_code write_pack(store::backend& st, const std::string& job, const std
     }
     part = {node, inputs.front().ranks, first, last, index_crc, false};
     return {};
-}
-
-// Node `node`'s pack named `name` in a bucket: its first and last version.
-bool parse_node_pack(const std::string& name, const std::string& node, std::uint64_t& first,
-                     std::uint64_t& last)
-{
-    const std::string prefix = node + ".v";
-    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0)
-        return false;
-    const char* p = name.data() + prefix.size();
-    const char* end = name.data() + name.size();
-    auto [dash, ec1] = std::from_chars(p, end, first);
-    if (ec1 != std::errc{} || dash == end || *dash != '-')
-        return false;
-    auto [rest, ec2] = std::from_chars(dash + 1, end, last);
-    // Written one way only (layout's pack_object): a name that does not
-    // format back is not one.
-    return ec2 == std::errc{} && rest == end && first >= 1 && first <= last &&
-           fmt::format("{}{:08}-{:08}", prefix, first, last) == name;
 }
 
 }  // namespace
@@ -342,9 +322,10 @@ std::error_code job::complete_packed(const std::string& job, std::uint64_t bucke
     }
     std::set<std::uint64_t> covered;
     for (const auto& n : names) {
-        std::uint64_t first = 0, last = 0;
-        if (!parse_node_pack(n, opts_.node, first, last))
+        const auto pack = store::parse_pack_name(n);
+        if (!pack || pack->node != opts_.node)
             continue;
+        const std::uint64_t first = pack->first, last = pack->last;
         const auto in = std::lower_bound(versions.begin(), versions.end(), first);
         if (in == versions.end() || *in > last)
             continue;

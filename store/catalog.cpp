@@ -234,6 +234,51 @@ std::error_code read_pack(backend& st, const std::string& name, pack_index& out,
     return parse_pack_index(text, index_crc, offset, out, why);
 }
 
+std::error_code find_own_packed(backend& st, const std::string& job, std::uint64_t version,
+                                const std::string& node, std::uint32_t rank, bytes_place& at,
+                                std::uint64_t& size, std::uint32_t& crc, std::string& why)
+{
+    std::vector<std::uint64_t> all;
+    if (auto ec = buckets(st, job, all)) {
+        why = fmt::format("listing the packs of job {}: {}", job, failure(st, job, ec));
+        return ec;
+    }
+    const auto bucket = std::upper_bound(all.begin(), all.end(), version);
+    if (bucket == all.begin())
+        return make_error_code(errc::not_found);
+    std::vector<std::string> names;
+    const auto dir = bucket_dir(job, *std::prev(bucket)) + "/";
+    if (auto ec = st.list(dir, names)) {
+        why = fmt::format("listing {}: {}", dir, failure(st, dir, ec));
+        return ec == errc::not_found ? make_error_code(errc::not_found) : ec;
+    }
+    for (const auto& n : names) {
+        const auto p = parse_pack_name(n);
+        if (!p || p->node != node || version < p->first || version > p->last)
+            continue;
+        const auto name = dir + n;
+        pack_index index;
+        std::uint32_t index_crc = 0;
+        std::string found;
+        if (auto ec = read_pack(st, name, index, index_crc, found)) {
+            why = fmt::format("pack {}: {}", name, found);
+            return ec == errc::not_found ? make_error_code(errc::corrupt) : ec;
+        }
+        if (index.job != job || index.node != node) {
+            why = fmt::format("pack {} is of job {} node {}", name, index.job, index.node);
+            return make_error_code(errc::corrupt);
+        }
+        for (const auto& part : index.parts)
+            if (part.version == version && part.rank == rank) {
+                at = {name, part.offset + pack_part_header_size, true};
+                size = part.size;
+                crc = part.crc32c;
+                return {};
+            }
+    }
+    return make_error_code(errc::not_found);
+}
+
 namespace {
 
 // The index of pack `name`, read_pack's, checked against the crc32c its

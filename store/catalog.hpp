@@ -150,6 +150,17 @@ std::error_code try_complete(backend& st, const manifest& m, std::uint32_t manif
 std::error_code read_pack(backend& st, const std::string& name, pack_index& out,
                           std::uint32_t& index_crc, std::string& why);
 
+// Where node `node`'s pack holds rank `rank`'s part of `version`, whether
+// or not a bucket's record completes the version yet, and the part's size
+// and crc32c by the pack's checked index: for a rank reading back a
+// version its daemon packed while the job's other nodes have not arrived.
+// Not a complete version: only the part's own writer may read it this way.
+// not_found when no pack of the node holds it. Cost: two listings (the
+// job's buckets, the version's bucket) and the pack's index.
+std::error_code find_own_packed(backend& st, const std::string& job, std::uint64_t version,
+                                const std::string& node, std::uint32_t rank, bytes_place& at,
+                                std::uint64_t& size, std::uint32_t& crc, std::string& why);
+
 // The job-wide commit of a bucket of versions (docs/small-versions.md):
 // after node `part.node`'s pack of the bucket (or, for a version too large
 // for a pack, its manifest of it) is committed, counts it in at the

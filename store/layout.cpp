@@ -118,7 +118,7 @@ std::optional<std::uint64_t> parse_bucket_complete(std::string_view name)
     return numbered8(name.substr(head.size() + 1), 'v');
 }
 
-std::optional<std::uint64_t> parse_pack_last(std::string_view name)
+std::optional<pack_name> parse_pack_name(std::string_view name)
 {
     const auto v = name.rfind(".v");
     const auto dash = name.rfind('-');
@@ -128,7 +128,13 @@ std::optional<std::uint64_t> parse_pack_last(std::string_view name)
     const auto last = numbered8(std::string("v").append(name.substr(dash + 1)), 'v');
     if (!first || !last || *first > *last)
         return std::nullopt;
-    return last;
+    return pack_name{std::string(name.substr(0, v)), *first, *last};
+}
+
+std::optional<std::uint64_t> parse_pack_last(std::string_view name)
+{
+    const auto p = parse_pack_name(name);
+    return p ? std::optional<std::uint64_t>(p->last) : std::nullopt;
 }
 
 std::string format_manifest(const manifest& m)

@@ -75,6 +75,13 @@ std::optional<std::uint64_t> parse_bucket_complete(std::string_view name);
 // else. (Names are canonical: what the functions above write, nothing
 // else, so that no two names mean one thing.)
 std::optional<std::uint64_t> parse_pack_last(std::string_view name);
+// The same name -> its node, first and last version.
+struct pack_name {
+    std::string node;
+    std::uint64_t first = 0;
+    std::uint64_t last = 0;
+};
+std::optional<pack_name> parse_pack_name(std::string_view name);
 
 struct manifest_entry {
     std::uint32_t rank = 0;

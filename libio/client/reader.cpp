@@ -106,8 +106,8 @@ std::error_code reader::read(const place& at, std::uint64_t version, std::span<s
         }
         // A version of this run the daemon packed (IOFWD_PACK_VERSIONS) has
         // no object of its own: the daemon still has it while its pack is
-        // not committed, and the catalog finds it once its bucket completes
-        // it. Looked for only when the read fails, not before every read.
+        // not committed, and the node's pack holds it after. Looked for
+        // only when the read fails, not before every read.
         std::uint64_t own_size = 0;
         if (ec != errc::corrupt || store_->size(own.object, own_size) != errc::not_found)
             return fail(ec, fmt::format("version {}: {}", version, why));
@@ -118,6 +118,28 @@ std::error_code reader::read(const place& at, std::uint64_t version, std::span<s
             if (served)
                 return {};
         }
+        // Its pack is committed, but the bucket may wait for other nodes:
+        // the rank's own part, as the daemon reported it durable, is read
+        // from the node's pack.
+        store::bytes_place packed;
+        std::uint64_t packed_size = 0;
+        std::uint32_t packed_crc = 0;
+        ec = store::find_own_packed(*store_, job, version, at.node, at.rank, packed, packed_size,
+                                    packed_crc, why);
+        if (!ec && (packed_size != st.size || packed_crc != st.crc32c))
+            return fail(errc::corrupt,
+                        fmt::format("version {}: pack {} holds {} bytes (crc32c {:08x}) of rank "
+                                    "{}, the daemon reported {} bytes (crc32c {:08x}) durable",
+                                    version, packed.object, packed_size, packed_crc, at.rank,
+                                    st.size, st.crc32c));
+        if (!ec) {
+            if (auto rec = store::read_checked(*store_, packed, st.size, st.crc32c, out, why))
+                return fail(rec, fmt::format("version {}: {}", version, why));
+            size = st.size;
+            return {};
+        }
+        if (ec != errc::not_found)
+            return fail(ec, fmt::format("version {}: {}", version, why));
     }
     // Not written in this run, or packed: the version must be complete
     // job-wide (in its own directory or in a pack: the catalog says where).

@@ -500,6 +500,64 @@ TEST_CASE("two nodes complete versions one packs and the other does not through 
     CHECK(out.find("6 complete versions, 0 incomplete") != std::string::npos);
 }
 
+TEST_CASE("a rank reads back its packed version while the bucket waits for another node",
+          "[packs-read-nodes]")
+{
+    // Node A's pack of version 1 is committed; node B has not written it,
+    // so no bucket record completes it yet. A's rank reads it back from its
+    // node's pack, checked against what its daemon reported durable; then
+    // B writes, and the version completes.
+    cluster c;
+    auto a = packing();
+    a.insert({{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeA"}, {"IOFWD_SESSION", "sa"},
+              {"IOFWD_RUN", "r1"}});
+    auto b = packing();
+    b.insert({{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeB"}, {"IOFWD_SESSION", "sb"},
+              {"IOFWD_RUN", "r1"}, {"IOFWD_JOURNAL_MAX", "0"}});
+    const std::string go = c.runtime_dir() + "/go", read = c.runtime_dir() + "/read",
+                      go_b = c.runtime_dir() + "/go-b";
+    const std::string log_a = c.runtime_dir() + "/sa.log";
+    auto ra = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--wait", "--go-file", go,
+                            "--gate-at", "1", read, "--read-back"},
+                     a);
+    auto rb = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--go-file", go_b}, b);
+    REQUIRE(wait_until([&] {
+        std::error_code ec;
+        return count(read_file(log_a), "connect job") == 1 &&
+               count(read_file(c.runtime_dir() + "/sb.log"), "connect job") == 1 &&
+               std::filesystem::file_size(c.store() + "/itest/.nodeA.journal", ec) == (1u << 20);
+    }, 30s));
+    std::this_thread::sleep_for(500ms);  // the journal's fdatasync after its zeros
+    auto open = [](const std::string& path) {
+        std::FILE* f = std::fopen(path.c_str(), "w");
+        REQUIRE(f);
+        std::fclose(f);
+    };
+    open(go);
+    const bool packed = wait_until([&] {
+        return read_file(log_a).find("version 1 of node nodeA committed in bucket 1") !=
+               std::string::npos;
+    }, 30s);
+    INFO("rank A:\n" << ra.output() << "log A:\n" << read_file(log_a));
+    REQUIRE(packed);
+    const std::string bucket = c.store() + "/itest/packs/b00000001";
+    REQUIRE(std::filesystem::exists(bucket + "/nodeA.v00000001-00000001"));
+    REQUIRE_FALSE(std::filesystem::exists(bucket + "/COMPLETE.v00000001"));
+    open(read);
+    REQUIRE(wait_until([&] { return has_line(ra, "readback 0 5000 1"); }, 30s));
+    CHECK_FALSE(std::filesystem::exists(bucket + "/COMPLETE.v00000001"));
+    open(go_b);
+    for (auto* r : {&ra, &rb}) {
+        const auto st = r->wait(60s);
+        INFO("rank:\n" << r->output() << "log B:\n" << read_file(c.runtime_dir() + "/sb.log"));
+        REQUIRE(st.has_value());
+        REQUIRE(exit_code(*st) == 0);
+    }
+    CHECK(std::filesystem::exists(bucket + "/COMPLETE.v00000001"));
+    std::string out;
+    CHECK(c.verify(1, 2, out) == 0);
+}
+
 TEST_CASE("the nodes of a run pack as its record says, whatever each one's setting",
           "[packs-disagree]")
 {

@@ -101,3 +101,18 @@ TEST_CASE("a run record round-trips and refuses damaged text", "[layout]")
     CHECK(parse_run("iofwd-run 1\njob j\nrun r\nfirst-version 3\nnodes 1\npack-versions 8\nend\n",
                     back, why) == errc::corrupt);
 }
+
+TEST_CASE("a pack's name gives its node and versions, only in the form written", "[layout]")
+{
+    const auto name = pack_object("job", 65, "node.v1", 65, 70);
+    CHECK(name == "job/packs/b00000065/node.v1.v00000065-00000070");
+    const auto p = parse_pack_name("node.v1.v00000065-00000070");
+    REQUIRE(p);
+    CHECK(p->node == "node.v1");
+    CHECK(p->first == 65);
+    CHECK(p->last == 70);
+    CHECK(parse_pack_last("node.v1.v00000065-00000070") == 70u);
+    for (const char* bad : {"nodeA.v65-70", "nodeA.v00000070-00000065", ".v00000001-00000002",
+                            "nodeA.v00000001-00000002x", "nodeA.v00000001", "nodeA"})
+        CHECK_FALSE(parse_pack_name(bad));
+}

@@ -16,6 +16,7 @@
 //   descriptor:  fd <n> <what it is, as /proc/self/fd says>
 // --gate-at K PATH: before write K, prints "gated K" and waits (at most 60 s)
 //   until PATH exists: the test lets that write go when what it checks is done.
+//   K equal to the number of versions: after the last write, before --read-back.
 // --barrier: io_set_barrier with the barrier of a job of this one process
 //   (it passes at once); each call printed:  barrier <pass> <errno> <milliseconds>
 // --read-back: after the writes, io_read of the last version written and a
@@ -223,6 +224,10 @@ int main(int argc, char** argv)
                 break;
             }
         }
+    }
+    if (static_cast<long>(versions) == gate_at) {
+        std::printf("gated %u\n", versions);
+        wait_for_file(gate_file);
     }
     if (read_back && last_written > 0) {
         std::vector<std::byte> back(size), expect(size);
