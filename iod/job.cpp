@@ -14,6 +14,8 @@
 #include "store/report.hpp"
 
 namespace iofwd::iod {
+
+static_assert(store::manifest_max_nodes == proto::max_nodes);
 namespace {
 
 // Writes node `node`'s pack of `inputs` into `bucket` and gives its line of
@@ -97,9 +99,13 @@ std::error_code job::claim_store(const std::string& job, std::uint64_t& last,
         name_.clear();
         return ec;
     }
+    claimed_dirs_.clear();
     for (const auto& n : names)
-        if (auto v = store::parse_version_dir(n))
+        if (auto v = store::parse_version_dir(n)) {
             last = std::max(last, *v);
+            claimed_dirs_.push_back(*v);
+        }
+    std::sort(claimed_dirs_.begin(), claimed_dirs_.end());
     if (std::find(names.begin(), names.end(), store::packs_dir) != names.end()) {
         std::uint64_t packed = 0;
         if (auto ec = store::highest_packed(store_, job, packed)) {
@@ -267,11 +273,104 @@ std::error_code job::complete_recovered(const std::string& job, std::uint64_t fi
         if (auto ec = complete_packed(job, bucket, versions, named, budget, completed, job_wide,
                                       why))
             return ec;
+    rearrive_manifests(job, first, named, completed, job_wide);
     recovered_.clear();
+    claimed_dirs_.clear();
     if (completed)
         log_info("node {}'s journal of job '{}': {} version{} completed on the node", opts_.node,
                  job, completed, completed == 1 ? "" : "s");
     return {};
+}
+
+void job::rearrive_manifests(const std::string& job, std::uint64_t first, bool named,
+                             unsigned& completed, bool& job_wide)
+{
+    // Versions past the journal that a bucket commits have only their
+    // manifest to say so, and a crash between the manifest and its arrival
+    // would keep the bucket's later versions from completing on every
+    // node. The catalog's one thread writes a manifest and arrives before
+    // the next version's: only the node's newest manifest can lack its
+    // arrival. It is looked for from the newest version directory down,
+    // until one that is complete, among a few.
+    constexpr unsigned look_at_most = 64;
+    unsigned looked = 0;
+    for (auto it = claimed_dirs_.rbegin(); it != claimed_dirs_.rend(); ++it) {
+        const std::uint64_t v = *it;
+        if (v >= first)
+            continue;  // this run's number
+        if (++looked > look_at_most) {
+            log_warn("node {}'s manifests of job '{}': none in the newest {} version "
+                     "directories; older ones are not looked at again",
+                     opts_.node, job, look_at_most);
+            return;
+        }
+        const auto name = store::manifest_object(job, v, opts_.node);
+        std::string text, reason;
+        if (auto ec = store::read_all(store_, name, text); ec == errc::not_found) {
+            std::uint64_t size = 0;
+            if (!store_.size(store::complete_object(job, v), size))
+                return;  // complete, and none of the node's after it
+            continue;
+        } else if (ec) {
+            log_warn("version {} of node {}: cannot read {} to see whether it arrived at its "
+                     "bucket: {}",
+                     v, opts_.node, name, store::failure(store_, name, ec));
+            return;
+        }
+        if (recovered_.count(v))
+            return;  // the journal's to complete (complete_from_journal)
+        store::manifest m;
+        if (auto ec = store::parse_manifest(text, m, reason)) {
+            log_warn("version {} of node {}: {} does not read ({}); not arriving with it", v,
+                     opts_.node, name, reason);
+            return;
+        }
+        if (m.bucket == 0)
+            return;  // arrives at the version's own tally (or did)
+        if (m.job != job || m.node != opts_.node || m.version != v) {
+            log_warn("version {} of node {}: {} is the manifest of job {} node {} version {}; "
+                     "not arriving with it",
+                     v, opts_.node, name, m.job, m.node, m.version);
+            return;
+        }
+        const auto tally = store::bucket_arrivals_object(job, m.bucket);
+        std::vector<store::backend::arrival> arrived;
+        if (auto ec = store_.arrivals(tally, arrived); ec && ec != errc::not_found) {
+            log_warn("version {} of node {}: cannot read the arrivals of bucket {}: {}", v,
+                     opts_.node, m.bucket, store::failure(store_, tally, ec));
+            return;
+        }
+        const auto member = fmt::format("{}.{}", opts_.node, v);
+        if (std::any_of(arrived.begin(), arrived.end(),
+                        [&](const auto& a) { return a.member == member; }))
+            return;  // arrived before the daemon stopped
+        if (m.nodes > 1 && !named) {
+            log_info("version {} of node {}: not arrived at bucket {} again: a job of several "
+                     "nodes without a run name (IOFWD_RUN) may have numbered it anew on another "
+                     "node",
+                     v, opts_.node, m.bucket);
+            return;
+        }
+        std::uint64_t complete = 0;
+        const std::uint32_t crc = crc32c(std::as_bytes(std::span(text)));
+        if (auto ec = store::try_complete_bucket(store_, job, m.bucket,
+                                                 {opts_.node, m.ranks, v, v, crc, true}, m.nodes,
+                                                 complete, reason)) {
+            log_error("version {} of node {}: arriving at bucket {} with its manifest failed: "
+                      "{}; the version stays incomplete",
+                      v, opts_.node, m.bucket, reason);
+            return;
+        }
+        ++completed;
+        job_wide = job_wide || complete >= v;
+        log_warn("version {} of node {} arrived at bucket {} with its manifest (the daemon "
+                 "before stopped after writing it){}",
+                 v, opts_.node, m.bucket,
+                 complete >= v ? fmt::format(": complete on all {} nodes up to version {}",
+                                             m.nodes, complete)
+                               : std::string(", waiting for the job's other nodes"));
+        return;
+    }
 }
 
 std::error_code job::complete_packed(const std::string& job, std::uint64_t bucket,
@@ -471,7 +570,7 @@ bool job::complete_from_journal(const std::string& job, std::uint64_t version,
                                 "than is read back at a claim",
                                 human_bytes(direct_bytes)));
     budget -= direct_bytes;
-    store::manifest m{job, opts_.node, version, rv.ranks, {}};
+    store::manifest m{job, opts_.node, version, rv.ranks, {}, rv.bucket, rv.bucket ? rv.nodes : 0};
     for (std::uint32_t rank = 0; rank < rv.ranks; ++rank) {
         if (const auto it = rv.entries.find(rank); it != rv.entries.end()) {
             m.entries.push_back(it->second);
@@ -484,10 +583,11 @@ bool job::complete_from_journal(const std::string& job, std::uint64_t version,
             return left(fmt::format("rank {}'s part cannot be read back ({})", rank, why));
         m.entries.push_back(e);
     }
-    const std::string text = store::format_manifest(m);
-    const std::uint32_t crc = crc32c(std::as_bytes(std::span(text)));
+    std::string text = store::format_manifest(m);
     const std::string name = store::manifest_object(job, version, opts_.node);
     std::string existing;
+    store::manifest there;
+    std::string ignored;
     if (auto ec = store::read_all(store_, name, existing); ec == errc::not_found) {
         if (auto pec = store_.put(name, std::as_bytes(std::span(text)))) {
             log_error("version {} of node {}: cannot write {} from the node's journal: {}; the "
@@ -500,8 +600,15 @@ bool job::complete_from_journal(const std::string& job, std::uint64_t version,
                   version, opts_.node, name, store::failure(store_, name, ec));
         return false;
     } else if (existing != text) {
-        return left(fmt::format("{} is there and lists other parts", name));
+        // Written by an iofwd before "iofwd-manifest 2" too: the same parts
+        // are the same manifest, and its arrival brings that text's crc32c.
+        if (store::parse_manifest(existing, there, ignored) || there.job != m.job ||
+            there.node != m.node || there.version != m.version || there.ranks != m.ranks ||
+            there.entries != m.entries)
+            return left(fmt::format("{} is there and lists other parts", name));
+        text = std::move(existing);
     }
+    const std::uint32_t crc = crc32c(std::as_bytes(std::span(text)));
     // The daemon before may have arrived at the version's tally already:
     // arriving again is harmless (try_complete). Best effort, like the
     // manifest: a failure here leaves the version incomplete and the job
@@ -587,15 +694,24 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
                 log_info("run {} of job {}: versions from {}, as its record says", m.run, m.job,
                          rec.first_version);
             if (rec.pack_versions != pack_versions)
-                log_warn("run {} of job {}: {}, as its record says (the node that created it "
-                         "had IOFWD_PACK_VERSIONS={}); this node's {} is not used",
+                log_warn("run {} of job {}: {}; this node's IOFWD_PACK_VERSIONS={} is not used",
                          m.run, m.job,
                          rec.pack_versions == 0
-                             ? std::string("no versions packed")
-                             : fmt::format("versions packed in buckets of {}", rec.pack_versions),
-                         rec.pack_versions, opts_.pack_versions);
+                             ? std::string("no versions packed, as its record says (it has no "
+                                           "pack-versions: the node that created it packed "
+                                           "nothing, or was an older iofwd)")
+                             : fmt::format("versions packed in buckets of {}, as its record "
+                                           "says (the node that created it had "
+                                           "IOFWD_PACK_VERSIONS={})",
+                                           rec.pack_versions, rec.pack_versions),
+                         opts_.pack_versions);
             first = rec.first_version;
             pack_versions = rec.pack_versions;
+        } else if (pack_versions > 0 && m.nodes > 1) {
+            log_warn("job {}: {} nodes and no run name: each node packs versions as its own "
+                     "IOFWD_PACK_VERSIONS (here {}) says, and none completes if they differ; "
+                     "name the run (io_init_comm, IOFWD_RUN) for its record to hold one",
+                     m.job, m.nodes, pack_versions);
         }
         // The versions the journal held, then the journal started over: a
         // claim refused before this point (join_run) keeps the records for
@@ -907,7 +1023,7 @@ void job::commit_unpacked(const std::string& job, std::uint64_t version, pending
                           std::uint32_t ranks)
 {
     const std::uint64_t bucket = bucket_of(version);
-    store::manifest m{job, opts_.node, version, ranks, {}};
+    store::manifest m{job, opts_.node, version, ranks, {}, bucket, nodes_};
     std::vector<std::pair<std::uint32_t, packed_bytes>> parts;  // without an object yet
     for (std::uint32_t r = 0; r < ranks; ++r) {
         m.entries.push_back(*pv.entries[r]);

@@ -225,6 +225,13 @@ private:
     // journal keeps its records for the next claim.
     std::error_code complete_recovered(const std::string& job, std::uint64_t first, bool named,
                                        bool& job_wide, std::string& why);
+    // A version a bucket commits whose manifest of the node is there but
+    // which no bucket's record completes (the daemon before died between
+    // the manifest and its arrival): arrives with the manifest again. Looks
+    // at the claim's version directories from the newest down, until one
+    // that is complete. Best effort, like complete_from_journal.
+    void rearrive_manifests(const std::string& job, std::uint64_t first, bool named,
+                            unsigned& completed, bool& job_wide);
     // The packed versions of one bucket found in the journal, ascending:
     // those a pack of the node holds already arrive with it; the rest are
     // packed, a pack per run of consecutive versions whose every rank is in
@@ -266,6 +273,7 @@ private:
     std::unique_ptr<store::claim> claim_;
     std::shared_ptr<store::journal> journal_;  // held with the claim
     std::map<std::uint64_t, recovered_version> recovered_;  // recover_journal's, until complete_recovered
+    std::vector<std::uint64_t> claimed_dirs_;  // the version directories claim_store found
     std::uint32_t ranks_ = 0;
     std::uint32_t nodes_ = 1;
     std::vector<rank_state> ranks_state_;

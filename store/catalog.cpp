@@ -32,43 +32,67 @@ namespace {
 
 // The record of bucket `bucket` of `job` (its newest), read and checked;
 // not_found when it has none.
-std::error_code read_bucket(backend& st, const std::string& job, std::uint64_t bucket,
-                            bucket_record& out, std::string& why)
+// One of a bucket's records, the one up to version `last`, checked to be
+// that record.
+std::error_code read_bucket_record(backend& st, const std::string& job, std::uint64_t bucket,
+                                   std::uint64_t last, bucket_record& out, std::string& why)
+{
+    const auto name = bucket_complete_object(job, bucket, last);
+    std::string text, reason;
+    bucket_record rec;
+    if (auto ec = read_all(st, name, text)) {
+        why = fmt::format("{}: {}", name, failure(st, name, ec));
+        return ec;
+    }
+    if (auto ec = parse_bucket(text, rec, reason)) {
+        why = fmt::format("{}: {}", name, reason);
+        return ec;
+    }
+    if (rec.job != job || rec.bucket != bucket || rec.last != last) {
+        why = fmt::format("{} is the record of job {} bucket {} up to version {}: it was "
+                          "copied or moved, it is not that record",
+                          name, rec.job, rec.bucket, rec.last);
+        return make_error_code(errc::corrupt);
+    }
+    out = std::move(rec);
+    return {};
+}
+
+// The last versions a bucket's records are named by, newest first.
+std::error_code bucket_records(backend& st, const std::string& job, std::uint64_t bucket,
+                               std::vector<std::uint64_t>& out, std::string& why)
 {
     std::vector<std::string> names;
     if (auto ec = st.list(bucket_dir(job, bucket) + "/", names)) {
         why = fmt::format("listing {}: {}", bucket_dir(job, bucket), ec.message());
         return ec;
     }
-    std::vector<std::uint64_t> records;
+    out.clear();
     for (const auto& n : names)
         if (const auto last = parse_bucket_complete(n))
-            records.push_back(*last);
+            out.push_back(*last);
+    std::sort(out.rbegin(), out.rend());
+    return {};
+}
+
+std::error_code read_bucket(backend& st, const std::string& job, std::uint64_t bucket,
+                            bucket_record& out, std::string& why)
+{
+    std::vector<std::uint64_t> records;
+    if (auto ec = bucket_records(st, job, bucket, records, why))
+        return ec;
     if (records.empty())
         return make_error_code(errc::not_found);
-    std::sort(records.rbegin(), records.rend());
     // The newest record that reads whole. Each says less than the one after
     // it, and all of it true: a damaged newer one takes back only what it
-    // added (and the newest one's damage is what `why` says).
+    // added (and the newest one's damage is what `why` says;
+    // damaged_bucket_records names every one).
     std::error_code first_ec;
     for (const auto last : records) {
-        const auto name = bucket_complete_object(job, bucket, last);
-        std::string text, reason;
-        bucket_record rec;
-        auto ec = read_all(st, name, text);
-        if (ec) {
-            reason = fmt::format("{}: {}", name, failure(st, name, ec));
-        } else if ((ec = parse_bucket(text, rec, reason))) {
-            reason = fmt::format("{}: {}", name, reason);
-        } else if (rec.job != job || rec.bucket != bucket || rec.last != last) {
-            reason = fmt::format("{} is the record of job {} bucket {} up to version {}: it was "
-                                 "copied or moved, it is not that record",
-                                 name, rec.job, rec.bucket, rec.last);
-            ec = make_error_code(errc::corrupt);
-        } else {
-            out = std::move(rec);
+        std::string reason;
+        auto ec = read_bucket_record(st, job, bucket, last, out, reason);
+        if (!ec)
             return {};
-        }
         if (!first_ec) {
             first_ec = ec == errc::not_found ? make_error_code(errc::corrupt) : ec;
             why = std::move(reason);
@@ -262,7 +286,7 @@ std::error_code find_own_packed(backend& st, const std::string& job, std::uint64
         std::string found;
         if (auto ec = read_pack(st, name, index, index_crc, found)) {
             why = fmt::format("pack {}: {}", name, found);
-            return ec == errc::not_found ? make_error_code(errc::corrupt) : ec;
+            return ec;  // not_found: removed since the listing (retention)
         }
         if (index.job != job || index.node != node) {
             why = fmt::format("pack {} is of job {} node {}", name, index.job, index.node);
@@ -288,16 +312,17 @@ std::error_code read_pack_index(backend& st, const std::string& name, std::uint3
 {
     std::uint32_t crc = 0;
     std::string found;
-    auto ec = read_pack(st, name, out, crc, found);
-    if (!ec && crc != expected_crc) {
-        found = fmt::format("its index has crc32c {:08x}, its bucket's record says {:08x} (a pack "
-                            "written again after the record?)",
-                            crc, expected_crc);
-        ec = make_error_code(errc::corrupt);
+    if (auto ec = read_pack(st, name, out, crc, found)) {
+        why = fmt::format("pack {} listed as complete is unreadable: {}", name, found);
+        d = {name, "a pack", std::move(found), problem::record};
+        return make_error_code(errc::corrupt);
     }
-    if (!ec)
+    if (crc == expected_crc)
         return {};
-    why = fmt::format("pack {} listed as complete is unreadable: {}", name, found);
+    found = fmt::format("its index has crc32c {:08x}, its bucket's record says {:08x} (a pack "
+                        "written again after the record?)",
+                        crc, expected_crc);
+    why = fmt::format("pack {}: {}", name, found);
     d = {name, "a pack", std::move(found), problem::record};
     return make_error_code(errc::corrupt);
 }
@@ -1041,6 +1066,31 @@ std::error_code unfinished_buckets(backend& st, const std::string& job,
             out.push_back({all[i], i + 1 < all.size() ? all[i + 1] : UINT64_MAX});
         else if (ec)
             unreadable.push_back(why);
+    }
+    return {};
+}
+
+std::error_code damaged_bucket_records(backend& st, const std::string& job,
+                                       std::vector<std::string>& out)
+{
+    std::vector<std::uint64_t> all;
+    if (auto ec = buckets(st, job, all))
+        return ec;
+    out.clear();
+    for (const auto bucket : all) {
+        std::vector<std::uint64_t> records;
+        std::string why;
+        if (auto ec = bucket_records(st, job, bucket, records, why)) {
+            if (ec == errc::not_found)
+                continue;  // removed meanwhile
+            return ec;
+        }
+        for (const auto last : records) {
+            bucket_record rec;
+            if (auto ec = read_bucket_record(st, job, bucket, last, rec, why);
+                ec && ec != errc::not_found)
+                out.push_back(std::move(why));
+        }
     }
     return {};
 }

@@ -233,6 +233,14 @@ std::error_code unfinished_buckets(backend& st, const std::string& job,
                                    std::vector<bucket_span>& out,
                                    std::vector<std::string>& unreadable);
 
+// Every record of the job's buckets that does not read (unreadable, not a
+// bucket record, or another bucket's), in words: a damaged record takes
+// back the versions only it said are complete, which then are in no
+// listing of versions. For `iofwd ls` and `iofwd verify`; one read per
+// record.
+std::error_code damaged_bucket_records(backend& st, const std::string& job,
+                                       std::vector<std::string>& out);
+
 // Deletes one bucket (docs/small-versions.md): its records first (then
 // nothing of it is complete: `records_gone`), its tally, the directories of
 // the large versions in its span its record said it holds, its packs, and

@@ -126,7 +126,7 @@ std::optional<pack_name> parse_pack_name(std::string_view name)
         return std::nullopt;
     const auto first = numbered8(name.substr(v + 1, dash - v - 1), 'v');
     const auto last = numbered8(std::string("v").append(name.substr(dash + 1)), 'v');
-    if (!first || !last || *first > *last)
+    if (!first || !last || *first == 0 || *first > *last)
         return std::nullopt;
     return pack_name{std::string(name.substr(0, v)), *first, *last};
 }
@@ -139,8 +139,10 @@ std::optional<std::uint64_t> parse_pack_last(std::string_view name)
 
 std::string format_manifest(const manifest& m)
 {
-    std::string out = fmt::format("iofwd-manifest 1\njob {}\nnode {}\nversion {}\nranks {}\n",
-                                  m.job, m.node, m.version, m.ranks);
+    std::string out = fmt::format("iofwd-manifest {}\njob {}\nnode {}\nversion {}\nranks {}\n",
+                                  m.bucket ? 2 : 1, m.job, m.node, m.version, m.ranks);
+    if (m.bucket)
+        out += fmt::format("bucket {} nodes {}\n", m.bucket, m.nodes);
     for (const auto& e : m.entries)
         out += fmt::format("rank {} size {} crc32c {:08x}\n", e.rank, e.size, e.crc32c);
     out += "end\n";
@@ -159,8 +161,9 @@ std::error_code parse_manifest(std::string_view text, manifest& out, std::string
         why = std::move(msg);
         return make_error_code(errc::corrupt);
     };
-    if (!next_line(text, line) || line != "iofwd-manifest 1")
+    if (!next_line(text, line) || (line != "iofwd-manifest 1" && line != "iofwd-manifest 2"))
         return bad("not an iofwd manifest (first line)");
+    const bool in_bucket = line == "iofwd-manifest 2";
     if (!next_line(text, line) || !field(line, "job", v))
         return bad("missing job line");
     m.job = v;
@@ -171,6 +174,16 @@ std::error_code parse_manifest(std::string_view text, manifest& out, std::string
         return bad("missing or bad version line");
     if (!next_line(text, line) || !field(line, "ranks", v) || !number(v, m.ranks) || m.ranks == 0)
         return bad("missing or bad ranks line");
+    if (in_bucket) {
+        // bucket B nodes N, as format_manifest writes it.
+        std::string_view w[4];
+        if (!next_line(text, line) || !text::words(line, w) || w[0] != "bucket" ||
+            w[2] != "nodes" || !text::canonical(w[1], m.bucket) ||
+            !text::canonical(w[3], m.nodes) || m.bucket == 0 || m.bucket > m.version ||
+            m.version - m.bucket >= bucket_max_versions || m.nodes == 0 ||
+            m.nodes > manifest_max_nodes)
+            return bad(fmt::format("missing or bad bucket line '{}'", line));
+    }
     for (std::uint32_t i = 0; i < m.ranks; ++i) {
         manifest_entry e;
         // rank R size S crc32c C

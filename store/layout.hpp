@@ -96,6 +96,12 @@ struct manifest {
     std::uint64_t version = 0;
     std::uint32_t ranks = 0;
     std::vector<manifest_entry> entries;  // one per rank, in rank order
+    // Of a version committed through a bucket (docs/small-versions.md): the
+    // bucket and the job's nodes, so that a claim can arrive with it again
+    // after a crash cut its arrival off. 0 for a version with its own
+    // COMPLETE record.
+    std::uint64_t bucket = 0;
+    std::uint32_t nodes = 0;
     bool operator==(const manifest&) const = default;
 };
 
@@ -105,8 +111,12 @@ struct manifest {
 //   node <node>
 //   version <n>
 //   ranks <n>
+//   bucket <n> nodes <n>     (only in "iofwd-manifest 2": a version a bucket commits)
 //   rank <r> size <bytes> crc32c <8 hex digits>      (one line per rank)
 //   end
+// A version with its own COMPLETE record keeps "iofwd-manifest 1", which an
+// older iofwd reads.
+inline constexpr std::uint32_t manifest_max_nodes = 100000;  // proto::max_nodes
 std::string format_manifest(const manifest& m);
 std::error_code parse_manifest(std::string_view text, manifest& out, std::string& why);
 

@@ -82,12 +82,7 @@ std::string unfinished(const pack_part& last)
                : fmt::format("version {} lacks ranks {} and up", last.version, last.rank + 1);
 }
 
-// A decimal number as format writes it: no sign, no leading zero.
-template <typename T>
-bool canonical(std::string_view s, T& out)
-{
-    return !s.empty() && (s.size() == 1 || s[0] != '0') && text::number(s, out);
-}
+using text::canonical;
 
 // A crc32c as format writes it: 8 lowercase hex digits.
 bool canonical_crc(std::string_view s, std::uint32_t& out)

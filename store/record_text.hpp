@@ -27,6 +27,13 @@ bool number(std::string_view s, T& out, int base = 10)
     return ec == std::errc{} && p == s.data() + s.size();
 }
 
+// A decimal number as fmt writes it: no sign, no leading zero.
+template <typename T>
+bool canonical(std::string_view s, T& out)
+{
+    return !s.empty() && (s.size() == 1 || s[0] != '0') && number(s, out);
+}
+
 // "key value" -> value when the key matches.
 inline bool field(std::string_view line, std::string_view key, std::string_view& value)
 {

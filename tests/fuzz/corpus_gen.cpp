@@ -243,6 +243,8 @@ void store_seeds(corpus& c)
     const manifest m{"job", "node-1", 12, 2, {{0, 1048576, 0xdeadbeef}, {1, 4096, 0x1234}}};
     const auto mtext = format_manifest(m);
     c["store/valid-manifest"] = from(mtext);
+    c["store/valid-manifest-bucket"] =
+        from(format_manifest(manifest{"job", "node-1", 70, 1, {{0, 4096, 7}}, 65, 3}));
     const complete_record cr{"job", 12, {{"node-1", 2, 0xcafef00d}, {"node-2", 4, 7}}};
     const auto ctext = format_complete(cr);
     c["store/valid-complete"] = from(ctext);

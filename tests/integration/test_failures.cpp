@@ -458,7 +458,8 @@ TEST_CASE("two nodes complete versions one packs and the other does not through 
     // through the buckets' records, which name A's packs and B's manifests.
     cluster c;
     auto a = packing();
-    a.insert({{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeA"}, {"IOFWD_SESSION", "sa"}});
+    a.insert({{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeA"}, {"IOFWD_SESSION", "sa"},
+              {"IOFWD_PACK_WAIT", "5"}});  // one pack of 1-4, however slow the fsyncs
     auto b = packing();
     b.insert({{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeB"}, {"IOFWD_SESSION", "sb"},
               {"IOFWD_JOURNAL_MAX", "0"}});
@@ -566,12 +567,14 @@ TEST_CASE("the nodes of a run pack as its record says, whatever each one's setti
     // wait at their buckets and B's at their own tallies, and none would
     // ever complete. B packs as the record says, and says so in its log.
     cluster c;
+    // A long pause: each node's batch closes when it holds its bucket, or
+    // at its rank's BYE, not when a slow fsync makes a gap.
     auto a = packing();
     a.insert({{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeA"}, {"IOFWD_SESSION", "sa"},
-              {"IOFWD_RUN", "r1"}});
+              {"IOFWD_RUN", "r1"}, {"IOFWD_PACK_WAIT", "5"}});
     auto b = small_journal;
     b.insert({{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeB"}, {"IOFWD_SESSION", "sb"},
-              {"IOFWD_RUN", "r1"}, {"IOFWD_PACK_VERSIONS", "0"}});
+              {"IOFWD_RUN", "r1"}, {"IOFWD_PACK_VERSIONS", "0"}, {"IOFWD_PACK_WAIT", "5"}});
     const std::string go = c.runtime_dir() + "/go";
     auto ra = c.rank(0, 1, {"--size", "5000", "--versions", "6", "--go-file", go}, a);
     REQUIRE(wait_until([&] { return std::filesystem::exists(c.store() + "/itest/runs/r1"); },
@@ -599,7 +602,8 @@ TEST_CASE("the nodes of a run pack as its record says, whatever each one's setti
     CHECK(read_file(c.store() + "/itest/runs/r1").find("\npack-versions 4\n") != std::string::npos);
     CHECK(read_file(log_b).find("run r1 of job itest: versions packed in buckets of 4, as its "
                                 "record says (the node that created it had "
-                                "IOFWD_PACK_VERSIONS=4); this node's 0 is not used") !=
+                                "IOFWD_PACK_VERSIONS=4); this node's IOFWD_PACK_VERSIONS=0 is "
+                                "not used") !=
           std::string::npos);
     const std::string packs = c.store() + "/itest/packs";
     CHECK(std::filesystem::exists(packs + "/b00000001/nodeA.v00000001-00000004"));
@@ -698,6 +702,80 @@ TEST_CASE("a pack renamed before the daemon's death is taken, not written again"
                                          [&] { return std::filesystem::exists(pack); });
     CHECK(log.find("wrote itest/packs/") == std::string::npos);
     CHECK(log.find(replayed_pack) != std::string::npos);
+}
+
+TEST_CASE("a version whose manifest was written but not arrived with is completed by the next "
+          "daemon",
+          "[failure][packs-crash-manifest]")
+{
+    // A node without a journal commits its versions unpacked, each arriving
+    // at its bucket with its manifest. The daemon is killed after version
+    // 1's manifest is renamed into place, at the fsync of its directory:
+    // no arrival yet, and no record in any journal says the version is
+    // there. The next daemon finds the manifest (its "iofwd-manifest 2"
+    // names the bucket and the job's nodes), arrives with it, and the
+    // version completes, then the next run's version 2 after it.
+    cluster c;
+    auto env = packing();
+    env["IOFWD_JOURNAL_MAX"] = "0";
+    const std::string manifest = c.store() + "/itest/v00000001/nodeA.manifest";
+    const std::string arrived = c.store() + "/itest/packs/b00000001/.ARRIVED";
+    const auto reached = [&] {
+        std::error_code ec;
+        if (!std::filesystem::exists(manifest))
+            return false;
+        for (const auto& e : std::filesystem::directory_iterator(arrived, ec))
+            if (e.path().filename().string().rfind("nodeA.", 0) == 0)
+                return false;
+        return true;
+    };
+    {
+        // The seventh fsync: the manifest's directory (before it: the
+        // claim's, the object's and the manifest's own, their directories').
+        auto denv = env;
+        denv["IOFWD_FAULT"] = "fsync:DELAY30:7";
+        auto d = c.daemon({}, denv);
+        REQUIRE(wait_until([&] { return count(c.log(), "ready:") == 1 || !d.running(); }, 20s));
+        REQUIRE(d.running());
+        auto r = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--wait", "--skip-finalize"},
+                        env);
+        const bool answered = wait_until([&] { return has_line(r, "durable 0 "); }, 20s);
+        INFO("rank:\n" << r.output() << "log:\n" << c.log());
+        REQUIRE(answered);
+        REQUIRE(wait_until(reached, 20s));
+        std::this_thread::sleep_for(500ms);  // stopped there, not passing by
+        REQUIRE(reached());
+        d.signal(SIGKILL);
+        r.signal(SIGKILL);
+        REQUIRE(d.wait(10s).has_value());
+        REQUIRE(r.wait(10s).has_value());
+    }
+    CHECK(read_file(manifest).rfind("iofwd-manifest 2\n", 0) == 0);
+    CHECK(read_file(manifest).find("\nbucket 1 nodes 1\n") != std::string::npos);
+    const std::size_t before = c.log().size();
+    auto next = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--probe", "1"}, env);
+    const auto s = next.wait(60s);
+    const std::string log = c.log().substr(before);
+    INFO("next rank:\n" << next.output() << "log:\n" << log);
+    REQUIRE(s.has_value());
+    CHECK(exit_code(*s) == 0);
+    CHECK(log.find("version 1 of node nodeA arrived at bucket 1 with its manifest (the daemon "
+                   "before stopped after writing it): complete on all 1 nodes up to version 1") !=
+          std::string::npos);
+    CHECK(has_line(next, "latest 0 1"));
+    CHECK(has_line(next, "read 0 5000"));
+    CHECK(has_line(next, "write 0 0 2 "));
+    std::string out;
+    CHECK(c.verify(2, 1, out) == 0);
+    CHECK(out.find("2 complete versions, 0 incomplete") != std::string::npos);
+    // The claim after that finds version 2's arrival made: nothing again.
+    const std::size_t second = c.log().size();
+    auto third = c.rank(0, 1, {"--size", "5000", "--versions", "1"}, env);
+    const auto s3 = third.wait(60s);
+    REQUIRE(s3.has_value());
+    CHECK(exit_code(*s3) == 0);
+    CHECK(c.log().find("with its manifest", second) == std::string::npos);
+    CHECK(c.verify(3, 1, out) == 0);
 }
 
 TEST_CASE("a pack that arrived before the daemon's death is completed by the next daemon",

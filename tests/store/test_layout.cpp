@@ -30,6 +30,29 @@ TEST_CASE("a manifest round-trips through its text form", "[layout]")
     std::string why;
     REQUIRE_FALSE(parse_manifest(text, back, why));
     CHECK(back == m);
+    // A version a bucket commits: the second layout names the bucket and
+    // the job's nodes.
+    manifest b{"job", "node-1", 70, 1, {{0, 4096, 7}}, 65, 3};
+    const auto btext = format_manifest(b);
+    CHECK(btext == "iofwd-manifest 2\njob job\nnode node-1\nversion 70\nranks 1\n"
+                   "bucket 65 nodes 3\nrank 0 size 4096 crc32c 00000007\nend\n");
+    REQUIRE_FALSE(parse_manifest(btext, back, why));
+    CHECK(back == b);
+    for (const char* bad : {"bucket 71 nodes 3", "bucket 0 nodes 3", "bucket 65 nodes 0",
+                            "bucket 65", "bucket 65 nodes x", "nodes 3 bucket 65",
+                            "bucket 065 nodes 3", "bucket 65 nodes 03", "bucket 65 nodes 100001",
+                            "bucket 65  nodes 3"}) {
+        auto t = btext;
+        t.replace(t.find("bucket 65 nodes 3"), 17, bad);
+        CHECK(parse_manifest(t, back, why) == errc::corrupt);
+    }
+    // The first layout with a bucket line, or the second without one.
+    auto v1 = btext;
+    v1.replace(0, 16, "iofwd-manifest 1");
+    CHECK(parse_manifest(v1, back, why) == errc::corrupt);
+    auto v2 = text;
+    v2.replace(0, 16, "iofwd-manifest 2");
+    CHECK(parse_manifest(v2, back, why) == errc::corrupt);
 }
 
 TEST_CASE("truncated or altered manifests are rejected as corrupt", "[layout]")
@@ -113,6 +136,7 @@ TEST_CASE("a pack's name gives its node and versions, only in the form written",
     CHECK(p->last == 70);
     CHECK(parse_pack_last("node.v1.v00000065-00000070") == 70u);
     for (const char* bad : {"nodeA.v65-70", "nodeA.v00000070-00000065", ".v00000001-00000002",
-                            "nodeA.v00000001-00000002x", "nodeA.v00000001", "nodeA"})
+                            "nodeA.v00000001-00000002x", "nodeA.v00000001", "nodeA",
+                            "nodeA.v00000000-00000002"})
         CHECK_FALSE(parse_pack_name(bad));
 }
