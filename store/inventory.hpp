@@ -59,6 +59,7 @@ struct job_entry {
     std::vector<version_entry> versions;  // ascending
     std::vector<std::string> leftovers;   // backend::leftovers of the job
     std::vector<std::string> live_nodes;  // nodes whose claim a live daemon holds
+    std::vector<std::string> damaged_buckets;  // damaged_bucket_records, in words
 };
 
 // One version, from its listing, record and manifests.

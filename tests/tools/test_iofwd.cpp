@@ -266,6 +266,12 @@ TEST_CASE("a version in a pack: ls, verify, cat and restore read it; rm refuses 
           "       1  complete    <time>                    1      2   195.3 KiB\n"
           "       2  complete    <time>                    1      2     4.1 KiB\n"
           "       3  complete    <time>                    1      2     4.1 KiB\n");
+    // The newest complete version is packed: its time is its pack's.
+    auto jobs = run_iofwd(c, {"ls"});
+    CHECK(masked(jobs.out) ==
+          "directory " + c.store() + ": 1 job\n"
+          "JOB                      VERSIONS COMPLETE   LATEST  LATEST AT\n"
+          "itest                           3        3        3  <time>              \n");
 
     auto v = run_iofwd(c, {"verify", "itest"});
     CHECK(v.code == 0);
@@ -361,6 +367,20 @@ TEST_CASE("a version in a pack: ls, verify, cat and restore read it; rm refuses 
                             "[u.split(':')[0] for u in d['jobs'][0]['unreadable_buckets']]") ==
           "[] ['itest/packs/b00000002/COMPLETE.v00000003']\n");
     CHECK(std::filesystem::exists(c.store() + "/" + pack_name));
+    // ls and verify name it too: versions 2 and 3 are in no list now.
+    const std::string record = "itest/packs/b00000002/COMPLETE.v00000003: ";
+    auto ls_bad = run_iofwd(c, {"ls", "itest"});
+    CHECK(ls_bad.code == 0);
+    CHECK(ls_bad.out.find("damaged bucket records (the versions only they said are complete are "
+                          "not listed; iofwd verify exits 1):\n  " + record) !=
+          std::string::npos);
+    auto ls_json = run_iofwd(c, {"ls", "itest", "--json"});
+    CHECK(py(c, ls_json.out, "[u.split(':')[0] for u in d['damaged_buckets']]") ==
+          "['itest/packs/b00000002/COMPLETE.v00000003']\n");
+    auto verify_bad = run_iofwd(c, {"verify", "itest"});
+    CHECK(verify_bad.code == 1);
+    CHECK(verify_bad.out.find("bucket record DAMAGED: " + record) != std::string::npos);
+    CHECK(verify_bad.out.find(", 1 damaged object or record;") != std::string::npos);
 }
 
 TEST_CASE("rm, keep and gc remove exactly what they say", "[tools][clean]")

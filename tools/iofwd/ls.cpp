@@ -57,9 +57,12 @@ int list_store(store::backend& st, const ls_args& a)
         if (ec)
             throw failure(damaged, fmt::format("cannot list job {}: {}", job,
                                                store::failure(st, job, ec)));
+        // When the newest complete version was written, as `iofwd ls JOB`
+        // says it (a packed one has no COMPLETE record of its own).
         std::int64_t when = 0;
-        if (!complete.empty())
-            st.modified(store::complete_object(job, complete.back()), when);
+        if (store::version_entry newest;
+            !complete.empty() && !store::inspect_version(st, job, complete.back(), newest))
+            when = newest.time;
         out["jobs"].push_back({{"job", job},
                                {"versions", all.size()},
                                {"complete", complete.size()},
@@ -89,7 +92,8 @@ int list_job(store::backend& st, const ls_args& a)
                               {"job", j.job},
                               {"live_nodes", j.live_nodes},
                               {"versions", nlohmann::json::array()},
-                              {"leftovers", j.leftovers}};
+                              {"leftovers", j.leftovers},
+                              {"damaged_buckets", j.damaged_buckets}};
         for (const auto& v : j.versions)
             out["versions"].push_back(version_json(v));
         print_json(out);
@@ -115,6 +119,12 @@ int list_job(store::backend& st, const ls_args& a)
                                 store::state_name(v.state), utc_time(v.time), v.nodes, v.ranks,
                                 human_bytes(v.bytes), note);
         fmt::print("{}\n", line.substr(0, line.find_last_not_of(' ') + 1));
+    }
+    if (!j.damaged_buckets.empty()) {
+        fmt::print("damaged bucket records (the versions only they said are complete are not "
+                   "listed; iofwd verify exits 1):\n");
+        for (const auto& d : j.damaged_buckets)
+            fmt::print("  {}\n", d);
     }
     if (!j.leftovers.empty()) {
         fmt::print("{}\n", j.live_nodes.empty()

@@ -104,6 +104,14 @@ int run(const verify_args& a)
     if (ec)
         throw failure(damaged, why);
 
+    // Records of buckets that do not read: the versions only they said are
+    // complete are in no list, so they are named here.
+    std::vector<std::string> damaged_buckets;
+    if (versions.empty())
+        if (auto bec = store::damaged_bucket_records(*st, a.job, damaged_buckets))
+            throw failure(damaged, fmt::format("cannot read the bucket records of job {}: {}",
+                                               a.job, store::failure(*st, a.job, bec)));
+    report.damaged += damaged_buckets.size();
     std::size_t complete = 0, intact = 0, incomplete = 0;
     for (const auto& v : report.versions) {
         complete += v.state != store::version_state::incomplete;
@@ -119,6 +127,7 @@ int run(const verify_args& a)
                               {"objects", report.objects},
                               {"bytes", report.bytes},
                               {"damaged", report.damaged},
+                              {"damaged_buckets", damaged_buckets},
                               {"versions", nlohmann::json::array()}};
         for (const auto& v : report.versions) {
             // A version whose objects fail is damaged, whatever its records say.
@@ -164,6 +173,8 @@ int run(const verify_args& a)
                 fmt::print("version {}: DAMAGED {}: expected {}, found {}\n", v.version,
                            o.what.object, o.what.expected, o.what.found);
     }
+    for (const auto& d : damaged_buckets)
+        fmt::print("bucket record DAMAGED: {}\n", d);
     fmt::print("job {}: {} of {} complete version{} intact, {} damaged object{} or record{}; {} "
                "object{}, {} checked\n",
                a.job, intact, complete, complete == 1 ? "" : "s", report.damaged,
