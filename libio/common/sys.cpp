@@ -128,7 +128,7 @@ bool inject_from_env(std::string& why)
     fault f;
     const auto c1 = spec.find(':');
     if (c1 == std::string_view::npos || !parse_call(spec.substr(0, c1), f.which)) {
-        why = "IOFWD_FAULT must look like pwrite:ENOSPC[:N] (calls: pwrite pread fsync fdatasync rename open fallocate)";
+        why = "IOFWD_FAULT must look like pwrite:ENOSPC[:N[:once]] (calls: pwrite pread fsync fdatasync rename open fallocate)";
         return false;
     }
     auto rest = spec.substr(c1 + 1);
@@ -143,7 +143,12 @@ bool inject_from_env(std::string& why)
         return false;
     }
     if (c2 != std::string_view::npos) {
-        const std::string n(rest.substr(c2 + 1));
+        // N, or N:once (the call fails once, the ones after pass).
+        std::string n(rest.substr(c2 + 1));
+        if (n.ends_with(":once")) {
+            n.resize(n.size() - 5);
+            f.repeat = false;
+        }
         char* end = nullptr;
         f.after = std::strtoull(n.c_str(), &end, 10);
         if (n.empty() || *end) {
