@@ -154,7 +154,7 @@ void checkpoint_writes::begin(std::uint64_t cookie, std::uint64_t length, held_b
             // io_write had returned; io_finalize must not claim durability.
             if (ec != errc::peer_gone)
                 s_.remember_failure(ec, why);
-            d.job().version_failed(ec);
+            d.job().version_failed(ec, version);
         } else {
             versions_.durable(version, entry.crc32c, span.start_ns, span.durable_ns);
             log_info("flushed {} ({}, crc32c {:08x})", object, human_bytes(entry.size),

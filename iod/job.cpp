@@ -399,13 +399,21 @@ std::error_code job::complete_packed(const std::string& job, std::uint64_t bucke
                               part.first, part.last, opts_.node, reason);
             return ec;
         }
+        const std::string upto =
+            complete >= part.first
+                ? fmt::format(": complete on all {} nodes up to version {}", nodes, complete)
+                : std::string(", waiting for the job's other nodes");
+        if (part.skip) {
+            job_wide = job_wide || complete > part.first;
+            log_warn("version {} of node {} skipped in bucket {}: a rank never handed its part "
+                     "over before the daemon before stopped{}",
+                     part.first, opts_.node, bucket, upto);
+            return {};
+        }
         completed += static_cast<unsigned>(part.last - part.first + 1);
         job_wide = job_wide || complete >= part.first;
         log_warn("versions {}-{} of node {} committed from the node's journal in bucket {}{}",
-                 part.first, part.last, opts_.node, bucket,
-                 complete >= part.first
-                     ? fmt::format(": complete on all {} nodes up to version {}", nodes, complete)
-                     : std::string(", waiting for the job's other nodes"));
+                 part.first, part.last, opts_.node, bucket, upto);
         return {};
     };
     // The node's packs the daemon before wrote: each must hold what the
@@ -502,6 +510,23 @@ std::error_code job::complete_packed(const std::string& job, std::uint64_t bucke
             return ec;
         if (whole) {
             run.push_back(v);
+            continue;
+        }
+        // A rank that never handed its part over: the version will never be
+        // whole on the node. A skip lets the bucket's later versions
+        // complete without it.
+        bool missing = false;
+        for (std::uint32_t r = 0; rv.consistent && rv.ranks <= proto::max_ranks && r < rv.ranks &&
+                                  !unpacked_before && !missing;
+             ++r) {
+            std::uint64_t size = 0;
+            missing = !rv.entries.count(r) &&
+                      store_.size(store::data_object(job, v, opts_.node, r), size) ==
+                          errc::not_found;
+        }
+        if (missing) {
+            if (auto ec = arrive({opts_.node, rv.ranks, v, v, 0, false, true}))
+                return ec;
             continue;
         }
         // Some rank's part went straight to its object: the journaled parts
@@ -738,6 +763,7 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
                  nodes_, nodes_ == 1 ? "" : "s", files_only ? " (files through the MPI shim)" : "");
         ranks_state_.assign(ranks_, rank_state::absent);
         versions_.clear();
+        skipped_.clear();
         batches_finishing_ = false;
         leaving_.clear();
         closed_up_to_ = 0;
@@ -813,6 +839,12 @@ void job::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_
                        packed_bytes packed)
 {
     summary_.durable(rank, version, entry.size, times);
+    if (skipped_.count(version)) {
+        // The node skipped it already: another rank's part failed.
+        if (journaled)
+            settle_journaled(journal_, 1);
+        return;
+    }
     auto& pv = versions_[version];
     if (pv.entries.empty())
         pv.entries.resize(ranks);
@@ -1095,10 +1127,55 @@ void job::bucket_committed(std::error_code ec, const std::vector<std::uint64_t>&
     done_one();
 }
 
-void job::version_failed(std::error_code ec)
+void job::version_failed(std::error_code ec, std::uint64_t version)
 {
     if (ec != errc::peer_gone)
         ++lost_versions_;
+    if (version)
+        skip_version(version, fmt::format("a rank's part failed: {}", ec.message()));
+}
+
+void job::skip_version(std::uint64_t version, const std::string& why)
+{
+    const std::uint64_t bucket = bucket_of(version);
+    if (bucket == 0 || name_.empty() || !skipped_.insert(version).second)
+        return;
+    if (const auto it = versions_.find(version); it != versions_.end()) {
+        // No pack or manifest of ours will hold these parts.
+        settle_journaled(journal_, it->second.journaled);
+        versions_.erase(it);
+    }
+    auto result = std::make_shared<bucket_outcome>();
+    ++pending_;
+    committing_.insert(version);
+    catalog_.submit(
+        [st = &store_, job = name_, bucket, node = opts_.node, nodes = nodes_, ranks = ranks_,
+         version, result]() -> std::error_code {
+            store::bucket_part skip{node, ranks, version, version, 0, false, true};
+            return store::try_complete_bucket(*st, job, bucket, skip, nodes, result->complete,
+                                              result->why);
+        },
+        [this, version, bucket, result, why, job = name_](std::error_code ec) {
+            committing_.erase(committing_.find(version));
+            if (ec) {
+                log_error("version {} of node {}: its skip could not arrive at bucket {}: {}; "
+                          "the bucket's later versions cannot complete",
+                          version, opts_.node, bucket, result->why);
+                if (!manifest_error_)
+                    manifest_error_ = ec;
+            } else {
+                log_warn("version {} of job {} skipped by node {} in bucket {} ({}): it will "
+                         "never be complete, the bucket's later versions complete without it",
+                         version, job, opts_.node, bucket, why);
+                if (result->complete > version) {
+                    log_info("versions up to {} of job {} complete on all {} nodes: {}",
+                             result->complete, job, nodes_,
+                             store::bucket_complete_object(job, bucket, result->complete));
+                    prune(job);
+                }
+            }
+            done_one();
+        });
 }
 
 std::uint64_t job::version_arrived(std::uint64_t version, std::uint64_t now)
@@ -1140,7 +1217,14 @@ void job::abandon_partial_versions()
                   fmt::join(missing, ", "));
     }
     lost_versions_ += lost;
+    std::vector<std::uint64_t> partial;
+    for (const auto& [version, pv] : versions_)
+        partial.push_back(version);
     versions_.clear();
+    // With packs on, the other nodes' later versions of those buckets
+    // complete without them.
+    for (const auto v : partial)
+        skip_version(v, "the job ended with it partial on the node");
 }
 
 void job::close()

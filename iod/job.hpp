@@ -95,7 +95,11 @@ public:
     // the job: once every rank of the node is (or is gone), finish_batches().
     void rank_leaving(std::uint32_t rank);
     // A version io_write had already returned for could not be made durable.
-    void version_failed(std::error_code ec);
+    // Rank `rank`'s part of `version` failed after its io_write returned:
+    // the node will never have the version. Packs on, the node arrives at
+    // its bucket with a skip (skip_version), so that a gap does not stop
+    // the bucket's later versions.
+    void version_failed(std::error_code ec, std::uint64_t version = 0);
     // Version `version` of some node-local rank arrived at `now`: returns
     // when the first rank's part of it arrived, the place of every part of
     // the version in the flush queue (flusher::submit).
@@ -254,6 +258,10 @@ private:
     // rank that said BYE left out count as lost (every rank must write every
     // version), those of a rank that died only as discarded.
     void abandon_partial_versions();
+    // The node will never have `version` (`why`): its parts held are
+    // dropped, and with packs on the node arrives at the version's bucket
+    // with a skip (docs/small-versions.md), once.
+    void skip_version(std::uint64_t version, const std::string& why);
     // Retention of `job` after a version completed, on the retention thread
     // once the data path is idle.
     void prune(const std::string& job);
@@ -302,6 +310,7 @@ private:
     // Parts without an object from rank_durable until their pack (or
     // object) is committed (held_part).
     std::map<std::uint64_t, std::vector<packed_bytes>> held_;
+    std::set<std::uint64_t> skipped_;  // skip_version's, this job's
     job_summary summary_;
     bool summary_written_ = true;     // nothing to write before the first job
     std::uint64_t lost_before_ = 0;   // lost_versions_ when the job began

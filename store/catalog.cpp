@@ -133,7 +133,7 @@ std::error_code find_bucket(backend& st, const std::string& job, std::uint64_t v
         return make_error_code(errc::not_found);
     if (auto ec = read_bucket(st, job, *std::prev(it), out, why))
         return ec;
-    if (version < out.first || version > out.last)
+    if (version < out.first || version > out.last || skipped(out, version))
         return make_error_code(errc::not_found);
     return {};
 }
@@ -189,7 +189,8 @@ std::error_code packed_versions(backend& st, const std::string& job,
         // more (find_bucket looks for a version there).
         const auto end = i + 1 < all.size() ? std::min(rec.last, all[i + 1] - 1) : rec.last;
         for (auto v = rec.first; v <= end; ++v)
-            found.push_back(v);
+            if (!skipped(rec, v))
+                found.push_back(v);
     }
     out = std::move(found);
     return {};
@@ -762,7 +763,8 @@ namespace {
 // What a node's arrival at a bucket's tally brings: its line of the
 // record. Member "<node>.<first version>"; note "<ranks>+<first>+<count>+<
 // index crc32c>" for a pack, "<ranks>+m<version>+<manifest crc32c>" for a
-// manifest (backend::max_note letters, digits and '+').
+// manifest, "<ranks>+s<version>" for a skip (backend::max_note letters,
+// digits and '+').
 std::string bucket_member(const bucket_part& p)
 {
     return fmt::format("{}.{}", p.node, p.first);
@@ -770,9 +772,10 @@ std::string bucket_member(const bucket_part& p)
 
 std::string bucket_note(const bucket_part& p)
 {
-    return p.manifest ? fmt::format("{}+m{}+{:08x}", p.ranks, p.first, p.crc32c)
-                      : fmt::format("{}+{}+{}+{:08x}", p.ranks, p.first, p.last - p.first + 1,
-                                    p.crc32c);
+    return p.skip       ? fmt::format("{}+s{}", p.ranks, p.first)
+           : p.manifest ? fmt::format("{}+m{}+{:08x}", p.ranks, p.first, p.crc32c)
+                        : fmt::format("{}+{}+{}+{:08x}", p.ranks, p.first, p.last - p.first + 1,
+                                      p.crc32c);
 }
 
 // The line an arrival brought; false for one that bucket_member and
@@ -794,10 +797,12 @@ bool parse_bucket_arrival(const backend::arrival& a, bucket_part& out)
     }
     std::uint64_t count = 1;
     p.manifest = f.size() == 3 && !f[1].empty() && f[1][0] == 'm';
-    if (!(p.manifest || f.size() == 4) || !text::number(f[0], p.ranks) ||
-        !text::number(p.manifest ? f[1].substr(1) : f[1], p.first) ||
-        (!p.manifest && !text::number(f[2], count)) ||
-        !text::number(f.back(), p.crc32c, 16) || count == 0 || count > bucket_max_versions)
+    p.skip = f.size() == 2 && !f[1].empty() && f[1][0] == 's';
+    if (!(p.manifest || p.skip || f.size() == 4) || !text::number(f[0], p.ranks) ||
+        !text::number(p.manifest || p.skip ? f[1].substr(1) : f[1], p.first) ||
+        (f.size() == 4 && !text::number(f[2], count)) ||
+        (!p.skip && !text::number(f.back(), p.crc32c, 16)) || count == 0 ||
+        count > bucket_max_versions)
         return false;
     p.last = p.first + count - 1;
     if (bucket_member(p) != a.member || bucket_note(p) != a.note)
@@ -816,7 +821,9 @@ std::error_code try_complete_bucket(backend& st, const std::string& job, std::ui
     const auto tally = bucket_arrivals_object(job, bucket);
     const auto member = bucket_member(part);
     if (bucket == 0 || part.first < bucket || part.last < part.first ||
-        part.last - bucket >= bucket_max_versions || (part.manifest && part.last != part.first) ||
+        part.last - bucket >= bucket_max_versions ||
+        ((part.manifest || part.skip) && part.last != part.first) ||
+        (part.manifest && part.skip) ||
         part.ranks == 0 || nodes == 0 || member.size() > backend::max_member) {
         why = fmt::format("node {}'s part of versions {} to {} ({} ranks) cannot arrive at "
                           "bucket {} of {} nodes (a node name of at most {} bytes)",

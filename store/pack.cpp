@@ -1,5 +1,6 @@
 #include "store/pack.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -280,13 +281,16 @@ std::vector<manifest> pack_manifests(const pack_index& index)
 
 std::string format_bucket(const bucket_record& b)
 {
-    std::string out = fmt::format("iofwd-bucket 1\njob {}\nbucket {}\nversions {} {}\nnodes {}\n",
-                                  b.job, b.bucket, b.first, b.last, b.nodes);
+    const bool skips =
+        std::any_of(b.parts.begin(), b.parts.end(), [](const auto& p) { return p.skip; });
+    std::string out = fmt::format("iofwd-bucket {}\njob {}\nbucket {}\nversions {} {}\nnodes {}\n",
+                                  skips ? 2 : 1, b.job, b.bucket, b.first, b.last, b.nodes);
     for (const auto& p : b.parts)
-        out += p.manifest ? fmt::format("manifest {} {} {} {:08x}\n", p.node, p.ranks, p.first,
-                                        p.crc32c)
-                          : fmt::format("pack {} {} {} {} {:08x}\n", p.node, p.ranks, p.first,
-                                        p.last, p.crc32c);
+        out += p.skip       ? fmt::format("skip {} {} {}\n", p.node, p.ranks, p.first)
+               : p.manifest ? fmt::format("manifest {} {} {} {:08x}\n", p.node, p.ranks, p.first,
+                                          p.crc32c)
+                            : fmt::format("pack {} {} {} {} {:08x}\n", p.node, p.ranks, p.first,
+                                          p.last, p.crc32c);
     out += "end\n";
     return out;
 }
@@ -302,8 +306,10 @@ std::error_code parse_bucket(std::string_view text, bucket_record& out, std::str
                                         bucket_max_record));
     if (text.empty() || text.back() != '\n')
         return corrupt(why, "the bucket record does not end with a line break (torn?)");
-    if (!next_line(text, line) || line != "iofwd-bucket 1")
+    if (!next_line(text, line) || (line != "iofwd-bucket 1" && line != "iofwd-bucket 2"))
         return corrupt(why, "not an iofwd bucket record (first line)");
+    const bool skips = line == "iofwd-bucket 2";
+    bool skip_seen = false;
     if (!next_line(text, line) || !field(line, "job", v) || !valid_name(std::string(v)))
         return corrupt(why, "missing or bad job line");
     b.job = v;
@@ -325,14 +331,17 @@ std::error_code parse_bucket(std::string_view text, bucket_record& out, std::str
     while (next_line(text, line) && line != "end") {
         bucket_part p;
         p.manifest = field(line, "manifest", v);
-        const int n = p.manifest ? 4 : 5;
-        if (!(p.manifest || field(line, "pack", v)) || !text::words(v, std::span(f, n)) ||
-            !valid_name(std::string(f[0])) || !canonical(f[1], p.ranks) || p.ranks == 0 ||
-            p.ranks > max_ranks || !canonical(f[2], p.first) ||
-            !canonical(f[n - 2], p.last) || !canonical_crc(f[n - 1], p.crc32c) ||
-            p.first < b.bucket || p.first > p.last || p.last >= max_version ||
-            p.last - b.bucket >= bucket_max_versions)
-            return corrupt(why, fmt::format("bad pack or manifest line '{}'", line));
+        p.skip = skips && !p.manifest && field(line, "skip", v);
+        const int n = p.skip ? 3 : p.manifest ? 4 : 5;
+        if (!(p.manifest || p.skip || field(line, "pack", v)) ||
+            !text::words(v, std::span(f, n)) || !valid_name(std::string(f[0])) ||
+            !canonical(f[1], p.ranks) || p.ranks == 0 || p.ranks > max_ranks ||
+            !canonical(f[2], p.first) ||
+            !canonical(f[p.skip ? 2 : n - 2], p.last) ||
+            (!p.skip && !canonical_crc(f[n - 1], p.crc32c)) || p.first < b.bucket ||
+            p.first > p.last || p.last >= max_version || p.last - b.bucket >= bucket_max_versions)
+            return corrupt(why, fmt::format("bad pack, manifest or skip line '{}'", line));
+        skip_seen = skip_seen || p.skip;
         p.node = f[0];
         const bucket_part* prev = b.parts.empty() ? nullptr : &b.parts.back();
         if (!prev || prev->node != p.node) {
@@ -358,6 +367,8 @@ std::error_code parse_bucket(std::string_view text, bucket_record& out, std::str
     }
     if (line != "end" || !text.empty())
         return corrupt(why, "missing end line, or text after it");
+    if (skips && !skip_seen)
+        return corrupt(why, "an iofwd-bucket 2 record without a skip line");
     if (!b.parts.empty() && covered < b.last)
         return corrupt(why, fmt::format("node {}'s packs and manifests do not hold every "
                                         "version {} to {}",
@@ -374,8 +385,14 @@ const bucket_part* part_holding(const bucket_record& b, const std::string& node,
 {
     for (const auto& p : b.parts)
         if (p.node == node && p.first <= version && version <= p.last)
-            return &p;
+            return p.skip ? nullptr : &p;
     return nullptr;
+}
+
+bool skipped(const bucket_record& b, std::uint64_t version)
+{
+    return std::any_of(b.parts.begin(), b.parts.end(),
+                       [&](const auto& p) { return p.skip && p.first == version; });
 }
 
 }  // namespace iofwd::store

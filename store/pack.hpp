@@ -127,6 +127,8 @@ std::vector<manifest> pack_manifests(const pack_index& index);
 //   pack <node> <ranks> <first> <last> <index crc32c>   a node's pack of first .. last
 //   manifest <node> <ranks> <version> <crc32c>          a node's part of a version in
 //                                                       its own directory (a large one)
+//   skip <node> <ranks> <version>                       a version the node will never
+//                                                       have (in "iofwd-bucket 2" only)
 //   end
 // with the pack and manifest lines sorted by node, then by first version.
 // A node may have several packs in a bucket (one closed early, then the
@@ -137,6 +139,10 @@ std::vector<manifest> pack_manifests(const pack_index& index);
 // parses: every version first .. last lies in exactly one pack or
 // manifest of each of the n nodes, within the bucket, and the pack's index
 // or the manifest has the crc32c given (one replaced since is refused).
+// A version some node skipped is not complete, whatever the other nodes
+// hold of it (`skipped`); the skip lets the versions after it complete.
+// A record without skips keeps "iofwd-bucket 1", which an older iofwd
+// reads.
 // A bucket spans at most this many versions (its setting B is smaller): a
 // reader lists a bucket's versions without trusting a larger claim.
 inline constexpr std::uint64_t bucket_max_versions = 1u << 16;
@@ -150,6 +156,7 @@ struct bucket_part {
     std::uint64_t last = 0;   // a manifest: first, its version
     std::uint32_t crc32c = 0;  // of the pack's index, or of the manifest's text
     bool manifest = false;     // v<first>/<node>.manifest, not a pack
+    bool skip = false;         // version `first` the node will never have (no crc32c)
     bool operator==(const bucket_part&) const = default;
 };
 struct bucket_record {
@@ -163,8 +170,11 @@ struct bucket_record {
 };
 std::string format_bucket(const bucket_record& b);
 std::error_code parse_bucket(std::string_view text, bucket_record& out, std::string& why);
-// The pack or manifest of `node` that holds `version`, or nullptr.
+// The pack or manifest of `node` that holds `version`, or nullptr (also
+// when the node skipped it).
 const bucket_part* part_holding(const bucket_record& b, const std::string& node,
                                 std::uint64_t version);
+// Whether some node skipped `version`: then it is not complete.
+bool skipped(const bucket_record& b, std::uint64_t version);
 
 }  // namespace iofwd::store

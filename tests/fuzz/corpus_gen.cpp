@@ -297,6 +297,12 @@ void store_seeds(corpus& c)
                                 {"node-2", 1, 66, 72, 0xffffffff}}};
     const std::string btext = format_bucket(bucket);
     c["store/valid-bucket"] = from(btext);
+    // One node skips version 67 (the second layout).
+    const bucket_record with_skip{"job", 65, 66, 68, 2,
+                                  {{"node-1", 2, 65, 68, 1}, {"node-2", 1, 66, 66, 2},
+                                   {"node-2", 1, 67, 67, 0, false, true},
+                                   {"node-2", 1, 68, 68, 3, true}}};
+    c["store/valid-bucket-skip"] = from(format_bucket(with_skip));
     c["store/miss-bucket-gap"] = from(edit(btext, "68 70", "69 70"));
 }
 

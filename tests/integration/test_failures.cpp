@@ -778,6 +778,87 @@ TEST_CASE("a version whose manifest was written but not arrived with is complete
     CHECK(c.verify(3, 1, out) == 0);
 }
 
+TEST_CASE("a version one node will never have does not stop the rest of its bucket",
+          "[failure][packs-skip]")
+{
+    // A node without a journal commits each version with its object and a
+    // manifest that arrives at the bucket. Version 2's object fails after
+    // io_write returned (EIO, once): the node will never have version 2.
+    // It arrives with a skip, and versions 3 and 4 complete without it;
+    // without the skip the bucket would stop at version 1 for good.
+    cluster c;
+    auto env = packing();
+    env["IOFWD_JOURNAL_MAX"] = "0";
+    auto denv = env;
+    // The fourth pwrite is version 2's object: version 1 takes three, in
+    // order, as the rank pauses 300 ms before each version (counted; the
+    // log line checked below says if that changes).
+    denv["IOFWD_FAULT"] = "pwrite:EIO:3:once";
+    auto d = c.daemon({}, denv);
+    REQUIRE(wait_until([&] { return count(c.log(), "ready:") == 1 || !d.running(); }, 20s));
+    REQUIRE(d.running());
+    auto r = c.rank(0, 1, {"--size", "5000", "--versions", "4", "--pause-ms", "300"}, env);
+    const auto s = r.wait(60s);
+    INFO("rank:\n" << r.output() << "log:\n" << c.log());
+    REQUIRE(s.has_value());
+    CHECK(exit_code(*s) != 0);  // io_finalize: version 2 is not durable
+    CHECK(c.log().find("version 2 lost: writing bytes [0, 5000) of itest/v00000002/nodeA.r0000 "
+                       "failed") != std::string::npos);
+    CHECK(c.log().find("version 2 of job itest skipped by node nodeA in bucket 1") !=
+          std::string::npos);
+    const std::string record =
+        read_file(c.store() + "/itest/packs/b00000001/COMPLETE.v00000004");
+    CHECK(record.rfind("iofwd-bucket 2\n", 0) == 0);
+    CHECK(record.find("\nskip nodeA 1 2\n") != std::string::npos);
+    std::string out;
+    CHECK(c.verify(4, 1, out) != 0);  // version 2 is not there
+    auto next = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", "3"}, env);
+    const auto ns = next.wait(60s);
+    INFO("next rank:\n" << next.output());
+    REQUIRE(ns.has_value());
+    CHECK(has_line(next, "latest 0 4"));
+    CHECK(has_line(next, "read 0 5000"));
+}
+
+TEST_CASE("a version the journal holds in part is skipped by the next daemon",
+          "[failure][packs-crash-skip]")
+{
+    // Two ranks; rank 0's version 2 is durable in the journal, rank 1 has
+    // not written it when both and the daemon are killed. The version can
+    // never be whole on the node: the next daemon arrives at its bucket
+    // with a skip, so that the bucket's record says so and goes on.
+    cluster c;
+    fill_journal(c, 2);
+    auto d = stalling_daemon(c, 1, packing());
+    auto r0 = c.rank(0, 2, {"--size", "5000", "--versions", "1", "--wait", "--skip-finalize"},
+                     packing());
+    auto r1 = c.rank(1, 2, {"--size", "5000", "--versions", "0", "--skip-finalize"}, packing());
+    const bool answered = wait_until([&] { return has_line(r0, "durable 0 0 "); }, 20s);
+    INFO("rank 0:\n" << r0.output() << "log:\n" << c.log());
+    REQUIRE(answered);
+    for (auto* p : {&d, &r0, &r1})
+        p->signal(SIGKILL);
+    for (auto* p : {&d, &r0, &r1})
+        REQUIRE(p->wait(10s).has_value());
+    const std::size_t before = c.log().size();
+    auto next = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--probe", "1"}, packing());
+    const auto s = next.wait(60s);
+    const std::string log = c.log().substr(before);
+    INFO("next rank:\n" << next.output() << "log:\n" << log);
+    REQUIRE(s.has_value());
+    CHECK(exit_code(*s) == 0);
+    CHECK(log.find("version 2 of node nodeA skipped in bucket 2: a rank never handed its part "
+                   "over before the daemon before stopped: complete on all 1 nodes up to "
+                   "version 2") != std::string::npos);
+    const std::string record = read_file(c.store() + bucket_2 + "/COMPLETE.v00000002");
+    CHECK(record == "iofwd-bucket 2\njob itest\nbucket 2\nversions 2 2\nnodes 1\n"
+                    "skip nodeA 2 2\nend\n");
+    // Version 2 is absent: the newest complete one is 1, and the next
+    // version is 3.
+    CHECK(has_line(next, "latest 0 1"));
+    CHECK(has_line(next, "write 0 0 3 "));
+}
+
 TEST_CASE("a pack that arrived before the daemon's death is completed by the next daemon",
           "[failure][packs-crash-arrived]")
 {

@@ -270,6 +270,33 @@ TEST_CASE("a bucket's record reads back as written and refuses any broken rule",
     CHECK(part_holding(back, "nb", 71) == nullptr);
     CHECK(part_holding(back, "nc", 66) == nullptr);
 
+    // A record with a skip: the second layout; the skipped version is not
+    // held by the node that skipped it, and is not complete.
+    const bucket_record skips{"job", 65, 65, 67, 2,
+                              {{"na", 2, 65, 67, 7}, {"nb", 1, 65, 65, 8},
+                               {"nb", 1, 66, 66, 0, false, true}, {"nb", 1, 67, 67, 9, true}}};
+    const std::string stext = format_bucket(skips);
+    CHECK(stext == "iofwd-bucket 2\njob job\nbucket 65\nversions 65 67\nnodes 2\n"
+                   "pack na 2 65 67 00000007\npack nb 1 65 65 00000008\nskip nb 1 66\n"
+                   "manifest nb 1 67 00000009\nend\n");
+    REQUIRE_FALSE(parse_bucket(stext, back, why));
+    CHECK(back == skips);
+    CHECK(part_holding(back, "nb", 66) == nullptr);
+    CHECK(part_holding(back, "na", 66) == &back.parts[0]);
+    CHECK(skipped(back, 66));
+    CHECK_FALSE(skipped(back, 65));
+    // A skip line in the first layout, or the second without one.
+    auto v1 = stext;
+    v1.replace(0, 14, "iofwd-bucket 1");
+    CHECK(parse_bucket(v1, back, why) == errc::corrupt);
+    auto v2 = text;
+    v2.replace(0, 14, "iofwd-bucket 2");
+    CHECK(parse_bucket(v2, back, why) == errc::corrupt);
+    CHECK_THAT(why, Catch::Contains("without a skip line"));
+    auto wide = stext;
+    wide.replace(wide.find("skip nb 1 66"), 12, "skip nb 1 66 67");
+    CHECK(parse_bucket(wide, back, why) == errc::corrupt);
+
     // Each case breaks one rule of a record that is otherwise the one
     // above, and is refused by that rule's words.
     const std::string head = "iofwd-bucket 1\njob job\nbucket 65\n";
@@ -281,7 +308,7 @@ TEST_CASE("a bucket's record reads back as written and refuses any broken rule",
         const char* words;
     };
     const std::vector<bad_case> cases{
-        {"iofwd-bucket 2\n" + text.substr(15), "first line"},
+        {"iofwd-bucket 3\n" + text.substr(15), "first line"},
         {"iofwd-bucket 1\njob a/b\nbucket 65\n" + nodes + na + nb + "end\n", "job line"},
         {"iofwd-bucket 1\njob job\nbucket 0\n" + nodes + na + nb + "end\n", "bucket line"},
         {"iofwd-bucket 1\njob job\nbucket 065\n" + nodes + na + nb + "end\n", "bucket line"},
@@ -290,12 +317,12 @@ TEST_CASE("a bucket's record reads back as written and refuses any broken rule",
         {head + "versions 65 65601\nnodes 2\n" + na + nb + "end\n", "at most 65536"},
         {head + "versions 65 70\nnodes 0\n" + na + nb + "end\n", "nodes line"},
         {head + nodes + "pack na 2 64 66 0000abcd\npack na 2 67 71 ffffffff\n" + nb + "end\n",
-         "bad pack or manifest line"},
+         "bad pack, manifest or skip line"},
         {head + nodes + "pack na 2 65 66 0000ABCD\npack na 2 67 71 ffffffff\n" + nb + "end\n",
-         "bad pack or manifest line"},
+         "bad pack, manifest or skip line"},
         {head + nodes + "pack na 0 65 66 0000abcd\npack na 0 67 71 ffffffff\n" + nb + "end\n",
-         "bad pack or manifest line"},
-        {head + nodes + "pack n/a 2 65 66 0000abcd\n" + nb + "end\n", "bad pack or manifest line"},
+         "bad pack, manifest or skip line"},
+        {head + nodes + "pack n/a 2 65 66 0000abcd\n" + nb + "end\n", "bad pack, manifest or skip line"},
         {head + nodes + "pack na 2 65 66 0000abcd\npack na 2 66 71 ffffffff\n" + nb + "end\n",
          "over node na's part of versions 65 to 66"},
         {head + nodes + "pack na 2 65 66 0000abcd\npack na 3 67 71 ffffffff\n" + nb + "end\n",
@@ -311,7 +338,7 @@ TEST_CASE("a bucket's record reads back as written and refuses any broken rule",
         {head + nodes + na + "pack nb 1 65 69 00000001\nmanifest nb 1 69 00000002\nend\n",
          "over node nb's part of versions 65 to 69"},
         {head + nodes + na + "pack nb 1 65 68 00000001\nmanifest nb 1 69 70 00000002\nend\n",
-         "bad pack or manifest line"},
+         "bad pack, manifest or skip line"},
         {head + nodes + na + "pack nb 1 65 68 00000001\nmanifest nb 2 69 00000002\n" +
              "pack nb 1 70 70 00000003\nend\n",
          "another number of ranks"},

@@ -465,6 +465,46 @@ TEST_CASE("a bucket completes as far as every node's packs and manifests hold it
     CHECK(complete_now() == list{3, 4, 5, 6});
 }
 
+TEST_CASE("a version a node skipped is not complete, and the bucket goes on past it",
+          "[packed]")
+{
+    fresh_store fresh;
+    auto& st = *fresh.st;
+    std::string why;
+    std::vector<std::uint64_t> versions;
+    std::uint64_t complete = 99;
+    auto arrive = [&](const bucket_part& p) {
+        return try_complete_bucket(st, "job", 3, p, 2, complete, why);
+    };
+    using list = std::vector<std::uint64_t>;
+    // na holds 3 to 6; nb holds 3, skips 4 (it will never have it), holds
+    // 5 and 6.
+    REQUIRE_FALSE(arrive({"na", 2, 3, 6, put_pack(st, 3, "na", 3, 6)}));
+    REQUIRE_FALSE(arrive({"nb", 1, 3, 3, put_pack(st, 3, "nb", 3, 3)}));
+    CHECK(complete == 3);
+    REQUIRE_FALSE(arrive({"nb", 1, 4, 4, 0, false, true}));
+    CHECK(complete == 4);
+    REQUIRE_FALSE(arrive({"nb", 1, 5, 6, put_pack(st, 3, "nb", 5, 6)}));
+    CHECK(complete == 6);
+    REQUIRE_FALSE(complete_versions(st, "job", versions));
+    CHECK(versions == list{3, 5, 6});
+    check_reads(st, 5);
+    version_info info;
+    CHECK(load_version(st, "job", 4, info, why) == errc::not_found);
+    bool packed = true;
+    REQUIRE_FALSE(in_bucket(st, "job", 4, packed));
+    CHECK_FALSE(packed);
+    std::string text;
+    REQUIRE_FALSE(read_all(st, bucket_complete_object("job", 3, 6), text));
+    CHECK(text.rfind("iofwd-bucket 2\n", 0) == 0);
+    CHECK(text.find("\nskip nb 1 4\n") != std::string::npos);
+    // A skip where the node already arrived with a part of that version
+    // (same member, another note) is refused.
+    CHECK(arrive({"nb", 1, 3, 3, 0, false, true}) == errc::corrupt);
+    // A skip of more than one version cannot arrive.
+    CHECK(arrive({"na", 2, 7, 8, 0, false, true}) == errc::invalid_argument);
+}
+
 TEST_CASE("a bucket's arrivals are refused when they cannot be a record's lines", "[packed]")
 {
     fresh_store fresh;
