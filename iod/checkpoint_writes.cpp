@@ -145,9 +145,12 @@ void checkpoint_writes::begin(std::uint64_t cookie, std::uint64_t length, held_b
         if (ec) {
             log_error("{}: version {} lost: {}", s_.who(), version, why);
             if (waiting) {
-                // io_write is still waiting: it fails, nothing was taken.
+                // io_write is still waiting: it fails, nothing was taken;
+                // its number is spent all the same, so with packs on the
+                // node skips it.
                 versions_.forget(version);
                 s_.send(proto::error_msg::from(ec, why, cookie));
+                d.job().skip_version(version, fmt::format("a rank's io_write failed: {}", why));
                 return;
             }
             versions_.failed(version, ec, why);

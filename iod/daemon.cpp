@@ -481,6 +481,8 @@ void daemon::settle()
         // summary goes into the store (a shared daemon then waits for the
         // next job).
         job_->close();
+        if (job_->busy())
+            return;  // its last skips or pack on their way: settle() comes back when done
         job_->write_summary();
     }
     if (opts_.auto_exit && job_->over() && idle) {

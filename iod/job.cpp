@@ -406,8 +406,13 @@ std::error_code job::complete_packed(const std::string& job, std::uint64_t bucke
         if (part.skip) {
             job_wide = job_wide || complete > part.first;
             log_warn("version {} of node {} skipped in bucket {}: a rank never handed its part "
-                     "over before the daemon before stopped{}",
-                     part.first, opts_.node, bucket, upto);
+                     "over before the daemon before stopped; {}",
+                     part.first, opts_.node, bucket,
+                     complete >= part.first
+                         ? fmt::format("the bucket is complete on all {} nodes up to version {} "
+                                       "without it",
+                                       nodes, complete)
+                         : std::string("the bucket waits for the job's other nodes"));
             return {};
         }
         completed += static_cast<unsigned>(part.last - part.first + 1);
@@ -689,6 +694,14 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
         // its claim is still held.
         if (!name_.empty()) {
             abandon_partial_versions();
+            if (busy()) {
+                // Its skips are on their way to the store, under its claim:
+                // the next job comes right after (the rank retries).
+                why = fmt::format("this daemon is finishing job '{}' (its last versions' skips "
+                                  "are on their way to the store)",
+                                  name_);
+                return errc::job_finishing;
+            }
             write_summary();
         }
         // First rank of a job: find where its versions continue in the store,
@@ -839,10 +852,13 @@ void job::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_
                        packed_bytes packed)
 {
     summary_.durable(rank, version, entry.size, times);
-    if (skipped_.count(version)) {
-        // The node skipped it already: another rank's part failed.
-        if (journaled)
+    if (const auto it = skipped_.find(version); it != skipped_.end()) {
+        // The node skipped it already: another rank's part failed. Its
+        // record goes once the skip has arrived.
+        if (journaled && it->second.arrived)
             settle_journaled(journal_, 1);
+        else if (journaled)
+            ++it->second.journaled;
         return;
     }
     auto& pv = versions_[version];
@@ -1138,11 +1154,13 @@ void job::version_failed(std::error_code ec, std::uint64_t version)
 void job::skip_version(std::uint64_t version, const std::string& why)
 {
     const std::uint64_t bucket = bucket_of(version);
-    if (bucket == 0 || name_.empty() || !skipped_.insert(version).second)
+    if (bucket == 0 || name_.empty() || !skipped_.try_emplace(version).second)
         return;
     if (const auto it = versions_.find(version); it != versions_.end()) {
-        // No pack or manifest of ours will hold these parts.
-        settle_journaled(journal_, it->second.journaled);
+        // No pack or manifest of ours will hold these parts: their records
+        // go once the skip has arrived (a crash before lets the claim skip
+        // the version again).
+        skipped_[version].journaled = it->second.journaled;
         versions_.erase(it);
     }
     auto result = std::make_shared<bucket_outcome>();
@@ -1155,8 +1173,12 @@ void job::skip_version(std::uint64_t version, const std::string& why)
             return store::try_complete_bucket(*st, job, bucket, skip, nodes, result->complete,
                                               result->why);
         },
-        [this, version, bucket, result, why, job = name_](std::error_code ec) {
+        [this, version, bucket, result, why, job = name_, log = journal_](std::error_code ec) {
             committing_.erase(committing_.find(version));
+            if (const auto it = skipped_.find(version); !ec && it != skipped_.end()) {
+                it->second.arrived = true;
+                settle_journaled(log, std::exchange(it->second.journaled, 0));
+            }
             if (ec) {
                 log_error("version {} of node {}: its skip could not arrive at bucket {}: {}; "
                           "the bucket's later versions cannot complete",

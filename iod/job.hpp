@@ -100,6 +100,11 @@ public:
     // its bucket with a skip (skip_version), so that a gap does not stop
     // the bucket's later versions.
     void version_failed(std::error_code ec, std::uint64_t version = 0);
+    // The node will never have `version` (`why`): its parts held are
+    // dropped, and with packs on the node arrives at the version's bucket
+    // with a skip (docs/small-versions.md), once; their journal records
+    // are settled after that arrival.
+    void skip_version(std::uint64_t version, const std::string& why);
     // Version `version` of some node-local rank arrived at `now`: returns
     // when the first rank's part of it arrived, the place of every part of
     // the version in the flush queue (flusher::submit).
@@ -258,10 +263,6 @@ private:
     // rank that said BYE left out count as lost (every rank must write every
     // version), those of a rank that died only as discarded.
     void abandon_partial_versions();
-    // The node will never have `version` (`why`): its parts held are
-    // dropped, and with packs on the node arrives at the version's bucket
-    // with a skip (docs/small-versions.md), once.
-    void skip_version(std::uint64_t version, const std::string& why);
     // Retention of `job` after a version completed, on the retention thread
     // once the data path is idle.
     void prune(const std::string& job);
@@ -310,7 +311,14 @@ private:
     // Parts without an object from rank_durable until their pack (or
     // object) is committed (held_part).
     std::map<std::uint64_t, std::vector<packed_bytes>> held_;
-    std::set<std::uint64_t> skipped_;  // skip_version's, this job's
+    // skip_version's, this job's: whether the skip has arrived, and the
+    // journal records of the version's parts that came after it, to be
+    // settled once it has.
+    struct skipped_version {
+        bool arrived = false;
+        std::uint32_t journaled = 0;
+    };
+    std::map<std::uint64_t, skipped_version> skipped_;
     job_summary summary_;
     bool summary_written_ = true;     // nothing to write before the first job
     std::uint64_t lost_before_ = 0;   // lost_versions_ when the job began

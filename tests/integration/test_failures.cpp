@@ -790,14 +790,22 @@ TEST_CASE("a version one node will never have does not stop the rest of its buck
     auto env = packing();
     env["IOFWD_JOURNAL_MAX"] = "0";
     auto denv = env;
-    // The fourth pwrite is version 2's object: version 1 takes three, in
-    // order, as the rank pauses 300 ms before each version (counted; the
-    // log line checked below says if that changes).
+    // The fourth pwrite is version 2's object: version 1 takes three, all
+    // done before version 2 is written (counted; the log line checked
+    // below says if that changes).
     denv["IOFWD_FAULT"] = "pwrite:EIO:3:once";
     auto d = c.daemon({}, denv);
     REQUIRE(wait_until([&] { return count(c.log(), "ready:") == 1 || !d.running(); }, 20s));
     REQUIRE(d.running());
-    auto r = c.rank(0, 1, {"--size", "5000", "--versions", "4", "--pause-ms", "300"}, env);
+    const std::string gate = c.runtime_dir() + "/v2";
+    auto r = c.rank(0, 1, {"--size", "5000", "--versions", "4", "--gate-at", "1", gate}, env);
+    REQUIRE(wait_until([&] {
+        return c.log().find("versions up to 1 of job itest complete on all 1 nodes") !=
+               std::string::npos;
+    }, 20s));
+    std::FILE* f = std::fopen(gate.c_str(), "w");
+    REQUIRE(f);
+    std::fclose(f);
     const auto s = r.wait(60s);
     INFO("rank:\n" << r.output() << "log:\n" << c.log());
     REQUIRE(s.has_value());
@@ -811,13 +819,17 @@ TEST_CASE("a version one node will never have does not stop the rest of its buck
     CHECK(record.rfind("iofwd-bucket 2\n", 0) == 0);
     CHECK(record.find("\nskip nodeA 1 2\n") != std::string::npos);
     std::string out;
-    CHECK(c.verify(4, 1, out) != 0);  // version 2 is not there
-    auto next = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", "3"}, env);
-    const auto ns = next.wait(60s);
-    INFO("next rank:\n" << next.output());
-    REQUIRE(ns.has_value());
-    CHECK(has_line(next, "latest 0 4"));
-    CHECK(has_line(next, "read 0 5000"));
+    CHECK(c.verify(4, 1, out) != 0);
+    CHECK(out.find("3 complete versions") != std::string::npos);
+    for (const char* v : {"3", "2"}) {
+        auto next = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", v}, env);
+        const auto ns = next.wait(60s);
+        INFO("next rank:\n" << next.output());
+        REQUIRE(ns.has_value());
+        CHECK(has_line(next, "latest 0 4"));
+        // Version 3 reads back; version 2 is absent.
+        CHECK(has_line(next, std::string(v) == "3" ? "read 0 5000" : "read 2 0"));
+    }
 }
 
 TEST_CASE("a version the journal holds in part is skipped by the next daemon",
@@ -848,8 +860,8 @@ TEST_CASE("a version the journal holds in part is skipped by the next daemon",
     REQUIRE(s.has_value());
     CHECK(exit_code(*s) == 0);
     CHECK(log.find("version 2 of node nodeA skipped in bucket 2: a rank never handed its part "
-                   "over before the daemon before stopped: complete on all 1 nodes up to "
-                   "version 2") != std::string::npos);
+                   "over before the daemon before stopped; the bucket is complete on all 1 "
+                   "nodes up to version 2 without it") != std::string::npos);
     const std::string record = read_file(c.store() + bucket_2 + "/COMPLETE.v00000002");
     CHECK(record == "iofwd-bucket 2\njob itest\nbucket 2\nversions 2 2\nnodes 1\n"
                     "skip nodeA 2 2\nend\n");
