@@ -1102,6 +1102,28 @@ std::error_code damaged_bucket_records(backend& st, const std::string& job,
     return {};
 }
 
+std::error_code skipped_versions(backend& st, const std::string& job,
+                                 std::vector<skipped_entry>& out)
+{
+    std::vector<std::uint64_t> all;
+    if (auto ec = buckets(st, job, all))
+        return ec;
+    out.clear();
+    for (const auto bucket : all) {
+        bucket_record rec;
+        std::string why;
+        if (auto ec = read_bucket(st, job, bucket, rec, why)) {
+            if (ec == errc::not_found || ec == errc::corrupt)
+                continue;  // none complete yet, or damaged (damaged_bucket_records)
+            return ec;
+        }
+        for (const auto& p : rec.parts)
+            if (p.skip)
+                out.push_back({p.first, p.node, bucket});
+    }
+    return {};
+}
+
 std::error_code remove_bucket(backend& st, const std::string& job, const bucket_span& bucket,
                               bool& records_gone)
 {

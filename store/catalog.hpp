@@ -241,6 +241,17 @@ std::error_code unfinished_buckets(backend& st, const std::string& job,
 std::error_code damaged_bucket_records(backend& st, const std::string& job,
                                        std::vector<std::string>& out);
 
+// The versions a node of the job skipped (docs/small-versions.md), by the
+// newest record of each bucket that reads: not complete, and in no list of
+// versions. For `iofwd ls`.
+struct skipped_entry {
+    std::uint64_t version = 0;
+    std::string node;
+    std::uint64_t bucket = 0;
+};
+std::error_code skipped_versions(backend& st, const std::string& job,
+                                 std::vector<skipped_entry>& out);
+
 // Deletes one bucket (docs/small-versions.md): its records first (then
 // nothing of it is complete: `records_gone`), its tally, the directories of
 // the large versions in its span its record said it holds, its packs, and

@@ -207,6 +207,11 @@ std::error_code inspect_job(backend& st, const std::string& job, job_entry& out,
         e.dead = e.state == version_state::incomplete && j.live_nodes.empty();
         j.versions.push_back(std::move(e));
     }
+    if (auto ec = skipped_versions(st, job, j.skipped)) {
+        why = fmt::format("cannot read the bucket records of job {}: {}", job,
+                          failure(st, job, ec));
+        return ec;
+    }
     if (auto ec = damaged_bucket_records(st, job, j.damaged_buckets)) {
         why = fmt::format("cannot read the bucket records of job {}: {}", job,
                           failure(st, job, ec));

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "store/backend.hpp"
+#include "store/catalog.hpp"
 
 namespace iofwd::store {
 
@@ -60,6 +61,7 @@ struct job_entry {
     std::vector<std::string> leftovers;   // backend::leftovers of the job
     std::vector<std::string> live_nodes;  // nodes whose claim a live daemon holds
     std::vector<std::string> damaged_buckets;  // damaged_bucket_records, in words
+    std::vector<skipped_entry> skipped;        // skipped_versions
 };
 
 // One version, from its listing, record and manifests.

@@ -383,6 +383,41 @@ TEST_CASE("a version in a pack: ls, verify, cat and restore read it; rm refuses 
     CHECK(verify_bad.out.find(", 1 damaged object or record;") != std::string::npos);
 }
 
+TEST_CASE("ls names a version a node skipped", "[tools][packed]")
+{
+    // Version 1 by a real run; version 2, which node nodeA will never have,
+    // skipped in bucket 2's record as a daemon that packs writes it.
+    cluster c;
+    {
+        auto r0 = c.rank(0, 1, {"--size", "1000", "--versions", "1"});
+        require_exit(r0, 0);
+    }
+    std::unique_ptr<iofwd::store::backend> st;
+    std::string why;
+    REQUIRE_FALSE(iofwd::store::open(c.store(), st, why));
+    iofwd::store::bucket_record rec{"itest", 2, 2, 2, 1, {}};
+    iofwd::store::bucket_part skip;
+    skip.node = "nodeA";
+    skip.ranks = 1;
+    skip.first = skip.last = 2;
+    skip.skip = true;
+    rec.parts.push_back(skip);
+    const auto text = iofwd::store::format_bucket(rec);
+    REQUIRE_FALSE(st->put(iofwd::store::bucket_complete_object("itest", 2, 2),
+                          std::as_bytes(std::span(text))));
+    auto ls = run_iofwd(c, {"ls", "itest"});
+    CHECK(ls.code == 0);
+    CHECK(masked(ls.out) ==
+          "job itest in directory " + c.store() + ": 1 version, 1 complete, 0 incomplete, 0 damaged\n"
+          " VERSION  STATE       TIME                  NODES  RANKS       BYTES  NOTE\n"
+          "       1  complete    <time>                    1      1      1000 B\n"
+          "skipped versions (a node will never have them: never complete):\n"
+          "  version 2: skipped by node nodeA (bucket 2)\n");
+    auto json = run_iofwd(c, {"ls", "itest", "--json"});
+    CHECK(py(c, json.out, "[(k['version'], k['node'], k['bucket']) for k in d['skipped']]") ==
+          "[(2, 'nodeA', 2)]\n");
+}
+
 TEST_CASE("rm, keep and gc remove exactly what they say", "[tools][clean]")
 {
     cluster c;

@@ -93,7 +93,11 @@ int list_job(store::backend& st, const ls_args& a)
                               {"live_nodes", j.live_nodes},
                               {"versions", nlohmann::json::array()},
                               {"leftovers", j.leftovers},
-                              {"damaged_buckets", j.damaged_buckets}};
+                              {"damaged_buckets", j.damaged_buckets},
+                              {"skipped", nlohmann::json::array()}};
+        for (const auto& k : j.skipped)
+            out["skipped"].push_back(
+                {{"version", k.version}, {"node", k.node}, {"bucket", k.bucket}});
         for (const auto& v : j.versions)
             out["versions"].push_back(version_json(v));
         print_json(out);
@@ -119,6 +123,12 @@ int list_job(store::backend& st, const ls_args& a)
                                 store::state_name(v.state), utc_time(v.time), v.nodes, v.ranks,
                                 human_bytes(v.bytes), note);
         fmt::print("{}\n", line.substr(0, line.find_last_not_of(' ') + 1));
+    }
+    if (!j.skipped.empty()) {
+        fmt::print("skipped versions (a node will never have them: never complete):\n");
+        for (const auto& k : j.skipped)
+            fmt::print("  version {}: skipped by node {} (bucket {})\n", k.version, k.node,
+                       k.bucket);
     }
     if (!j.damaged_buckets.empty()) {
         fmt::print("damaged bucket records (the versions only they said are complete are not "
