@@ -340,7 +340,7 @@ void job::rearrive_manifests(const std::string& job, std::uint64_t first, bool n
                      opts_.node, m.bucket, store::failure(store_, tally, ec));
             return;
         }
-        const auto member = fmt::format("{}.{}", opts_.node, v);
+        const auto member = store::bucket_member(opts_.node, v);
         if (std::any_of(arrived.begin(), arrived.end(),
                         [&](const auto& a) { return a.member == member; }))
             return;  // arrived before the daemon stopped
@@ -425,23 +425,16 @@ std::error_code job::complete_packed(const std::string& job, std::uint64_t bucke
     // journal says of the versions it covers (size and crc32c of every
     // part, through its checked index); then their versions arrive with
     // them again (an arrival made already is not made twice).
-    std::vector<std::string> names;
-    if (auto ec = store_.list(store::bucket_dir(job, bucket) + "/", names);
-        ec && ec != errc::not_found) {
-        why = fmt::format("cannot list {}: {}", store::bucket_dir(job, bucket),
-                          store::failure(store_, job, ec));
+    std::vector<store::node_pack> packs;
+    if (auto ec = store::node_packs(store_, job, bucket, opts_.node, versions.front(),
+                                    versions.back(), packs, why);
+        ec && ec != errc::not_found)
         return ec;
-    }
     std::set<std::uint64_t> covered;
-    for (const auto& n : names) {
-        const auto pack = store::parse_pack_name(n);
-        if (!pack || pack->node != opts_.node)
-            continue;
-        const std::uint64_t first = pack->first, last = pack->last;
+    for (const auto& [name, first, last] : packs) {
         const auto in = std::lower_bound(versions.begin(), versions.end(), first);
         if (in == versions.end() || *in > last)
             continue;
-        const auto name = store::pack_object(job, bucket, opts_.node, first, last);
         store::pack_index index;
         std::uint32_t crc = 0;
         std::string reason;
@@ -455,11 +448,9 @@ std::error_code job::complete_packed(const std::string& job, std::uint64_t bucke
         for (auto v = in; v != versions.end() && *v <= last; ++v) {
             const auto& rv = recovered_.at(*v);
             for (const auto& [rank, e] : rv.entries) {
-                const auto p = std::find_if(
-                    index.parts.begin(), index.parts.end(),
-                    [&](const store::pack_part& q) { return q.version == *v && q.rank == rank; });
-                if (index.job != job || index.node != opts_.node || p == index.parts.end() ||
-                    p->size != e.size || p->crc32c != e.crc32c || p->ranks != rv.ranks) {
+                const auto* p = store::find_part(index, *v, rank);
+                if (index.job != job || index.node != opts_.node || !p || p->size != e.size ||
+                    p->crc32c != e.crc32c || p->ranks != rv.ranks) {
                     why = fmt::format("node {}'s pack {} does not hold rank {}'s part of version "
                                       "{} as the node's journal has it ({}, crc32c {:08x}); the "
                                       "records stay in the journal",
@@ -1134,13 +1125,17 @@ void job::bucket_committed(std::error_code ec, const std::vector<std::uint64_t>&
     } else {
         log_info("{} of node {} committed in bucket {} ({} ranks)", which, opts_.node, bucket,
                  ranks_);
-        if (result.complete >= versions.front()) {
-            log_info("versions up to {} of job {} complete on all {} nodes: {}", result.complete,
-                     name_, nodes_, store::bucket_complete_object(name_, bucket, result.complete));
-            prune(name_);
-        }
+        if (result.complete >= versions.front())
+            bucket_advanced(name_, bucket, result.complete);
     }
     done_one();
+}
+
+void job::bucket_advanced(const std::string& job, std::uint64_t bucket, std::uint64_t complete)
+{
+    log_info("versions up to {} of job {} complete on all {} nodes: {}", complete, job, nodes_,
+             store::bucket_complete_object(job, bucket, complete));
+    prune(job);
 }
 
 void job::version_failed(std::error_code ec, std::uint64_t version)
@@ -1189,12 +1184,8 @@ void job::skip_version(std::uint64_t version, const std::string& why)
                 log_warn("version {} of job {} skipped by node {} in bucket {} ({}): it will "
                          "never be complete, the bucket's later versions complete without it",
                          version, job, opts_.node, bucket, why);
-                if (result->complete > version) {
-                    log_info("versions up to {} of job {} complete on all {} nodes: {}",
-                             result->complete, job, nodes_,
-                             store::bucket_complete_object(job, bucket, result->complete));
-                    prune(job);
-                }
+                if (result->complete > version)
+                    bucket_advanced(job, bucket, result->complete);
             }
             done_one();
         });

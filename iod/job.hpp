@@ -194,6 +194,9 @@ private:
     };
     void bucket_committed(std::error_code ec, const std::vector<std::uint64_t>& versions,
                           std::uint64_t bucket, const bucket_outcome& result);
+    // Logs that a bucket's versions up to `complete` are complete on every
+    // node, and applies retention.
+    void bucket_advanced(const std::string& job, std::uint64_t bucket, std::uint64_t complete);
     // `n` records of the journal `log` are no longer needed.
     static void settle_journaled(const std::shared_ptr<store::journal>& log, std::uint32_t n);
 

@@ -259,6 +259,26 @@ std::error_code read_pack(backend& st, const std::string& name, pack_index& out,
     return parse_pack_index(text, index_crc, offset, out, why);
 }
 
+std::error_code node_packs(backend& st, const std::string& job, std::uint64_t bucket,
+                           const std::string& node, std::uint64_t first, std::uint64_t last,
+                           std::vector<node_pack>& out, std::string& why)
+{
+    out.clear();
+    std::vector<std::string> names;
+    const auto dir = bucket_dir(job, bucket) + "/";
+    if (auto ec = st.list(dir, names)) {
+        why = fmt::format("listing {}: {}", dir, failure(st, dir, ec));
+        return ec;
+    }
+    for (const auto& n : names)
+        if (const auto p = parse_pack_name(n);
+            p && p->node == node && p->first <= last && first <= p->last)
+            out.push_back({dir + n, p->first, p->last});
+    std::sort(out.begin(), out.end(),
+              [](const node_pack& a, const node_pack& b) { return a.first < b.first; });
+    return {};
+}
+
 std::error_code find_own_packed(backend& st, const std::string& job, std::uint64_t version,
                                 const std::string& node, std::uint32_t rank, bytes_place& at,
                                 std::uint64_t& size, std::uint32_t& crc, std::string& why)
@@ -271,35 +291,27 @@ std::error_code find_own_packed(backend& st, const std::string& job, std::uint64
     const auto bucket = std::upper_bound(all.begin(), all.end(), version);
     if (bucket == all.begin())
         return make_error_code(errc::not_found);
-    std::vector<std::string> names;
-    const auto dir = bucket_dir(job, *std::prev(bucket)) + "/";
-    if (auto ec = st.list(dir, names)) {
-        why = fmt::format("listing {}: {}", dir, failure(st, dir, ec));
+    std::vector<node_pack> packs;
+    if (auto ec = node_packs(st, job, *std::prev(bucket), node, version, version, packs, why))
         return ec == errc::not_found ? make_error_code(errc::not_found) : ec;
-    }
-    for (const auto& n : names) {
-        const auto p = parse_pack_name(n);
-        if (!p || p->node != node || version < p->first || version > p->last)
-            continue;
-        const auto name = dir + n;
+    for (const auto& pack : packs) {
         pack_index index;
         std::uint32_t index_crc = 0;
         std::string found;
-        if (auto ec = read_pack(st, name, index, index_crc, found)) {
-            why = fmt::format("pack {}: {}", name, found);
+        if (auto ec = read_pack(st, pack.name, index, index_crc, found)) {
+            why = fmt::format("pack {}: {}", pack.name, found);
             return ec;  // not_found: removed since the listing (retention)
         }
         if (index.job != job || index.node != node) {
-            why = fmt::format("pack {} is of job {} node {}", name, index.job, index.node);
+            why = fmt::format("pack {} is of job {} node {}", pack.name, index.job, index.node);
             return make_error_code(errc::corrupt);
         }
-        for (const auto& part : index.parts)
-            if (part.version == version && part.rank == rank) {
-                at = {name, part.offset + pack_part_header_size, true};
-                size = part.size;
-                crc = part.crc32c;
-                return {};
-            }
+        if (const auto* part = find_part(index, version, rank)) {
+            at = {pack.name, part->offset + pack_part_header_size, true};
+            size = part->size;
+            crc = part->crc32c;
+            return {};
+        }
     }
     return make_error_code(errc::not_found);
 }
@@ -605,7 +617,8 @@ std::error_code object_crc(backend& st, const std::string& name, std::uint64_t& 
 }
 
 std::error_code read_checked(backend& st, const bytes_place& at, std::uint64_t size,
-                             std::uint32_t crc, std::span<std::byte> out, std::string& why)
+                             std::uint32_t crc, std::span<std::byte> out, std::string& why,
+                             damage& what)
 {
     if (out.size() < size) {
         why = fmt::format("object {} holds {} bytes, more than the {} byte buffer", label(at),
@@ -614,8 +627,14 @@ std::error_code read_checked(backend& st, const bytes_place& at, std::uint64_t s
     }
     if (size == 0)
         return {};
-    damage what;
     return checked(st, at, size, crc, out.first(static_cast<std::size_t>(size)), {}, why, what);
+}
+
+std::error_code read_checked(backend& st, const bytes_place& at, std::uint64_t size,
+                             std::uint32_t crc, std::span<std::byte> out, std::string& why)
+{
+    damage what;
+    return read_checked(st, at, size, crc, out, why, what);
 }
 
 std::error_code read_checked(backend& st, const std::string& name, std::uint64_t size,
@@ -758,16 +777,21 @@ std::error_code try_complete(backend& st, const manifest& m, std::uint32_t manif
     return {};
 }
 
+std::string bucket_member(const std::string& node, std::uint64_t first)
+{
+    return fmt::format("{}.{}", node, first);
+}
+
 namespace {
 
 // What a node's arrival at a bucket's tally brings: its line of the
-// record. Member "<node>.<first version>"; note "<ranks>+<first>+<count>+<
-// index crc32c>" for a pack, "<ranks>+m<version>+<manifest crc32c>" for a
+// record. Member bucket_member(); note "<ranks>+<first>+<count>+<index
+// crc32c>" for a pack, "<ranks>+m<version>+<manifest crc32c>" for a
 // manifest, "<ranks>+s<version>" for a skip (backend::max_note letters,
 // digits and '+').
 std::string bucket_member(const bucket_part& p)
 {
-    return fmt::format("{}.{}", p.node, p.first);
+    return store::bucket_member(p.node, p.first);
 }
 
 std::string bucket_note(const bucket_part& p)

@@ -105,6 +105,11 @@ std::error_code read_checked(backend& st, const std::string& name, std::uint64_t
 // hold them, and more).
 std::error_code read_checked(backend& st, const bytes_place& at, std::uint64_t size,
                              std::uint32_t crc, std::span<std::byte> out, std::string& why);
+// The same, saying in `what` which damage it found (problem::missing: the
+// object is not there).
+std::error_code read_checked(backend& st, const bytes_place& at, std::uint64_t size,
+                             std::uint32_t crc, std::span<std::byte> out, std::string& why,
+                             damage& what);
 
 // Checks an object without keeping its bytes (reads it in blocks).
 std::error_code check_object(backend& st, const std::string& name, std::uint64_t size,
@@ -150,6 +155,19 @@ std::error_code try_complete(backend& st, const manifest& m, std::uint32_t manif
 std::error_code read_pack(backend& st, const std::string& name, pack_index& out,
                           std::uint32_t& index_crc, std::string& why);
 
+// Node `node`'s packs in bucket `bucket` of `job` that hold any version
+// from `first` to `last`, by their names (one listing): each pack's object
+// name and versions, ascending. not_found: the bucket's directory is not
+// there.
+struct node_pack {
+    std::string name;
+    std::uint64_t first = 0;
+    std::uint64_t last = 0;
+};
+std::error_code node_packs(backend& st, const std::string& job, std::uint64_t bucket,
+                           const std::string& node, std::uint64_t first, std::uint64_t last,
+                           std::vector<node_pack>& out, std::string& why);
+
 // Where node `node`'s pack holds rank `rank`'s part of `version`, whether
 // or not a bucket's record completes the version yet, and the part's size
 // and crc32c by the pack's checked index: for a rank reading back a
@@ -160,6 +178,10 @@ std::error_code read_pack(backend& st, const std::string& name, pack_index& out,
 std::error_code find_own_packed(backend& st, const std::string& job, std::uint64_t version,
                                 const std::string& node, std::uint32_t rank, bytes_place& at,
                                 std::uint64_t& size, std::uint32_t& crc, std::string& why);
+
+// The member of node `node`'s arrival at a bucket's tally with its part
+// from version `first` on ("<node>.<first>").
+std::string bucket_member(const std::string& node, std::uint64_t first);
 
 // The job-wide commit of a bucket of versions (docs/small-versions.md):
 // after node `part.node`'s pack of the bucket (or, for a version too large

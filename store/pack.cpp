@@ -96,6 +96,16 @@ bool canonical_crc(std::string_view s, std::uint32_t& out)
 
 }  // namespace
 
+const pack_part* find_part(const pack_index& index, std::uint64_t version, std::uint32_t rank)
+{
+    const auto at = std::lower_bound(index.parts.begin(), index.parts.end(),
+                                     std::pair{version, rank}, [](const pack_part& p, const auto& k) {
+                                         return std::pair{p.version, p.rank} < k;
+                                     });
+    return at != index.parts.end() && at->version == version && at->rank == rank ? &*at
+                                                                                  : nullptr;
+}
+
 std::string format_pack_index(const pack_index& index)
 {
     std::string out = fmt::format("iofwd-pack 1\njob {}\nnode {}\nparts {}\n", index.job,

@@ -86,6 +86,9 @@ struct pack_index {
     bool operator==(const pack_index&) const = default;
 };
 
+// Rank `rank`'s part of `version` in `index`; nullptr when it holds none.
+const pack_part* find_part(const pack_index& index, std::uint64_t version, std::uint32_t rank);
+
 // The whole object for `inputs` (ascending by version, then rank; every
 // version with each of its ranks once; each input's crc32c computed here).
 // errc::invalid_argument, with `why`, for inputs that break those rules.

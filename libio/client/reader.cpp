@@ -99,7 +99,8 @@ std::error_code reader::read(const place& at, std::uint64_t version, std::span<s
     std::string why;
     if (st.state == proto::version_state_t::durable) {
         store::bytes_place own{store::data_object(job, version, at.node, at.rank)};
-        auto ec = store::read_checked(*store_, own, st.size, st.crc32c, out, why);
+        store::damage found;
+        auto ec = store::read_checked(*store_, own, st.size, st.crc32c, out, why, found);
         if (!ec) {
             size = st.size;
             return {};
@@ -107,9 +108,8 @@ std::error_code reader::read(const place& at, std::uint64_t version, std::span<s
         // A version of this run the daemon packed (IOFWD_PACK_VERSIONS) has
         // no object of its own: the daemon still has it while its pack is
         // not committed, and the node's pack holds it after. Looked for
-        // only when the read fails, not before every read.
-        std::uint64_t own_size = 0;
-        if (ec != errc::corrupt || store_->size(own.object, own_size) != errc::not_found)
+        // only when the object is missing, not before every read.
+        if (ec != errc::corrupt || found.kind != store::problem::missing)
             return fail(ec, fmt::format("version {}: {}", version, why));
         if (st.size <= out.size()) {
             bool served = false;
