@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 
 #include "errors.hpp"
 #include "store/catalog.hpp"
+#include "store/journal.hpp"
 #include "store/layout.hpp"
 
 namespace iofwd::store {
@@ -197,6 +199,18 @@ std::error_code inspect_job(backend& st, const std::string& job, job_entry& out,
         why = fmt::format("cannot check the claims on job {}: {}", job, failure(st, job, ec));
         return ec;
     }
+    // With no live daemon, what the nodes' journals hold (their claims
+    // held only while they are read): a version in one may yet complete.
+    std::vector<journaled_version> journaled;
+    if (j.live_nodes.empty()) {
+        job_hold hold;
+        std::vector<std::string> live;
+        if (auto ec = hold_job(st, job, hold, live, why); ec == errc::rank_in_use) {
+            j.live_nodes = std::move(live);  // a daemon started since the probe
+        } else if (ec || (ec = journaled_versions(st, job, hold, journaled, why))) {
+            return ec;
+        }
+    }
     for (const auto v : versions) {
         version_entry e;
         if (auto ec = inspect_version(st, job, v, e); ec && ec != errc::not_found) {
@@ -204,7 +218,13 @@ std::error_code inspect_job(backend& st, const std::string& job, job_entry& out,
                               failure(st, version_dir(job, v), ec));
             return ec;
         }
-        e.dead = e.state == version_state::incomplete && j.live_nodes.empty();
+        if (e.state == version_state::incomplete && j.live_nodes.empty()) {
+            const auto in = std::find_if(journaled.begin(), journaled.end(),
+                                         [&](const journaled_version& jv) { return jv.version == v; });
+            if (in != journaled.end())
+                e.journaled_by = in->nodes;
+            e.dead = e.journaled_by.empty();
+        }
         j.versions.push_back(std::move(e));
     }
     if (auto ec = skipped_versions(st, job, j.skipped)) {
@@ -265,12 +285,89 @@ std::error_code hold_job(backend& st, const std::string& job, job_hold& out,
             continue;
         }
         hold.claims.push_back(std::move(c));
+        hold.nodes.push_back(n);
     }
     if (!live.empty()) {
         why = describe_live(job, live);
         return make_error_code(errc::rank_in_use);
     }
     out = std::move(hold);
+    return {};
+}
+
+namespace {
+
+// Node `node`'s journal of `job`, for its claim's holder, and the records
+// it holds; nullptr for a store without journals.
+std::error_code replay_node_journal(backend& st, const std::string& job, const std::string& node,
+                                    std::unique_ptr<journal>& out,
+                                    std::vector<journal::record>& records, std::string& why)
+{
+    out.reset();
+    records.clear();
+    unique_fd fd;
+    if (auto ec = st.open_journal(job, node, fd)) {
+        if (ec == std::errc::operation_not_supported)
+            return {};
+        why = fmt::format("cannot open node {}'s journal of job {}: {}", node, job,
+                          failure(st, job, ec));
+        return ec;
+    }
+    auto j = std::make_unique<journal>(std::move(fd), 0);
+    if (auto ec = j->replay(records)) {
+        why = fmt::format("cannot read node {}'s journal of job {}: {}", node, job,
+                          ec.message());
+        return ec;
+    }
+    out = std::move(j);
+    return {};
+}
+
+}  // namespace
+
+std::error_code journaled_versions(backend& st, const std::string& job, const job_hold& hold,
+                                   std::vector<journaled_version>& out, std::string& why)
+{
+    std::map<std::uint64_t, journaled_version> found;
+    for (const auto& node : hold.nodes) {
+        std::unique_ptr<journal> j;
+        std::vector<journal::record> records;
+        if (auto ec = replay_node_journal(st, job, node, j, records, why))
+            return ec;
+        for (const auto& r : records) {
+            // A record of another job or node (a copied file) is not the
+            // claim's to commit (job::open_journal ignores it too).
+            if (r.job != job || r.node != node || r.version == 0)
+                continue;
+            auto& v = found[r.version];
+            v.version = r.version;
+            v.bucket = r.bucket;
+            if (v.nodes.empty() || v.nodes.back() != node)
+                v.nodes.push_back(node);
+        }
+    }
+    out.clear();
+    for (auto& [version, v] : found)
+        out.push_back(std::move(v));
+    return {};
+}
+
+std::error_code discard_journals(backend& st, const std::string& job, const job_hold& hold,
+                                 std::string& why)
+{
+    for (const auto& node : hold.nodes) {
+        std::unique_ptr<journal> j;
+        std::vector<journal::record> ignored;
+        if (auto ec = replay_node_journal(st, job, node, j, ignored, why))
+            return ec;
+        if (!j)
+            continue;
+        if (auto ec = j->reset()) {
+            why = fmt::format("cannot start node {}'s journal of job {} over: {}", node, job,
+                              ec.message());
+            return ec;
+        }
+    }
     return {};
 }
 

@@ -52,7 +52,10 @@ struct version_entry {
     std::uint32_t nodes = 0;   // complete: the record's; else the nodes with a manifest
     std::uint32_t ranks = 0;   // complete: the manifests'; else the rank objects present
     std::uint64_t bytes = 0;   // of those ranks' objects
-    bool dead = false;         // incomplete, and no live daemon claims the job
+    bool dead = false;         // incomplete, no live daemon claims the job, and no
+                               // node's journal holds it (it can never complete)
+    std::vector<std::string> journaled_by;  // incomplete, no live daemon: the nodes whose
+                                            // journals hold parts of it (journaled_versions)
 };
 
 struct job_entry {
@@ -81,11 +84,32 @@ std::error_code probe_claims(backend& st, const std::string& job, std::vector<st
 // (one that starts is refused). Released when destroyed.
 struct job_hold {
     std::vector<std::unique_ptr<claim>> claims;
+    std::vector<std::string> nodes;  // whose claims, in the same order
 };
 // errc::rank_in_use when a live daemon holds a claim, with the nodes in
 // `live` and a sentence in `why`; nothing is held then.
 std::error_code hold_job(backend& st, const std::string& job, job_hold& out,
                          std::vector<std::string>& live, std::string& why);
+
+// A version whose parts some node's journal still holds: a daemon that
+// stopped after reporting it durable and before settling its records (a
+// daemon that ends cleanly starts its journal over). The node's next
+// daemon commits those parts at its claim, so the version may yet complete
+// with the parts other nodes committed: not a leftover to remove.
+struct journaled_version {
+    std::uint64_t version = 0;
+    std::uint64_t bucket = 0;  // its bucket of packs (0: committed as objects)
+    std::vector<std::string> nodes;
+};
+// What the journals of a held job's nodes hold, ascending by version
+// (`hold` must hold every claim: a journal is its claim holder's to open).
+// None for a store without journals.
+std::error_code journaled_versions(backend& st, const std::string& job, const job_hold& hold,
+                                   std::vector<journaled_version>& out, std::string& why);
+// Starts the journals of a held job's nodes over (journal::reset): what
+// they held is dropped for good.
+std::error_code discard_journals(backend& st, const std::string& job, const job_hold& hold,
+                                 std::string& why);
 
 // "a live daemon on node nodeA holds job itest's claim (it is writing the
 // job)": for refusals.

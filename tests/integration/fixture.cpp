@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -89,6 +90,52 @@ int cluster::verify(long versions, long ranks, std::string& out, const std::stri
     if (code != 0)  // shown with the failed check that follows
         UNSCOPED_INFO("verify exited " << code << ":\n" << out << "daemon log:\n" << log());
     return code;
+}
+
+const std::map<std::string, std::string> small_journal{{"IOFWD_JOURNAL_SIZE", "1M"}};
+
+void fill_journal(cluster& c, unsigned ranks, const std::map<std::string, std::string>& journal_env,
+                  std::uintmax_t journal_bytes)
+{
+    const std::string journal = c.store() + "/itest/.nodeA.journal";
+    std::vector<process> rs;
+    for (unsigned r = 0; r < ranks; ++r)
+        rs.push_back(c.rank(r, ranks, {"--size", "5000", "--versions", "1", "--go-file", gate(c)},
+                            journal_env));
+    REQUIRE(wait_until([&] {
+        std::error_code ec;
+        return std::filesystem::file_size(journal, ec) == journal_bytes;
+    }, 20s));
+    std::this_thread::sleep_for(500ms);  // its fdatasync, after the last zeros
+    open_gate(c);
+    for (auto& r : rs) {
+        const auto s = r.wait(60s);
+        INFO("first run:\n" << r.output() << "log:\n" << c.log());
+        REQUIRE(s.has_value());
+        REQUIRE(exit_code(*s) == 0);
+    }
+    REQUIRE(wait_until([&] { return count(c.log(), "exit status 0") == 1; }, 20s));
+    std::filesystem::remove(gate(c));
+    // The daemon has let go of the session when its process is gone.
+    for (const pid_t pid : daemon_pids(c.log()))
+        REQUIRE(wait_until([&] { return ::kill(pid, 0) != 0; }, 10s));
+}
+
+process faulty_daemon(cluster& c, const std::string& fault,
+                      const std::map<std::string, std::string>& env)
+{
+    auto extra = env;
+    extra["IOFWD_FAULT"] = fault;
+    auto d = c.daemon({}, extra);
+    REQUIRE(wait_until([&] { return count(c.log(), "ready:") == 2 || !d.running(); }, 20s));
+    REQUIRE(d.running());
+    return d;
+}
+
+process stalling_daemon(cluster& c, unsigned passing,
+                        const std::map<std::string, std::string>& env)
+{
+    return faulty_daemon(c, "pwrite:DELAY30:" + std::to_string(passing), env);
 }
 
 std::vector<std::string> as_nobody(std::vector<std::string> cmd)

@@ -2,6 +2,7 @@
 // What every integration test starts from: a private runtime directory, store
 // and session, and helpers to run real ranks (rank_client), a real iod, and
 // the verifier against them.
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -37,6 +38,24 @@ struct cluster {
     int verify(long versions, long ranks, std::string& out, const std::string& job = "itest");
     process run(std::vector<std::string> argv, const std::map<std::string, std::string>& extra = {});
 };
+
+// A journal small enough to fill with zeros quickly (IOFWD_JOURNAL_SIZE).
+extern const std::map<std::string, std::string> small_journal;
+// A first run of `ranks` ranks of nodeA makes the job's directory, version
+// 1, and fills the node's journal with zeros, once: held at its gate until
+// the journal is whole. Returns when its daemon is gone.
+void fill_journal(cluster& c, unsigned ranks,
+                  const std::map<std::string, std::string>& journal_env = small_journal,
+                  std::uintmax_t journal_bytes = 1u << 20);
+// A daemon with `fault` (IOFWD_FAULT) and `env`, ready before any rank
+// looks for it (the first run's "ready:" is in the log already).
+process faulty_daemon(cluster& c, const std::string& fault,
+                      const std::map<std::string, std::string>& env);
+// A daemon whose first `passing` store writes pass (the journal's record of
+// the next version, by default) and every later one hangs for 30 s (an
+// object's bytes).
+process stalling_daemon(cluster& c, unsigned passing = 1,
+                        const std::map<std::string, std::string>& env = small_journal);
 
 // Another user of the node, for the security tests: `cmd` run as uid 65534
 // (setpriv), which needs root (require_root fails the test without it), and

@@ -65,61 +65,6 @@ TEST_CASE("killing the daemon ends every blocked call in every rank within 2 s",
 
 namespace {
 
-const std::map<std::string, std::string> small_journal{{"IOFWD_JOURNAL_SIZE", "1M"}};
-
-// A first run of `ranks` ranks makes the job's directory, version 1, and
-// fills the node's journal with zeros, once: held at its gate until the
-// journal is whole. Returns when its daemon is gone.
-void fill_journal(cluster& c, unsigned ranks,
-                  const std::map<std::string, std::string>& journal_env = small_journal,
-                  std::uintmax_t journal_bytes = 1u << 20)
-{
-    const std::string journal = c.store() + "/itest/.nodeA.journal";
-    std::vector<process> rs;
-    for (unsigned r = 0; r < ranks; ++r)
-        rs.push_back(c.rank(r, ranks, {"--size", "5000", "--versions", "1", "--go-file", gate(c)},
-                            journal_env));
-    REQUIRE(wait_until([&] {
-        std::error_code ec;
-        return std::filesystem::file_size(journal, ec) == journal_bytes;
-    }, 20s));
-    std::this_thread::sleep_for(500ms);  // its fdatasync, after the last zeros
-    open_gate(c);
-    for (auto& r : rs) {
-        const auto s = r.wait(60s);
-        INFO("first run:\n" << r.output() << "log:\n" << c.log());
-        REQUIRE(s.has_value());
-        REQUIRE(exit_code(*s) == 0);
-    }
-    REQUIRE(wait_until([&] { return count(c.log(), "exit status 0") == 1; }, 20s));
-    std::filesystem::remove(gate(c));
-    // The daemon has let go of the session when its process is gone.
-    for (const pid_t pid : daemon_pids(c.log()))
-        REQUIRE(wait_until([&] { return ::kill(pid, 0) != 0; }, 10s));
-}
-
-// A daemon with `fault` (IOFWD_FAULT) and `env`, ready before any rank
-// looks for it (the first run's "ready:" is in the log already).
-process faulty_daemon(cluster& c, const std::string& fault,
-                      const std::map<std::string, std::string>& env)
-{
-    auto extra = env;
-    extra["IOFWD_FAULT"] = fault;
-    auto d = c.daemon({}, extra);
-    REQUIRE(wait_until([&] { return count(c.log(), "ready:") == 2 || !d.running(); }, 20s));
-    REQUIRE(d.running());
-    return d;
-}
-
-// A daemon whose first `passing` store writes pass (the journal's record of
-// the next version, by default) and every later one hangs for 30 s (an
-// object's bytes).
-process stalling_daemon(cluster& c, unsigned passing = 1,
-                        const std::map<std::string, std::string>& env = small_journal)
-{
-    return faulty_daemon(c, "pwrite:DELAY30:" + std::to_string(passing), env);
-}
-
 // A job of one rank whose version 2 is answered durable from the journal
 // while its object is held back by the store; then the daemon and the rank
 // are killed: only the journal holds version 2.

@@ -462,13 +462,155 @@ TEST_CASE("rm, keep and gc remove exactly what they say", "[tools][clean]")
     auto again = run_iofwd(c, {"gc", "--json"});
     CHECK(again.code == 0);
     CHECK(py(c, again.out, "d['jobs'], d['runtime_files']") ==
-          "[{'job': 'itest', 'refused': None, 'removed_buckets': [], 'removed_leftovers': [], "
-          "'removed_versions': [], 'unreadable_buckets': []}] []\n");
+          "[{'discarded_journaled': [], 'job': 'itest', 'kept_journaled': [], 'refused': None, "
+          "'removed_buckets': [], 'removed_leftovers': [], 'removed_versions': [], "
+          "'unreadable_buckets': []}] []\n");
     std::string out;
     CHECK(c.verify(1, 1, out) == 0);
 
     auto kept = run_iofwd(c, {"keep", "itest", "3", "--json"});
     CHECK(py(c, kept.out, "d['keep'], d['kept'], d['removed']") == "3 [4] []\n");
+}
+
+namespace {
+
+// Run r1 of two nodes: nodeA's version 2 is reported durable from its
+// journal and its daemon killed before it commits it (with `packs`, before
+// its pack); nodeB, without a journal, then commits its part of version 2
+// and arrives. The version waits only for what nodeA's journal holds.
+// Returns nodeA's environment for the job's next run (r2), as a job
+// restarted after the crash has.
+std::map<std::string, std::string> crash_one_node_of_two(cluster& c, bool packs)
+{
+    fill_journal(c, 1);
+    auto a = small_journal;
+    a.insert({{"IOFWD_NODES", "2"}, {"IOFWD_RUN", "r1"}});
+    if (packs)
+        a["IOFWD_PACK_VERSIONS"] = "4";
+    auto b = a;
+    b["IOFWD_NODE"] = "nodeB";
+    b["IOFWD_SESSION"] = "sb";
+    b["IOFWD_JOURNAL_MAX"] = "0";
+    // Two store writes pass: the run's record and the journal's record of
+    // version 2; its object (or pack) hangs.
+    auto d = stalling_daemon(c, 2, a);
+    auto ra = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--wait", "--skip-finalize"}, a);
+    const bool answered = wait_until([&] { return has_line(ra, "durable 0 "); }, 20s);
+    INFO("rank of nodeA:\n" << ra.output() << "log:\n" << c.log());
+    REQUIRE(answered);
+    REQUIRE(has_line(ra, "write 0 0 2 "));
+    REQUIRE(has_line(ra, "durable 0 0 "));
+    d.signal(SIGKILL);
+    ra.signal(SIGKILL);
+    REQUIRE(d.wait(10s).has_value());
+    REQUIRE(ra.wait(10s).has_value());
+    // Without io_finalize, which would wait for nodeA to complete the
+    // version job-wide.
+    auto rb = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--wait", "--skip-finalize"},
+                     b);
+    const std::string log_b = c.runtime_dir() + "/sb.log";
+    const bool committed = wait_until([&] {
+        // Its manifest written and arrived with (at the version's tally or
+        // at bucket 2's).
+        return has_line(rb, "skipped") &&
+               read_file(log_b).find(packs ? "version 2 of node nodeB committed in bucket 2 "
+                                             "(1 ranks)"
+                                           : "version 2 of node nodeB complete (1 ranks)") !=
+                   std::string::npos;
+    }, 30s);
+    INFO("rank of nodeB:\n" << rb.output() << "log of nodeB:\n" << read_file(log_b));
+    REQUIRE(committed);
+    CHECK(has_line(rb, "write 0 0 2 "));
+    CHECK(has_line(rb, "durable 0 0 "));
+    rb.signal(SIGKILL);
+    REQUIRE(rb.wait(10s).has_value());
+    // Its auto-launched daemon gone: gc takes every node's claim.
+    REQUIRE(wait_until([&] { return count(read_file(log_b), "exit status") == 1; }, 20s));
+    for (const pid_t pid : daemon_pids(read_file(log_b)))
+        REQUIRE(wait_until([&] { return ::kill(pid, 0) != 0; }, 10s));
+    a["IOFWD_RUN"] = "r2";
+    return a;
+}
+
+}  // namespace
+
+TEST_CASE("gc keeps a version a node's journal holds, for the node's next daemon to complete",
+          "[tools][gc-journal]")
+{
+    // Removing version 2 (or its bucket) would lose nodeB's part of it for
+    // good: nodeA's next daemon commits its own part from the journal, and
+    // the version can complete only beside nodeB's.
+    const bool packs = GENERATE(false, true);
+    INFO("packs: " << packs);
+    cluster c;
+    const auto a = crash_one_node_of_two(c, packs);
+    const std::string v2 = c.store() + "/itest/v00000002";
+    REQUIRE(std::filesystem::exists(v2 + "/nodeB.manifest"));
+
+    SECTION("kept, and completed by the node's next daemon")
+    {
+        auto gc = run_iofwd(c, {"gc", "itest"});
+        INFO("gc:\n" << gc.out << gc.err);
+        CHECK(gc.code == 0);
+        const std::string advice =
+            "; the node's next daemon commits them when the job runs there again, so that the "
+            "version can complete (iofwd gc --discard-journals itest drops them, for a node "
+            "that will not run the job again)\n";
+        CHECK(gc.err ==
+              "iofwd gc: job itest: kept version 2: node nodeA's journal holds its parts" +
+                  advice +
+                  (packs ? "iofwd gc: job itest: kept itest/packs/b00000002 (a bucket of packs "
+                           "with no record): the journal of node nodeA holds version 2 of it" +
+                               advice
+                         : std::string()));
+        CHECK(gc.out.find("removed version") == std::string::npos);
+        CHECK(std::filesystem::exists(v2 + "/nodeB.manifest"));
+        CHECK(std::filesystem::exists(v2 + "/nodeB.r0000"));
+        auto listed = run_iofwd(c, {"ls", "itest", "--json"});
+        CHECK(py(c, listed.out,
+                 "[(v['version'], v['dead'], v['journaled_by']) for v in d['versions']]") ==
+              "[(1, False, []), (2, False, ['nodeA'])]\n");
+        auto json = run_iofwd(c, {"gc", "itest", "--json"});
+        CHECK(py(c, json.out, "len(d['jobs'][0]['kept_journaled'])") ==
+              (packs ? "2\n" : "1\n"));
+
+        auto next = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", "2"}, a);
+        require_exit(next, 0);
+        INFO("rank:\n" << next.output() << "log:\n" << c.log());
+        CHECK(has_line(next, "latest 0 2"));
+        CHECK(has_line(next, "read 0 5000"));
+        CHECK(std::filesystem::exists(packs ? c.store() + "/itest/packs/b00000002/COMPLETE.v00000002"
+                                            : v2 + "/COMPLETE"));
+        std::string b(5000, '\0');
+        example::fill_pattern(reinterpret_cast<std::byte*>(b.data()), b.size(),
+                              example::pattern_seed("nodeB", 0, 2));
+        CHECK(read_file(v2 + "/nodeB.r0000") == b);
+        auto verify = run_iofwd(c, {"verify", "itest"});
+        INFO("verify:\n" << verify.out << verify.err);
+        CHECK(verify.code == 0);
+        auto ls = run_iofwd(c, {"ls", "itest", "--json"});
+        CHECK(py(c, ls.out, "[(v['version'], v['state'], v['nodes']) for v in d['versions']]") ==
+              "[(1, 'complete', 1), (2, 'complete', 2)]\n");
+    }
+    SECTION("removed with what the journal held on request")
+    {
+        auto gc = run_iofwd(c, {"gc", "itest", "--discard-journals"});
+        INFO("gc:\n" << gc.out << gc.err);
+        CHECK(gc.code == 0);
+        CHECK(gc.err.empty());
+        CHECK(gc.out.find("job itest: dropped version 2 from the journal of node nodeA "
+                          "(--discard-journals)\n") != std::string::npos);
+        CHECK(gc.out.find("job itest: removed version 2 (incomplete, and no daemon is writing "
+                          "the job)\n") != std::string::npos);
+        CHECK_FALSE(std::filesystem::exists(v2));
+        // The next daemon finds nothing to commit: version 1 is the newest.
+        auto next = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", "1"}, a);
+        require_exit(next, 0);
+        INFO("rank:\n" << next.output() << "log:\n" << c.log());
+        CHECK(has_line(next, "latest 0 1"));
+        CHECK(c.log().find("from the node's journal") == std::string::npos);
+        CHECK_FALSE(std::filesystem::exists(v2));
+    }
 }
 
 TEST_CASE("rm and gc refuse a version a live daemon may be writing, and say who holds it",

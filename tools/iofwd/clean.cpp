@@ -31,6 +31,7 @@ struct clean_args {
     std::string job;
     std::vector<std::string> versions;
     std::string keep;
+    bool discard_journals = false;
 };
 
 // The job's claims held (or, with a live daemon, nothing held and every
@@ -196,6 +197,25 @@ int gc(const clean_args& a)
             out["jobs"].push_back(std::move(j));
             continue;
         }
+        // A version a node's journal holds may still complete: that
+        // node's next daemon commits its parts beside those the other nodes
+        // committed, which removing the version (or its bucket) would lose.
+        std::vector<store::journaled_version> journaled, discarded;
+        if (store::journaled_versions(*st, job, hold, journaled, why))
+            throw failure(damaged, why);
+        if (a.discard_journals && !journaled.empty()) {
+            if (store::discard_journals(*st, job, hold, why))
+                throw failure(damaged, why);
+            discarded = std::move(journaled);
+            journaled.clear();
+        }
+        const auto journaled_in = [&](std::uint64_t first, std::uint64_t end) {
+            std::vector<const store::journaled_version*> in;
+            for (const auto& jv : journaled)
+                if (first <= jv.version && jv.version < end)
+                    in.push_back(&jv);
+            return in;
+        };
         // Leftovers first, so that each is reported even when the version
         // it is in goes too.
         std::vector<std::string> left;
@@ -207,11 +227,18 @@ int gc(const clean_args& a)
                 throw failure(damaged, fmt::format("cannot remove {}: {}", l,
                                                    store::failure(*st, l, ec)));
         std::vector<std::uint64_t> dead;
+        std::vector<std::string> kept;
         for (const auto v : all) {
             store::version_entry e;
-            if (!store::inspect_version(*st, job, v, e) &&
-                e.state == store::version_state::incomplete)
-                dead.push_back(v);
+            if (store::inspect_version(*st, job, v, e) ||
+                e.state != store::version_state::incomplete)
+                continue;
+            if (const auto in = journaled_in(v, v + 1); !in.empty()) {
+                kept.push_back(fmt::format("version {}: node {}'s journal holds its parts", v,
+                                           fmt::join(in.front()->nodes, ", ")));
+                continue;
+            }
+            dead.push_back(v);
         }
         remove_versions(*st, job, dead);
         // Buckets of small versions with no record: none of their
@@ -223,6 +250,19 @@ int gc(const clean_args& a)
                                                store::failure(*st, job, ec)));
         std::vector<std::uint64_t> buckets;
         for (const auto& b : unfinished) {
+            if (const auto in = journaled_in(b.first, b.end); !in.empty()) {
+                std::vector<std::uint64_t> vs;
+                std::set<std::string> nodes;
+                for (const auto* jv : in) {
+                    vs.push_back(jv->version);
+                    nodes.insert(jv->nodes.begin(), jv->nodes.end());
+                }
+                kept.push_back(fmt::format("{} (a bucket of packs with no record): the journal "
+                                           "of node {} holds version{} {} of it",
+                                           store::bucket_dir(job, b.first), fmt::join(nodes, ", "),
+                                           vs.size() == 1 ? "" : "s", fmt::join(vs, ", ")));
+                continue;
+            }
             bool ignored = false;
             if (auto ec = store::remove_bucket(*st, job, b, ignored))
                 throw failure(damaged, fmt::format("cannot remove {}: {}",
@@ -243,7 +283,21 @@ int gc(const clean_args& a)
         j["removed_leftovers"] = left;
         j["removed_buckets"] = buckets;
         j["unreadable_buckets"] = unreadable;
+        j["kept_journaled"] = kept;
+        j["discarded_journaled"] = nlohmann::json::array();
+        for (const auto& d : discarded)
+            j["discarded_journaled"].push_back({{"version", d.version}, {"nodes", d.nodes}});
         if (!a.store.json) {
+            for (const auto& d : discarded)
+                fmt::print("job {}: dropped version {} from the journal of node {} "
+                           "(--discard-journals)\n",
+                           job, d.version, fmt::join(d.nodes, ", "));
+            for (const auto& k : kept)
+                fmt::print(stderr, "iofwd gc: job {}: kept {}; the node's next daemon commits "
+                                   "them when the job runs there again, so that the version "
+                                   "can complete (iofwd gc --discard-journals {} drops them, "
+                                   "for a node that will not run the job again)\n",
+                           job, k, job);
             for (const auto& l : left)
                 fmt::print("job {}: removed leftover {}\n", job, l);
             for (const auto v : dead)
@@ -307,8 +361,13 @@ void add_gc(CLI::App& app, int& status)
         app, "gc", "remove crash leftovers: temporary objects of writes that never committed, "
                    "versions that can never complete (incomplete, no live daemon writing "
                    "the job), and buckets of packed small versions with no record; jobs a live "
-                   "daemon writes are not touched",
+                   "daemon writes are not touched, nor versions a node's journal still holds "
+                   "(a daemon that stopped after reporting them durable: the node's next daemon "
+                   "commits them)",
         args->store, args->job, false, "only this job (default: every job)");
+    cmd->add_flag("--discard-journals", args->discard_journals,
+                  "drop what the nodes' journals hold, and remove the versions they kept "
+                  "(for nodes that will not run the job again; those versions are lost)");
     cmd->callback([args, &status] { status = gc(*args); });
 }
 

@@ -33,6 +33,7 @@ nlohmann::json version_json(const store::version_entry& v)
             {"ranks", v.ranks},
             {"bytes", v.bytes},
             {"dead", v.dead},
+            {"journaled_by", v.journaled_by},
             {"why", v.why}};
 }
 
@@ -119,6 +120,10 @@ int list_job(store::backend& st, const ls_args& a)
         std::string note = v.why;
         if (v.dead)
             note += "; can never complete (no live daemon claims the job): iofwd gc removes it";
+        else if (!v.journaled_by.empty())
+            note += fmt::format("; node {}'s journal holds parts of it, which the node's next "
+                                "daemon commits when the job runs there again",
+                                fmt::join(v.journaled_by, ", "));
         auto line = fmt::format("{:>8}  {:<10}  {:<20}  {:>5}  {:>5}  {:>10}  {}", v.version,
                                 store::state_name(v.state), utc_time(v.time), v.nodes, v.ranks,
                                 human_bytes(v.bytes), note);
