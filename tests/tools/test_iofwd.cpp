@@ -566,6 +566,11 @@ TEST_CASE("gc keeps a version a node's journal holds, for the node's next daemon
         CHECK(gc.out.find("removed version") == std::string::npos);
         CHECK(std::filesystem::exists(v2 + "/nodeB.manifest"));
         CHECK(std::filesystem::exists(v2 + "/nodeB.r0000"));
+        auto rm = run_iofwd(c, {"rm", "itest", "2"});
+        CHECK(rm.code == 3);
+        CHECK(rm.err == "iofwd rm: not removing version 2 of job itest: node nodeA's journal holds "
+                        "its parts, which the node's next daemon commits (iofwd gc "
+                        "--discard-journals itest drops them and removes it)\n");
         auto listed = run_iofwd(c, {"ls", "itest", "--json"});
         CHECK(py(c, listed.out,
                  "[(v['version'], v['dead'], v['journaled_by']) for v in d['versions']]") ==

@@ -89,6 +89,23 @@ int rm(const clean_args& a)
     const std::vector<std::uint64_t> versions(unique.begin(), unique.end());
     store::job_hold hold;
     guard(*st, a.job, versions, hold);
+    // An incomplete version a node's journal holds may yet complete: its
+    // node's next daemon would commit its parts again (gc keeps it too).
+    std::vector<store::journaled_version> journaled;
+    std::string why;
+    if (store::journaled_versions(*st, a.job, hold, journaled, why))
+        throw failure(damaged, why);
+    for (const auto& jv : journaled) {
+        store::version_entry e;
+        if (!unique.count(jv.version) || store::inspect_version(*st, a.job, jv.version, e) ||
+            e.state != store::version_state::incomplete)
+            continue;
+        throw failure(refused, fmt::format("not removing version {} of job {}: node {}'s "
+                                           "journal holds its parts, which the node's next "
+                                           "daemon commits (iofwd gc --discard-journals {} "
+                                           "drops them and removes it)",
+                                           jv.version, a.job, fmt::join(jv.nodes, ", "), a.job));
+    }
     remove_versions(*st, a.job, versions);
     if (a.store.json) {
         print_json({{"store", st->location()}, {"job", a.job}, {"removed", versions}});
