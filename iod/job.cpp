@@ -1,6 +1,8 @@
 #include "job.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -17,6 +19,10 @@ namespace iofwd::iod {
 
 static_assert(store::manifest_max_nodes == proto::max_nodes);
 namespace {
+
+// How long a claim held by someone else is tried again before the job is
+// refused (claim_store).
+constexpr std::chrono::milliseconds claim_patience{1000};
 
 // Writes node `node`'s pack of `inputs` into `bucket` and gives its line of
 // the bucket's record. A pack of that name there already is taken when it
@@ -78,11 +84,31 @@ std::error_code job::claim_store(const std::string& job, std::uint64_t& last,
                                  std::unique_ptr<store::claim>& claim,
                                  std::shared_ptr<store::journal>& journal, std::string& why)
 {
-    if (auto ec = store_.claim_job(job, opts_.node, claim)) {
+    // An iofwd command holds every node's claim for a moment (ls, to read
+    // the journals) or while it removes versions (rm, keep, gc): a claim
+    // held is taken again for up to claim_patience before the job is
+    // refused, as it is at once for a daemon that holds it.
+    const auto asked = std::chrono::steady_clock::now();
+    std::error_code ec;
+    bool waited = false;
+    while ((ec = store_.claim_job(job, opts_.node, claim)) == errc::rank_in_use &&
+           std::chrono::steady_clock::now() < asked + claim_patience) {
+        waited = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (!ec && waited)
+        log_info("job '{}' on node {}: its claim was held by someone else (an iofwd command?); "
+                 "taken after {} ms",
+                 job, opts_.node,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::steady_clock::now() - asked)
+                     .count());
+    if (ec) {
         why = ec == errc::rank_in_use
                   ? fmt::format("job '{}' on node {} is being written by another daemon in {} "
-                                "right now: give concurrent jobs different names (IOFWD_JOB)",
-                                job, opts_.node, store_.describe())
+                                "right now (or an iofwd command held its claim for over {} ms): "
+                                "give concurrent jobs different names (IOFWD_JOB)",
+                                job, opts_.node, store_.describe(), claim_patience.count())
                   : fmt::format("cannot claim job '{}' in {}: {}", job, store_.describe(),
                                 store::failure(store_, job, ec));
         name_.clear();

@@ -3,7 +3,11 @@
 // commit across two simulated nodes.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <algorithm>
@@ -12,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 #include <vector>
 
 #include "io.h"
@@ -303,6 +308,53 @@ TEST_CASE("a second concurrent job under the same name is refused in words", "[l
     CHECK(wait_until([&] {
         return read_file(c.runtime_dir() + "/other.log").find("exit status 0") != std::string::npos;
     }, 10s));
+}
+
+TEST_CASE("a claim an iofwd command holds for a moment delays the job, not refuses it",
+          "[lifecycle][claim-held]")
+{
+    // The claim's flock taken as iofwd ls, rm, keep and gc take it.
+    cluster c;
+    {
+        auto first = c.rank(0, 1, {"--size", "4096", "--versions", "1"});
+        require_exit(first, 0);
+    }
+    const std::string claim = c.store() + "/itest/.nodeA.claim";
+    const int fd = ::open(claim.c_str(), O_RDWR | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+    SECTION("held a moment longer than the daemon's first try: the job goes on")
+    {
+        // Each try opens the claim file: the first open seen is the
+        // daemon's first try.
+        const int watch = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        REQUIRE(watch >= 0);
+        REQUIRE(::inotify_add_watch(watch, claim.c_str(), IN_OPEN) >= 0);
+        auto next = c.rank(0, 1, {"--size", "4096", "--versions", "1"});
+        char events[4096];
+        const bool tried = wait_until([&] { return ::read(watch, events, sizeof events) > 0; },
+                                      scaled(20s));
+        ::close(watch);
+        REQUIRE(tried);
+        std::this_thread::sleep_for(200ms);
+        ::close(fd);
+        require_exit(next, 0);
+        CHECK(c.log().find("job 'itest' on node nodeA: its claim was held by someone else (an "
+                           "iofwd command?); taken after ") != std::string::npos);
+        CHECK(has_line(next, "write 0 0 2 "));
+        std::string out;
+        CHECK(c.verify(2, 1, out) == 0);
+    }
+    SECTION("held for longer: refused in words")
+    {
+        auto next = c.rank(0, 1, {"--size", "4096", "--versions", "1"});
+        require_exit(next, 1);
+        ::close(fd);
+        CHECK(has_line(next, "init 98"));  // EADDRINUSE
+        CHECK(next.output().find("job 'itest' on node nodeA is being written by another daemon "
+                                 "in directory " + c.store() + " right now (or an iofwd command "
+                                 "held its claim for over 1000 ms)") != std::string::npos);
+    }
 }
 
 TEST_CASE("io_read of a version still in daemon memory is served from there", "[lifecycle][staged]")
