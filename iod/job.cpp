@@ -181,34 +181,17 @@ std::error_code job::recover_journal(const std::string& job, std::uint64_t& last
                               store::failure(store_, job, ec));
             return ec;
         }
-        const std::uint64_t newest = complete.empty() ? 0 : complete.back();
-        const std::uint64_t oldest = complete.empty() ? 0 : complete.front();
-        // No daemon numbers that far; the versions after it must not wrap.
-        constexpr std::uint64_t max_version = 1ull << 48;
         unsigned restored = 0;
         for (auto& r : records) {
-            // A packed record's bucket holds its version (a bucket spans
-            // fewer than bucket_max_versions): one that does not is not a
-            // record this daemon wrote, and would name a bucket far ahead.
-            const bool bucket_fits =
-                r.bucket == 0 || (r.bucket <= r.version &&
-                                  r.version - r.bucket < store::bucket_max_versions);
-            if (r.job != job || r.node != opts_.node || r.version == 0 ||
-                r.version >= max_version || r.rank >= proto::max_ranks || !bucket_fits) {
+            const auto standing = store::standing(r, job, opts_.node, complete);
+            if (standing == store::record_standing::foreign || r.rank >= proto::max_ranks) {
                 log_warn("node {}'s journal of job '{}' holds a record of job '{}' node {} "
                          "version {} (a copied file?): ignored",
                          opts_.node, job, r.job, r.node, r.version);
                 continue;
             }
             last = std::max(last, r.version);
-            // A packed version completes with its bucket, which may still
-            // wait for it when newer versions of another bucket are
-            // complete (versions become whole out of order): it is skipped
-            // only when complete, or older than every complete version
-            // (retention may have removed its bucket).
-            if (r.bucket ? (r.version < oldest ||
-                            std::binary_search(complete.begin(), complete.end(), r.version))
-                         : r.version <= newest)
+            if (standing == store::record_standing::settled)
                 continue;
             // What the version's manifest needs, kept for complete_recovered.
             auto& rv = recovered_[r.version];

@@ -128,7 +128,18 @@ public:
         (void)out;
         return std::make_error_code(std::errc::operation_not_supported);
     }
-    // The nodes that have ever claimed `job`, whether a live process holds
+    // The same file for reading only, as it is, for a tool that looks
+    // (nothing created): not_found when the node has none.
+    virtual std::error_code read_journal(const std::string& job, const std::string& node,
+                                         unique_fd& out)
+    {
+        (void)job;
+        (void)node;
+        (void)out;
+        return std::make_error_code(std::errc::operation_not_supported);
+    }
+    // The nodes that have ever claimed `job` (or kept a journal of it),
+    // whether a live process holds
     // their claim now or not (claim_job tells): what a tool must claim to
     // know that no daemon writes the job while it changes it.
     virtual std::error_code claimants(const std::string& job, std::vector<std::string>& out) = 0;

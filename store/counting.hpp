@@ -80,6 +80,11 @@ public:
     {
         return inner_->open_journal(job, node, out);
     }
+    std::error_code read_journal(const std::string& job, const std::string& node,
+                                 unique_fd& out) override
+    {
+        return inner_->read_journal(job, node, out);
+    }
     std::error_code arrive(const std::string& tally, const std::string& member,
                            const std::string& note, std::uint64_t& count) override;
     std::error_code arrivals(const std::string& tally, std::vector<arrival>& out) override;

@@ -827,17 +827,40 @@ std::error_code directory_backend::open_journal(const std::string& job, const st
     return {};
 }
 
+std::error_code directory_backend::read_journal(const std::string& job, const std::string& node,
+                                                unique_fd& out)
+{
+    unique_fd dir;
+    if (auto ec = open_dir(job, false, dir))
+        return ec;
+    const std::string name = "." + node + std::string(journal_suffix);
+    unique_fd fd(::openat(dir.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (!fd)
+        return errno == ENOENT ? make_error_code(errc::not_found)
+               : errno == ELOOP ? make_error_code(errc::unsafe_path)
+                                : last_system_error();
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0 || !safe_file(st) || st.st_nlink != 1)
+        return make_error_code(errc::unsafe_path);
+    out = std::move(fd);
+    return {};
+}
+
 std::error_code directory_backend::claimants(const std::string& job, std::vector<std::string>& out)
 {
     std::vector<std::string> names;
     if (auto ec = entries(job, names, nullptr))
         return ec;
-    std::vector<std::string> nodes;
+    // A node with a journal claimed the job once too, though its claim
+    // file may have been removed since (taken for a stale lock): its
+    // journal may hold versions its next daemon completes.
+    std::set<std::string> nodes;
     for (const std::string_view n : names)
-        if (n.size() > 1 + claim_suffix.size() && n[0] == '.' && n.ends_with(claim_suffix) &&
-            !is_temporary(n))
-            nodes.emplace_back(n.substr(1, n.size() - 1 - claim_suffix.size()));
-    out = std::move(nodes);
+        for (const std::string_view suffix : {claim_suffix, journal_suffix})
+            if (n.size() > 1 + suffix.size() && n[0] == '.' && n.ends_with(suffix) &&
+                !is_temporary(n))
+                nodes.emplace(n.substr(1, n.size() - 1 - suffix.size()));
+    out.assign(nodes.begin(), nodes.end());
     return {};
 }
 

@@ -199,18 +199,20 @@ std::error_code inspect_job(backend& st, const std::string& job, job_entry& out,
         why = fmt::format("cannot check the claims on job {}: {}", job, failure(st, job, ec));
         return ec;
     }
-    // With no live daemon, what the nodes' journals hold (their claims
-    // held only while they are read): a version in one may yet complete.
+    // With no live daemon, what the nodes' journals hold: a version in one
+    // may yet complete. Only read, without the claims: a daemon may start
+    // meanwhile (then this is a moment old, as every listing is).
     std::vector<journaled_version> journaled;
     if (j.live_nodes.empty()) {
-        job_hold hold;
-        std::vector<std::string> live;
-        if (auto ec = hold_job(st, job, hold, live, why); ec == errc::rank_in_use) {
-            j.live_nodes = std::move(live);  // a daemon started since the probe
-        } else if (ec || (ec = journaled_versions(st, job, hold, journaled, why))) {
-            return ec;
-        }
+        std::vector<std::string> nodes;
+        std::string problem;
+        if (auto ec = st.claimants(job, nodes); ec && ec != errc::not_found)
+            j.journal_problem =
+                fmt::format("cannot find the nodes of job {}: {}", job, failure(st, job, ec));
+        else if (journaled_versions(st, job, nodes, journaled, problem))
+            j.journal_problem = std::move(problem);
     }
+    const bool journals_read = j.journal_problem.empty();
     for (const auto v : versions) {
         version_entry e;
         if (auto ec = inspect_version(st, job, v, e); ec && ec != errc::not_found) {
@@ -223,7 +225,7 @@ std::error_code inspect_job(backend& st, const std::string& job, job_entry& out,
                                          [&](const journaled_version& jv) { return jv.version == v; });
             if (in != journaled.end())
                 e.journaled_by = in->nodes;
-            e.dead = e.journaled_by.empty();
+            e.dead = journals_read && e.journaled_by.empty();
         }
         j.versions.push_back(std::move(e));
     }
@@ -297,56 +299,81 @@ std::error_code hold_job(backend& st, const std::string& job, job_hold& out,
 
 namespace {
 
-// Node `node`'s journal of `job`, for its claim's holder, and the records
-// it holds; nullptr for a store without journals.
-std::error_code replay_node_journal(backend& st, const std::string& job, const std::string& node,
-                                    std::unique_ptr<journal>& out,
-                                    std::vector<journal::record>& records, std::string& why)
+// The records node `node`'s journal of `job` holds, read as they are (no
+// claim needed: only looked at); `found` false when the node has none.
+std::error_code read_node_journal(backend& st, const std::string& job, const std::string& node,
+                                  std::vector<journal::record>& records, bool& found,
+                                  std::string& why)
 {
-    out.reset();
     records.clear();
+    found = false;
     unique_fd fd;
-    if (auto ec = st.open_journal(job, node, fd)) {
-        if (ec == std::errc::operation_not_supported)
+    if (auto ec = st.read_journal(job, node, fd)) {
+        if (ec == errc::not_found || ec == std::errc::operation_not_supported)
             return {};
         why = fmt::format("cannot open node {}'s journal of job {}: {}", node, job,
                           failure(st, job, ec));
         return ec;
     }
-    auto j = std::make_unique<journal>(std::move(fd), 0);
-    if (auto ec = j->replay(records)) {
+    found = true;
+    journal j(std::move(fd), 0);
+    if (auto ec = j.replay(records)) {
         why = fmt::format("cannot read node {}'s journal of job {}: {}", node, job,
                           ec.message());
         return ec;
     }
-    out = std::move(j);
     return {};
 }
 
 }  // namespace
 
-std::error_code journaled_versions(backend& st, const std::string& job, const job_hold& hold,
+std::error_code journaled_versions(backend& st, const std::string& job,
+                                   const std::vector<std::string>& nodes,
                                    std::vector<journaled_version>& out, std::string& why)
 {
+    out.clear();
+    std::vector<std::uint64_t> complete;
+    if (auto ec = complete_versions(st, job, complete); ec && ec != errc::not_found) {
+        why = fmt::format("cannot list job {}: {}", job, failure(st, job, ec));
+        return ec;
+    }
     std::map<std::uint64_t, journaled_version> found;
-    for (const auto& node : hold.nodes) {
-        std::unique_ptr<journal> j;
+    for (const auto& node : nodes) {
         std::vector<journal::record> records;
-        if (auto ec = replay_node_journal(st, job, node, j, records, why))
+        bool has = false;
+        if (auto ec = read_node_journal(st, job, node, records, has, why))
             return ec;
-        for (const auto& r : records) {
-            // A record of another job or node (a copied file) is not the
-            // claim's to commit (job::open_journal ignores it too).
-            if (r.job != job || r.node != node || r.version == 0)
-                continue;
-            auto& v = found[r.version];
-            v.version = r.version;
-            v.bucket = r.bucket;
-            if (v.nodes.empty() || v.nodes.back() != node)
-                v.nodes.push_back(node);
+        // The versions the node's next daemon commits parts of at its
+        // claim: every rank of the node's is in the journal or committed
+        // (a part too large for the journal went to its object first).
+        struct held {
+            std::set<std::uint32_t> ranks;
+            std::uint32_t of = 0;
+            std::uint64_t bucket = 0;
+        };
+        std::map<std::uint64_t, held> mine;
+        for (const auto& r : records)
+            if (standing(r, job, node, complete) == record_standing::pending) {
+                auto& h = mine[r.version];
+                h.ranks.insert(r.rank);
+                h.of = std::max(h.of, r.ranks);
+                h.bucket = r.bucket;
+            }
+        for (const auto& [version, h] : mine) {
+            bool whole = h.of > 0;
+            for (std::uint32_t rank = 0; whole && rank < h.of; ++rank) {
+                std::uint64_t size = 0;
+                whole = h.ranks.count(rank) ||
+                        !st.size(data_object(job, version, node, rank), size);
+            }
+            if (!whole)
+                continue;  // the claim leaves it incomplete (or skips it)
+            auto& v = found[version];
+            v.version = version;
+            v.bucket = h.bucket;
+            v.nodes.push_back(node);
         }
     }
-    out.clear();
     for (auto& [version, v] : found)
         out.push_back(std::move(v));
     return {};
@@ -356,13 +383,20 @@ std::error_code discard_journals(backend& st, const std::string& job, const job_
                                  std::string& why)
 {
     for (const auto& node : hold.nodes) {
-        std::unique_ptr<journal> j;
-        std::vector<journal::record> ignored;
-        if (auto ec = replay_node_journal(st, job, node, j, ignored, why))
+        std::vector<journal::record> records;
+        bool has = false;
+        if (auto ec = read_node_journal(st, job, node, records, has, why))
             return ec;
-        if (!j)
+        if (!has)
             continue;
-        if (auto ec = j->reset()) {
+        unique_fd fd;
+        std::error_code ec = st.open_journal(job, node, fd);
+        if (!ec) {
+            journal j(std::move(fd), 0);
+            if (!(ec = j.replay(records)))
+                ec = j.reset();
+        }
+        if (ec) {
             why = fmt::format("cannot start node {}'s journal of job {} over: {}", node, job,
                               ec.message());
             return ec;

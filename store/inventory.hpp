@@ -65,6 +65,8 @@ struct job_entry {
     std::vector<std::string> live_nodes;  // nodes whose claim a live daemon holds
     std::vector<std::string> damaged_buckets;  // damaged_bucket_records, in words
     std::vector<skipped_entry> skipped;        // skipped_versions
+    std::string journal_problem;  // why the nodes' journals could not be read (then no
+                                  // incomplete version is called dead)
 };
 
 // One version, from its listing, record and manifests.
@@ -94,17 +96,20 @@ std::error_code hold_job(backend& st, const std::string& job, job_hold& out,
 // A version whose parts some node's journal still holds: a daemon that
 // stopped after reporting it durable and before settling its records (a
 // daemon that ends cleanly starts its journal over). The node's next
-// daemon commits those parts at its claim, so the version may yet complete
-// with the parts other nodes committed: not a leftover to remove.
+// daemon commits those parts at its claim (every rank of the node's is in
+// the journal or committed: store::standing says pending), so the version
+// may yet complete with the parts other nodes committed: not a leftover
+// to remove.
 struct journaled_version {
     std::uint64_t version = 0;
     std::uint64_t bucket = 0;  // its bucket of packs (0: committed as objects)
     std::vector<std::string> nodes;
 };
-// What the journals of a held job's nodes hold, ascending by version
-// (`hold` must hold every claim: a journal is its claim holder's to open).
-// None for a store without journals.
-std::error_code journaled_versions(backend& st, const std::string& job, const job_hold& hold,
+// What the journals of `nodes` (backend::claimants) hold of `job`,
+// ascending by version. Only read: no claim needed, nothing created. None
+// for a store without journals.
+std::error_code journaled_versions(backend& st, const std::string& job,
+                                   const std::vector<std::string>& nodes,
                                    std::vector<journaled_version>& out, std::string& why);
 // Starts the journals of a held job's nodes over (journal::reset): what
 // they held is dropped for good.

@@ -12,6 +12,7 @@
 #include "crc32c.hpp"
 #include "errors.hpp"
 #include "store/byte_fields.hpp"
+#include "store/pack.hpp"
 #include "sys.hpp"
 
 namespace iofwd::store {
@@ -338,6 +339,31 @@ std::error_code journal::append(const origin& o, std::span<const std::byte> data
         cv_.wait(lock);
     }
     return {};
+}
+
+record_standing standing(const journal::record& r, std::string_view job, std::string_view node,
+                         std::span<const std::uint64_t> complete)
+{
+    // No daemon numbers that far; the versions after it must not wrap. A
+    // packed record's bucket holds its version (a bucket spans fewer than
+    // bucket_max_versions): one that does not is not a record a daemon
+    // wrote, and would name a bucket far ahead.
+    constexpr std::uint64_t max_version = 1ull << 48;
+    const bool bucket_fits =
+        r.bucket == 0 || (r.bucket <= r.version && r.version - r.bucket < bucket_max_versions);
+    if (r.job != job || r.node != node || r.version == 0 || r.version >= max_version ||
+        !bucket_fits)
+        return record_standing::foreign;
+    const std::uint64_t newest = complete.empty() ? 0 : complete.back();
+    const std::uint64_t oldest = complete.empty() ? 0 : complete.front();
+    // A packed version completes with its bucket, which may still wait for
+    // it when newer versions of another bucket are complete (versions
+    // become whole out of order).
+    const bool settled =
+        r.bucket ? r.version < oldest || std::binary_search(complete.begin(), complete.end(),
+                                                            r.version)
+                 : r.version <= newest;
+    return settled ? record_standing::settled : record_standing::pending;
 }
 
 }  // namespace iofwd::store

@@ -163,4 +163,18 @@ private:
     std::error_code sync_error_;
 };
 
+// What the next daemon to claim `job` on node `node` does with a record
+// its journal holds (job::recover_journal), given the job's complete
+// versions, ascending:
+enum class record_standing {
+    foreign,  // not a record of this job and node, or out of bounds (a copied
+              // file): ignored
+    settled,  // its version is complete; or, of an unpacked version, not
+              // newer than the newest complete one, and of a packed one,
+              // older than the oldest (retention may have removed it since)
+    pending,  // its part is committed again at the claim
+};
+record_standing standing(const journal::record& r, std::string_view job, std::string_view node,
+                         std::span<const std::uint64_t> complete);
+
 }  // namespace iofwd::store

@@ -86,7 +86,8 @@ struct pack_index {
     bool operator==(const pack_index&) const = default;
 };
 
-// Rank `rank`'s part of `version` in `index`; nullptr when it holds none.
+// Rank `rank`'s part of `version` in `index`, whose parts ascend by version,
+// then rank (as parse_pack_index checks); nullptr when it holds none.
 const pack_part* find_part(const pack_index& index, std::uint64_t version, std::uint32_t rank);
 
 // The whole object for `inputs` (ascending by version, then rank; every

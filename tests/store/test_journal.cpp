@@ -20,7 +20,9 @@
 #include "errors.hpp"
 #include "fd.hpp"
 #include "process.hpp"
+#include "store/inventory.hpp"
 #include "store/journal.hpp"
+#include "store/layout.hpp"
 #include "sys.hpp"
 
 using namespace iofwd;
@@ -425,4 +427,67 @@ TEST_CASE("journal: a fill that fails leaves it unused and says why", "[journal]
     CHECK(j.fill_error().find("filling it with zeros at 262144: File too large") == 0);
     CHECK_FALSE(j.ready());
     CHECK(append(j, 1, 0, bytes_of(100, 1)) == std::errc::no_buffer_space);
+}
+
+TEST_CASE("journal: a tool finds the versions a crashed node's next daemon would commit, and "
+          "only those",
+          "[journal]")
+{
+    // What iofwd gc, rm and ls keep (store::journaled_versions): a version
+    // whose every rank of the node is in the journal or committed, not yet
+    // complete; not one the claim would leave incomplete or find settled.
+    test::temp_dir tmp;
+    std::unique_ptr<store::backend> st;
+    std::string why;
+    REQUIRE_FALSE(store::open(tmp / "store", st, why));
+    const std::string job = "itest";
+    std::unique_ptr<store::claim> claim;
+    REQUIRE_FALSE(st->claim_job(job, "nodeA", claim));
+    unique_fd fd;
+    REQUIRE_FALSE(st->open_journal(job, "nodeA", fd));
+    journal j(std::move(fd), 1u << 20);
+    j.prepare();
+    REQUIRE(test::wait_until([&] { return j.ready(); }, std::chrono::seconds(10)));
+    const auto data = bytes_of(100, 1);
+    const auto put = [&](const std::string& name) {
+        REQUIRE_FALSE(st->put(name, std::as_bytes(std::span(data))));
+    };
+    const auto add = [&](const std::string& of_job, std::uint64_t version, std::uint32_t rank) {
+        REQUIRE_FALSE(j.append({of_job, "nodeA", version, rank, 2, 2, 0}, data, crc32c(data)));
+    };
+    // Version 1 complete: its records are settled. Version 2: both ranks.
+    // Version 3: rank 0 only, rank 1 never committed: the claim leaves it
+    // incomplete. Version 4: rank 0 journaled, rank 1 committed as its
+    // object (too large for the journal). A record of another job.
+    put(store::complete_object(job, 1));
+    for (const std::uint32_t rank : {0u, 1u}) {
+        add(job, 1, rank);
+        add(job, 2, rank);
+    }
+    add(job, 3, 0);
+    add(job, 4, 0);
+    put(store::data_object(job, 4, "nodeA", 1));
+    add("other", 5, 0);
+    add("other", 5, 1);
+    claim.reset();  // as after the daemon's death
+
+    std::vector<store::journaled_version> found;
+    REQUIRE_FALSE(store::journaled_versions(*st, job, {"nodeA", "nodeB"}, found, why));
+    std::vector<std::uint64_t> versions;
+    for (const auto& v : found) {
+        CHECK(v.nodes == std::vector<std::string>{"nodeA"});
+        versions.push_back(v.version);
+    }
+    CHECK(versions == std::vector<std::uint64_t>{2, 4});
+    // Only read: nodeB, which has no journal, still has none.
+    std::vector<std::string> nodes;
+    REQUIRE_FALSE(st->claimants(job, nodes));
+    CHECK(nodes == std::vector<std::string>{"nodeA"});
+    // A journal started over holds nothing.
+    store::job_hold hold;
+    std::vector<std::string> live;
+    REQUIRE_FALSE(store::hold_job(*st, job, hold, live, why));
+    REQUIRE_FALSE(store::discard_journals(*st, job, hold, why));
+    REQUIRE_FALSE(store::journaled_versions(*st, job, hold.nodes, found, why));
+    CHECK(found.empty());
 }

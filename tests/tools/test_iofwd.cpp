@@ -462,9 +462,9 @@ TEST_CASE("rm, keep and gc remove exactly what they say", "[tools][clean]")
     auto again = run_iofwd(c, {"gc", "--json"});
     CHECK(again.code == 0);
     CHECK(py(c, again.out, "d['jobs'], d['runtime_files']") ==
-          "[{'discarded_journaled': [], 'job': 'itest', 'kept_journaled': [], 'refused': None, "
-          "'removed_buckets': [], 'removed_leftovers': [], 'removed_versions': [], "
-          "'unreadable_buckets': []}] []\n");
+          "[{'discarded_versions': [], 'job': 'itest', 'kept_buckets': [], 'kept_versions': [], "
+          "'refused': None, 'removed_buckets': [], 'removed_leftovers': [], "
+          "'removed_versions': [], 'unreadable_buckets': []}] []\n");
     std::string out;
     CHECK(c.verify(1, 1, out) == 0);
 
@@ -553,14 +553,14 @@ TEST_CASE("gc keeps a version a node's journal holds, for the node's next daemon
         INFO("gc:\n" << gc.out << gc.err);
         CHECK(gc.code == 0);
         const std::string advice =
-            "; the node's next daemon commits them when the job runs there again, so that the "
-            "version can complete (iofwd gc --discard-journals itest drops them, for a node "
-            "that will not run the job again)\n";
+            ", which the node's next daemon commits when the job runs there again, so that they "
+            "can complete (iofwd gc --discard-journals itest drops them, for a node that will "
+            "not run the job again)\n";
         CHECK(gc.err ==
               "iofwd gc: job itest: kept version 2: node nodeA's journal holds its parts" +
                   advice +
                   (packs ? "iofwd gc: job itest: kept itest/packs/b00000002 (a bucket of packs "
-                           "with no record): the journal of node nodeA holds version 2 of it" +
+                           "with no record): node nodeA's journal holds parts of its version 2" +
                                advice
                          : std::string()));
         CHECK(gc.out.find("removed version") == std::string::npos);
@@ -576,8 +576,9 @@ TEST_CASE("gc keeps a version a node's journal holds, for the node's next daemon
                  "[(v['version'], v['dead'], v['journaled_by']) for v in d['versions']]") ==
               "[(1, False, []), (2, False, ['nodeA'])]\n");
         auto json = run_iofwd(c, {"gc", "itest", "--json"});
-        CHECK(py(c, json.out, "len(d['jobs'][0]['kept_journaled'])") ==
-              (packs ? "2\n" : "1\n"));
+        CHECK(py(c, json.out, "d['jobs'][0]['kept_versions'], d['jobs'][0]['kept_buckets']") ==
+              std::string("[{'nodes': ['nodeA'], 'version': 2}] ") +
+                  (packs ? "[{'bucket': 2, 'nodes': ['nodeA'], 'versions': [2]}]\n" : "[]\n"));
 
         auto next = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", "2"}, a);
         require_exit(next, 0);
@@ -599,6 +600,10 @@ TEST_CASE("gc keeps a version a node's journal holds, for the node's next daemon
     }
     SECTION("removed with what the journal held on request")
     {
+        auto everywhere = run_iofwd(c, {"gc", "--discard-journals"});
+        CHECK(everywhere.code == 2);
+        CHECK(everywhere.err == "iofwd gc: --discard-journals needs JOB: it drops what the "
+                                "journals of that job's nodes hold\n");
         auto gc = run_iofwd(c, {"gc", "itest", "--discard-journals"});
         INFO("gc:\n" << gc.out << gc.err);
         CHECK(gc.code == 0);
@@ -608,6 +613,7 @@ TEST_CASE("gc keeps a version a node's journal holds, for the node's next daemon
         CHECK(gc.out.find("job itest: removed version 2 (incomplete, and no daemon is writing "
                           "the job)\n") != std::string::npos);
         CHECK_FALSE(std::filesystem::exists(v2));
+        CHECK_FALSE(std::filesystem::exists(c.store() + "/itest/packs/b00000002"));
         // The next daemon finds nothing to commit: version 1 is the newest.
         auto next = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", "1"}, a);
         require_exit(next, 0);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -56,6 +57,14 @@ void guard(store::backend& st, const std::string& job, const std::vector<std::ui
     }
 }
 
+// "node nodeA's journal holds", "the journals of nodes nodeA, nodeB hold".
+std::string journals_hold(const std::vector<std::string>& nodes)
+{
+    return nodes.size() == 1
+               ? fmt::format("node {}'s journal holds", nodes.front())
+               : fmt::format("the journals of nodes {} hold", fmt::join(nodes, ", "));
+}
+
 void remove_versions(store::backend& st, const std::string& job,
                      const std::vector<std::uint64_t>& versions)
 {
@@ -93,18 +102,17 @@ int rm(const clean_args& a)
     // node's next daemon would commit its parts again (gc keeps it too).
     std::vector<store::journaled_version> journaled;
     std::string why;
-    if (store::journaled_versions(*st, a.job, hold, journaled, why))
+    if (store::journaled_versions(*st, a.job, hold.nodes, journaled, why))
         throw failure(damaged, why);
     for (const auto& jv : journaled) {
         store::version_entry e;
         if (!unique.count(jv.version) || store::inspect_version(*st, a.job, jv.version, e) ||
             e.state != store::version_state::incomplete)
             continue;
-        throw failure(refused, fmt::format("not removing version {} of job {}: node {}'s "
-                                           "journal holds its parts, which the node's next "
-                                           "daemon commits (iofwd gc --discard-journals {} "
-                                           "drops them and removes it)",
-                                           jv.version, a.job, fmt::join(jv.nodes, ", "), a.job));
+        throw failure(refused, fmt::format("not removing version {} of job {}: {} its parts, "
+                                           "which the node's next daemon commits (iofwd gc "
+                                           "--discard-journals {} drops them and removes it)",
+                                           jv.version, a.job, journals_hold(jv.nodes), a.job));
     }
     remove_versions(*st, a.job, versions);
     if (a.store.json) {
@@ -176,6 +184,9 @@ std::vector<std::string> clean_stale_runtime_files()
 
 int gc(const clean_args& a)
 {
+    if (a.discard_journals && a.job.empty())
+        throw failure(bad_argument, "--discard-journals needs JOB: it drops what the journals "
+                                    "of that job's nodes hold");
     auto st = open_store(a.store);
     std::vector<std::string> jobs;
     if (!a.job.empty()) {
@@ -200,6 +211,9 @@ int gc(const clean_args& a)
                             {"removed_leftovers", nlohmann::json::array()},
                             {"removed_buckets", nlohmann::json::array()},
                             {"unreadable_buckets", nlohmann::json::array()},
+                            {"kept_versions", nlohmann::json::array()},
+                            {"kept_buckets", nlohmann::json::array()},
+                            {"discarded_versions", nlohmann::json::array()},
                             {"refused", nullptr}};
         // Leftovers and incomplete versions are exactly what a live daemon
         // may be writing: with one, the job is not touched at all.
@@ -218,14 +232,18 @@ int gc(const clean_args& a)
         // node's next daemon commits its parts beside those the other nodes
         // committed, which removing the version (or its bucket) would lose.
         std::vector<store::journaled_version> journaled, discarded;
-        if (store::journaled_versions(*st, job, hold, journaled, why))
-            throw failure(damaged, why);
-        if (a.discard_journals && !journaled.empty()) {
-            if (store::discard_journals(*st, job, hold, why))
-                throw failure(damaged, why);
-            discarded = std::move(journaled);
-            journaled.clear();
+        if (store::journaled_versions(*st, job, hold.nodes, journaled, why) ||
+            (a.discard_journals && !journaled.empty() &&
+             store::discard_journals(*st, job, hold, why))) {
+            status = damaged;
+            j["refused"] = why;
+            if (!a.store.json)
+                fmt::print(stderr, "iofwd gc: not touching job {}: {}\n", job, why);
+            out["jobs"].push_back(std::move(j));
+            continue;
         }
+        if (a.discard_journals)
+            discarded = std::exchange(journaled, {});
         const auto journaled_in = [&](std::uint64_t first, std::uint64_t end) {
             std::vector<const store::journaled_version*> in;
             for (const auto& jv : journaled)
@@ -251,8 +269,9 @@ int gc(const clean_args& a)
                 e.state != store::version_state::incomplete)
                 continue;
             if (const auto in = journaled_in(v, v + 1); !in.empty()) {
-                kept.push_back(fmt::format("version {}: node {}'s journal holds its parts", v,
-                                           fmt::join(in.front()->nodes, ", ")));
+                kept.push_back(fmt::format("version {}: {} its parts", v,
+                                           journals_hold(in.front()->nodes)));
+                j["kept_versions"].push_back({{"version", v}, {"nodes", in.front()->nodes}});
                 continue;
             }
             dead.push_back(v);
@@ -274,10 +293,14 @@ int gc(const clean_args& a)
                     vs.push_back(jv->version);
                     nodes.insert(jv->nodes.begin(), jv->nodes.end());
                 }
-                kept.push_back(fmt::format("{} (a bucket of packs with no record): the journal "
-                                           "of node {} holds version{} {} of it",
-                                           store::bucket_dir(job, b.first), fmt::join(nodes, ", "),
-                                           vs.size() == 1 ? "" : "s", fmt::join(vs, ", ")));
+                const std::vector<std::string> holders(nodes.begin(), nodes.end());
+                kept.push_back(fmt::format("{} (a bucket of packs with no record): {} parts of "
+                                           "its version{} {}",
+                                           store::bucket_dir(job, b.first),
+                                           journals_hold(holders), vs.size() == 1 ? "" : "s",
+                                           fmt::join(vs, ", ")));
+                j["kept_buckets"].push_back(
+                    {{"bucket", b.first}, {"versions", vs}, {"nodes", holders}});
                 continue;
             }
             bool ignored = false;
@@ -300,20 +323,18 @@ int gc(const clean_args& a)
         j["removed_leftovers"] = left;
         j["removed_buckets"] = buckets;
         j["unreadable_buckets"] = unreadable;
-        j["kept_journaled"] = kept;
-        j["discarded_journaled"] = nlohmann::json::array();
         for (const auto& d : discarded)
-            j["discarded_journaled"].push_back({{"version", d.version}, {"nodes", d.nodes}});
+            j["discarded_versions"].push_back({{"version", d.version}, {"nodes", d.nodes}});
         if (!a.store.json) {
             for (const auto& d : discarded)
                 fmt::print("job {}: dropped version {} from the journal of node {} "
                            "(--discard-journals)\n",
                            job, d.version, fmt::join(d.nodes, ", "));
             for (const auto& k : kept)
-                fmt::print(stderr, "iofwd gc: job {}: kept {}; the node's next daemon commits "
-                                   "them when the job runs there again, so that the version "
-                                   "can complete (iofwd gc --discard-journals {} drops them, "
-                                   "for a node that will not run the job again)\n",
+                fmt::print(stderr, "iofwd gc: job {}: kept {}, which the node's next daemon "
+                                   "commits when the job runs there again, so that they can "
+                                   "complete (iofwd gc --discard-journals {} drops them, for a "
+                                   "node that will not run the job again)\n",
                            job, k, job);
             for (const auto& l : left)
                 fmt::print("job {}: removed leftover {}\n", job, l);

@@ -92,6 +92,7 @@ int list_job(store::backend& st, const ls_args& a)
         nlohmann::json out = {{"store", st.location()},
                               {"job", j.job},
                               {"live_nodes", j.live_nodes},
+                              {"journal_problem", j.journal_problem},
                               {"versions", nlohmann::json::array()},
                               {"leftovers", j.leftovers},
                               {"damaged_buckets", j.damaged_buckets},
@@ -114,6 +115,8 @@ int list_job(store::backend& st, const ls_args& a)
                counts[static_cast<int>(store::version_state::damaged)]);
     if (!j.live_nodes.empty())
         fmt::print("live: {}\n", store::describe_live(j.job, j.live_nodes));
+    if (!j.journal_problem.empty())
+        fmt::print("journals: {} (no incomplete version is called dead)\n", j.journal_problem);
     fmt::print("{:>8}  {:<10}  {:<20}  {:>5}  {:>5}  {:>10}  {}\n", "VERSION", "STATE", "TIME",
                "NODES", "RANKS", "BYTES", "NOTE");
     for (const auto& v : j.versions) {

@@ -26,7 +26,7 @@ that is not complete, a bad setting (config), a failing store, a job without
 summaries (report) or a live daemon that did not answer (status); 2 a bad
 argument: usage, unknown job, version or run, bad number, missing store; 3
 refused: a live daemon holds the job's claim and the command would touch a
-version it may be writing.)";
+version it may be writing, or (rm) a node's journal holds parts of it.)";
 
 // --help-all as a manual reads it: each subcommand under a heading of its
 // own (help2man makes "iofwd ls [OPTIONS] [JOB]:" a subsection), its
