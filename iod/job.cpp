@@ -18,11 +18,14 @@
 namespace iofwd::iod {
 
 static_assert(store::manifest_max_nodes == proto::max_nodes);
+static_assert(store::journal_max_ranks == proto::max_ranks);
 namespace {
 
 // How long a claim held by someone else is tried again before the job is
 // refused (claim_store).
 constexpr std::chrono::milliseconds claim_patience{1000};
+// How long a job refused so is refused at once (its other ranks).
+constexpr std::chrono::seconds claim_memory{10};
 
 // Writes node `node`'s pack of `inputs` into `bucket` and gives its line of
 // the bucket's record. A pack of that name there already is taken when it
@@ -84,14 +87,16 @@ std::error_code job::claim_store(const std::string& job, std::uint64_t& last,
                                  std::unique_ptr<store::claim>& claim,
                                  std::shared_ptr<store::journal>& journal, std::string& why)
 {
-    // An iofwd command holds every node's claim for a moment (ls, to read
-    // the journals) or while it removes versions (rm, keep, gc): a claim
-    // held is taken again for up to claim_patience before the job is
-    // refused, as it is at once for a daemon that holds it.
+    // An iofwd command holds every node's claim for a moment (ls, to see
+    // whether a daemon lives) or while it removes versions (rm, keep, gc):
+    // a claim held is tried again for up to claim_patience before the job
+    // is refused. A job refused so just now is refused at once: each of
+    // its ranks would hold the daemon's loop that long again.
     const auto asked = std::chrono::steady_clock::now();
+    const bool patient = job != claim_refused_ || asked - claim_refused_at_ > claim_memory;
     std::error_code ec;
     bool waited = false;
-    while ((ec = store_.claim_job(job, opts_.node, claim)) == errc::rank_in_use &&
+    while ((ec = store_.claim_job(job, opts_.node, claim)) == errc::rank_in_use && patient &&
            std::chrono::steady_clock::now() < asked + claim_patience) {
         waited = true;
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -103,6 +108,10 @@ std::error_code job::claim_store(const std::string& job, std::uint64_t& last,
                  std::chrono::duration_cast<std::chrono::milliseconds>(
                      std::chrono::steady_clock::now() - asked)
                      .count());
+    if (ec == errc::rank_in_use && patient) {
+        claim_refused_ = job;
+        claim_refused_at_ = std::chrono::steady_clock::now();
+    }
     if (ec) {
         why = ec == errc::rank_in_use
                   ? fmt::format("job '{}' on node {} is being written by another daemon in {} "
@@ -184,7 +193,7 @@ std::error_code job::recover_journal(const std::string& job, std::uint64_t& last
         unsigned restored = 0;
         for (auto& r : records) {
             const auto standing = store::standing(r, job, opts_.node, complete);
-            if (standing == store::record_standing::foreign || r.rank >= proto::max_ranks) {
+            if (standing == store::record_standing::foreign) {
                 log_warn("node {}'s journal of job '{}' holds a record of job '{}' node {} "
                          "version {} (a copied file?): ignored",
                          opts_.node, job, r.job, r.node, r.version);

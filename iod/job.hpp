@@ -16,6 +16,7 @@
 //    job is over on the node.
 // Loop thread only, like the rest of the daemon; its store work runs on the
 // threads it owns and reports back on the loop.
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -283,6 +284,10 @@ private:
     std::string name_;
     std::string run_;  // its run's name (connect_msg::run); empty: unnamed
     std::unique_ptr<store::claim> claim_;
+    // The job whose claim another holder kept past claim_patience, and
+    // when: its next ranks are refused without waiting again.
+    std::string claim_refused_;
+    std::chrono::steady_clock::time_point claim_refused_at_{};
     std::shared_ptr<store::journal> journal_;  // held with the claim
     std::map<std::uint64_t, recovered_version> recovered_;  // recover_journal's, until complete_recovered
     std::vector<std::uint64_t> claimed_dirs_;  // the version directories claim_store found

@@ -138,8 +138,16 @@ public:
         (void)out;
         return std::make_error_code(std::errc::operation_not_supported);
     }
-    // The nodes that have ever claimed `job` (or kept a journal of it),
-    // whether a live process holds
+    // The nodes with a journal of `job` (open_journal made it), whether or
+    // not their claim file is still there; none for a store without
+    // journals.
+    virtual std::error_code journal_nodes(const std::string& job, std::vector<std::string>& out)
+    {
+        (void)job;
+        out.clear();
+        return {};
+    }
+    // The nodes that have ever claimed `job`, whether a live process holds
     // their claim now or not (claim_job tells): what a tool must claim to
     // know that no daemon writes the job while it changes it.
     virtual std::error_code claimants(const std::string& job, std::vector<std::string>& out) = 0;

@@ -85,6 +85,10 @@ public:
     {
         return inner_->read_journal(job, node, out);
     }
+    std::error_code journal_nodes(const std::string& job, std::vector<std::string>& out) override
+    {
+        return inner_->journal_nodes(job, out);
+    }
     std::error_code arrive(const std::string& tally, const std::string& member,
                            const std::string& note, std::uint64_t& count) override;
     std::error_code arrivals(const std::string& tally, std::vector<arrival>& out) override;

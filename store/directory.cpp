@@ -846,21 +846,38 @@ std::error_code directory_backend::read_journal(const std::string& job, const st
     return {};
 }
 
+namespace {
+
+// The nodes of the job directory's ".<node><suffix>" files.
+std::vector<std::string> nodes_with(const std::vector<std::string>& names,
+                                    std::string_view suffix)
+{
+    std::vector<std::string> nodes;
+    for (const std::string_view n : names)
+        if (n.size() > 1 + suffix.size() && n[0] == '.' && n.ends_with(suffix) &&
+            !is_temporary(n))
+            nodes.emplace_back(n.substr(1, n.size() - 1 - suffix.size()));
+    return nodes;
+}
+
+}  // namespace
+
 std::error_code directory_backend::claimants(const std::string& job, std::vector<std::string>& out)
 {
     std::vector<std::string> names;
     if (auto ec = entries(job, names, nullptr))
         return ec;
-    // A node with a journal claimed the job once too, though its claim
-    // file may have been removed since (taken for a stale lock): its
-    // journal may hold versions its next daemon completes.
-    std::set<std::string> nodes;
-    for (const std::string_view n : names)
-        for (const std::string_view suffix : {claim_suffix, journal_suffix})
-            if (n.size() > 1 + suffix.size() && n[0] == '.' && n.ends_with(suffix) &&
-                !is_temporary(n))
-                nodes.emplace(n.substr(1, n.size() - 1 - suffix.size()));
-    out.assign(nodes.begin(), nodes.end());
+    out = nodes_with(names, claim_suffix);
+    return {};
+}
+
+std::error_code directory_backend::journal_nodes(const std::string& job,
+                                                 std::vector<std::string>& out)
+{
+    std::vector<std::string> names;
+    if (auto ec = entries(job, names, nullptr))
+        return ec;
+    out = nodes_with(names, journal_suffix);
     return {};
 }
 

@@ -57,6 +57,7 @@ public:
                                  unique_fd& out) override;
     std::error_code read_journal(const std::string& job, const std::string& node,
                                  unique_fd& out) override;
+    std::error_code journal_nodes(const std::string& job, std::vector<std::string>& out) override;
     // A tally is a hidden directory beside the names it counts
     // (".ARRIVED"), holding a file ".count" and one hard link to it per
     // member, named "<member>=<note>": link() takes a name atomically and

@@ -183,6 +183,30 @@ std::error_code inspect_version(backend& st, const std::string& job, std::uint64
     return {};
 }
 
+namespace {
+
+// The nodes that claimed `job` or keep a journal of it: a node whose claim
+// file was removed (taken for a stale lock) may still have a journal whose
+// versions its next daemon completes.
+std::error_code nodes_of(backend& st, const std::string& job, std::vector<std::string>& out,
+                         std::string& why)
+{
+    std::vector<std::string> claimed, journaled;
+    auto ec = st.claimants(job, claimed);
+    if (!ec || ec == errc::not_found)
+        ec = st.journal_nodes(job, journaled);
+    if (ec && ec != errc::not_found) {
+        why = fmt::format("cannot find the nodes of job {}: {}", job, failure(st, job, ec));
+        return ec;
+    }
+    std::set<std::string> all(claimed.begin(), claimed.end());
+    all.insert(journaled.begin(), journaled.end());
+    out.assign(all.begin(), all.end());
+    return {};
+}
+
+}  // namespace
+
 std::error_code inspect_job(backend& st, const std::string& job, job_entry& out, std::string& why)
 {
     job_entry j;
@@ -206,10 +230,8 @@ std::error_code inspect_job(backend& st, const std::string& job, job_entry& out,
     if (j.live_nodes.empty()) {
         std::vector<std::string> nodes;
         std::string problem;
-        if (auto ec = st.claimants(job, nodes); ec && ec != errc::not_found)
-            j.journal_problem =
-                fmt::format("cannot find the nodes of job {}: {}", job, failure(st, job, ec));
-        else if (journaled_versions(st, job, nodes, journaled, problem))
+        if (nodes_of(st, job, nodes, problem) ||
+            journaled_versions(st, job, nodes, journaled, problem))
             j.journal_problem = std::move(problem);
     }
     const bool journals_read = j.journal_problem.empty();
@@ -269,10 +291,8 @@ std::error_code hold_job(backend& st, const std::string& job, job_hold& out,
                          std::vector<std::string>& live, std::string& why)
 {
     std::vector<std::string> nodes;
-    if (auto ec = st.claimants(job, nodes); ec && ec != errc::not_found) {
-        why = fmt::format("cannot find the claims on job {}: {}", job, failure(st, job, ec));
+    if (auto ec = nodes_of(st, job, nodes, why))
         return ec;
-    }
     job_hold hold;
     live.clear();
     for (const auto& n : nodes) {
@@ -346,21 +366,29 @@ std::error_code journaled_versions(backend& st, const std::string& job,
         // The versions the node's next daemon commits parts of at its
         // claim: every rank of the node's is in the journal or committed
         // (a part too large for the journal went to its object first).
+        // Its records must agree on the node's ranks, the job's nodes and
+        // the bucket, as the claim asks.
         struct held {
             std::set<std::uint32_t> ranks;
             std::uint32_t of = 0;
+            std::uint32_t nodes = 0;
             std::uint64_t bucket = 0;
+            bool consistent = true;
         };
         std::map<std::uint64_t, held> mine;
         for (const auto& r : records)
             if (standing(r, job, node, complete) == record_standing::pending) {
                 auto& h = mine[r.version];
+                h.consistent = h.ranks.empty() || (h.consistent && h.of == r.ranks &&
+                                                   h.nodes == r.nodes && h.bucket == r.bucket);
                 h.ranks.insert(r.rank);
-                h.of = std::max(h.of, r.ranks);
+                h.of = r.ranks;
+                h.nodes = r.nodes;
                 h.bucket = r.bucket;
             }
         for (const auto& [version, h] : mine) {
-            bool whole = h.of > 0;
+            bool whole = h.consistent && h.of > 0 && h.of <= journal_max_ranks && h.nodes > 0 &&
+                         *h.ranks.rbegin() < h.of;
             for (std::uint32_t rank = 0; whole && rank < h.of; ++rank) {
                 std::uint64_t size = 0;
                 whole = h.ranks.count(rank) ||

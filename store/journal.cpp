@@ -352,7 +352,7 @@ record_standing standing(const journal::record& r, std::string_view job, std::st
     const bool bucket_fits =
         r.bucket == 0 || (r.bucket <= r.version && r.version - r.bucket < bucket_max_versions);
     if (r.job != job || r.node != node || r.version == 0 || r.version >= max_version ||
-        !bucket_fits)
+        r.rank >= journal_max_ranks || !bucket_fits)
         return record_standing::foreign;
     const std::uint64_t newest = complete.empty() ? 0 : complete.back();
     const std::uint64_t oldest = complete.empty() ? 0 : complete.front();

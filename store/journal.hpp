@@ -176,5 +176,8 @@ enum class record_standing {
 };
 record_standing standing(const journal::record& r, std::string_view job, std::string_view node,
                          std::span<const std::uint64_t> complete);
+// Ranks of a job on one node, as the protocol bounds them (proto::max_ranks):
+// a record of a rank beyond is foreign.
+inline constexpr std::uint32_t journal_max_ranks = 1u << 16;
 
 }  // namespace iofwd::store

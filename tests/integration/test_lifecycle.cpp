@@ -322,7 +322,8 @@ TEST_CASE("a claim an iofwd command holds for a moment delays the job, not refus
     const std::string claim = c.store() + "/itest/.nodeA.claim";
     const int fd = ::open(claim.c_str(), O_RDWR | O_CLOEXEC);
     REQUIRE(fd >= 0);
-    REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+    // Free once the first run's daemon has exited.
+    REQUIRE(wait_until([&] { return ::flock(fd, LOCK_EX | LOCK_NB) == 0; }, scaled(20s)));
     SECTION("held a moment longer than the daemon's first try: the job goes on")
     {
         // Each try opens the claim file: the first open seen is the
@@ -336,7 +337,8 @@ TEST_CASE("a claim an iofwd command holds for a moment delays the job, not refus
                                       scaled(20s));
         ::close(watch);
         REQUIRE(tried);
-        std::this_thread::sleep_for(200ms);
+        // Past the open, in its flock (the daemon tries every 50 ms).
+        std::this_thread::sleep_for(100ms);
         ::close(fd);
         require_exit(next, 0);
         CHECK(c.log().find("job 'itest' on node nodeA: its claim was held by someone else (an "

@@ -469,6 +469,12 @@ TEST_CASE("journal: a tool finds the versions a crashed node's next daemon would
     put(store::data_object(job, 4, "nodeA", 1));
     add("other", 5, 0);
     add("other", 5, 1);
+    // Version 6: its records disagree on the node's ranks; version 7: a
+    // rank beyond any node's.
+    REQUIRE_FALSE(j.append({job, "nodeA", 6, 0, 2, 2, 0}, data, crc32c(data)));
+    REQUIRE_FALSE(j.append({job, "nodeA", 6, 1, 3, 2, 0}, data, crc32c(data)));
+    REQUIRE_FALSE(j.append({job, "nodeA", 7, 0, 1, 1, 0}, data, crc32c(data)));
+    REQUIRE_FALSE(j.append({job, "nodeA", 7, 1u << 16, 1, 1, 0}, data, crc32c(data)));
     claim.reset();  // as after the daemon's death
 
     std::vector<store::journaled_version> found;
@@ -478,15 +484,19 @@ TEST_CASE("journal: a tool finds the versions a crashed node's next daemon would
         CHECK(v.nodes == std::vector<std::string>{"nodeA"});
         versions.push_back(v.version);
     }
-    CHECK(versions == std::vector<std::uint64_t>{2, 4});
+    CHECK(versions == std::vector<std::uint64_t>{2, 4, 7});
     // Only read: nodeB, which has no journal, still has none.
     std::vector<std::string> nodes;
-    REQUIRE_FALSE(st->claimants(job, nodes));
+    REQUIRE_FALSE(st->journal_nodes(job, nodes));
     CHECK(nodes == std::vector<std::string>{"nodeA"});
-    // A journal started over holds nothing.
+    // A node whose claim file was removed (taken for a stale lock) is
+    // still held, by its journal, and its journal started over: it holds
+    // nothing after.
+    REQUIRE(::unlink((tmp / "store/itest/.nodeA.claim").c_str()) == 0);
     store::job_hold hold;
     std::vector<std::string> live;
     REQUIRE_FALSE(store::hold_job(*st, job, hold, live, why));
+    CHECK(hold.nodes == std::vector<std::string>{"nodeA"});
     REQUIRE_FALSE(store::discard_journals(*st, job, hold, why));
     REQUIRE_FALSE(store::journaled_versions(*st, job, hold.nodes, found, why));
     CHECK(found.empty());

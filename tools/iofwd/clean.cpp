@@ -106,8 +106,12 @@ int rm(const clean_args& a)
         throw failure(damaged, why);
     for (const auto& jv : journaled) {
         store::version_entry e;
-        if (!unique.count(jv.version) || store::inspect_version(*st, a.job, jv.version, e) ||
-            e.state != store::version_state::incomplete)
+        if (!unique.count(jv.version))
+            continue;
+        if (auto ec = store::inspect_version(*st, a.job, jv.version, e))
+            throw failure(damaged, fmt::format("cannot read version {} of job {}: {}",
+                                               jv.version, a.job, ec.message()));
+        if (e.state != store::version_state::incomplete)
             continue;
         throw failure(refused, fmt::format("not removing version {} of job {}: {} its parts, "
                                            "which the node's next daemon commits (iofwd gc "
@@ -244,10 +248,11 @@ int gc(const clean_args& a)
         }
         if (a.discard_journals)
             discarded = std::exchange(journaled, {});
-        const auto journaled_in = [&](std::uint64_t first, std::uint64_t end) {
+        // The journaled versions of version `v` (bucket 0) or of bucket `b`.
+        const auto journaled_in = [&](std::uint64_t v, std::uint64_t b) {
             std::vector<const store::journaled_version*> in;
             for (const auto& jv : journaled)
-                if (first <= jv.version && jv.version < end)
+                if (b ? jv.bucket == b : jv.version == v)
                     in.push_back(&jv);
             return in;
         };
@@ -268,7 +273,7 @@ int gc(const clean_args& a)
             if (store::inspect_version(*st, job, v, e) ||
                 e.state != store::version_state::incomplete)
                 continue;
-            if (const auto in = journaled_in(v, v + 1); !in.empty()) {
+            if (const auto in = journaled_in(v, 0); !in.empty()) {
                 kept.push_back(fmt::format("version {}: {} its parts", v,
                                            journals_hold(in.front()->nodes)));
                 j["kept_versions"].push_back({{"version", v}, {"nodes", in.front()->nodes}});
@@ -286,7 +291,7 @@ int gc(const clean_args& a)
                                                store::failure(*st, job, ec)));
         std::vector<std::uint64_t> buckets;
         for (const auto& b : unfinished) {
-            if (const auto in = journaled_in(b.first, b.end); !in.empty()) {
+            if (const auto in = journaled_in(0, b.first); !in.empty()) {
                 std::vector<std::uint64_t> vs;
                 std::set<std::string> nodes;
                 for (const auto* jv : in) {
