@@ -320,13 +320,11 @@ std::error_code hold_job(backend& st, const std::string& job, job_hold& out,
 namespace {
 
 // The records node `node`'s journal of `job` holds, read as they are (no
-// claim needed: only looked at); `found` false when the node has none.
+// claim needed: only looked at); none when the node has no journal.
 std::error_code read_node_journal(backend& st, const std::string& job, const std::string& node,
-                                  std::vector<journal::record>& records, bool& found,
-                                  std::string& why)
+                                  std::vector<journal::record>& records, std::string& why)
 {
     records.clear();
-    found = false;
     unique_fd fd;
     if (auto ec = st.read_journal(job, node, fd)) {
         if (ec == errc::not_found || ec == std::errc::operation_not_supported)
@@ -335,7 +333,6 @@ std::error_code read_node_journal(backend& st, const std::string& job, const std
                           failure(st, job, ec));
         return ec;
     }
-    found = true;
     journal j(std::move(fd), 0);
     if (auto ec = j.replay(records)) {
         why = fmt::format("cannot read node {}'s journal of job {}: {}", node, job,
@@ -360,8 +357,7 @@ std::error_code journaled_versions(backend& st, const std::string& job,
     std::map<std::uint64_t, journaled_version> found;
     for (const auto& node : nodes) {
         std::vector<journal::record> records;
-        bool has = false;
-        if (auto ec = read_node_journal(st, job, node, records, has, why))
+        if (auto ec = read_node_journal(st, job, node, records, why))
             return ec;
         // The versions the node's next daemon commits parts of at its
         // claim: every rank of the node's is in the journal or committed
@@ -411,17 +407,18 @@ std::error_code discard_journals(backend& st, const std::string& job, const job_
                                  std::string& why)
 {
     for (const auto& node : hold.nodes) {
-        std::vector<journal::record> records;
-        bool has = false;
-        if (auto ec = read_node_journal(st, job, node, records, has, why))
-            return ec;
-        if (!has)
-            continue;
+        // Only a journal that is there is started over (open_journal would
+        // make one).
         unique_fd fd;
-        std::error_code ec = st.open_journal(job, node, fd);
+        std::error_code ec = st.read_journal(job, node, fd);
+        if (ec == errc::not_found || ec == std::errc::operation_not_supported)
+            continue;
+        if (!ec)
+            ec = st.open_journal(job, node, fd);
         if (!ec) {
             journal j(std::move(fd), 0);
-            if (!(ec = j.replay(records)))
+            std::vector<journal::record> ignored;
+            if (!(ec = j.replay(ignored)))
                 ec = j.reset();
         }
         if (ec) {

@@ -105,7 +105,8 @@ struct journaled_version {
     std::uint64_t bucket = 0;  // its bucket of packs (0: committed as objects)
     std::vector<std::string> nodes;
 };
-// What the journals of `nodes` (backend::claimants) hold of `job`,
+// What the journals of `nodes` (hold_job's, or the job's claimants and
+// backend::journal_nodes) hold of `job`,
 // ascending by version. Only read: no claim needed, nothing created. None
 // for a store without journals.
 std::error_code journaled_versions(backend& st, const std::string& job,

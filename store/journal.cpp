@@ -344,14 +344,12 @@ std::error_code journal::append(const origin& o, std::span<const std::byte> data
 record_standing standing(const journal::record& r, std::string_view job, std::string_view node,
                          std::span<const std::uint64_t> complete)
 {
-    // No daemon numbers that far; the versions after it must not wrap. A
-    // packed record's bucket holds its version (a bucket spans fewer than
+    // A packed record's bucket holds its version (a bucket spans fewer than
     // bucket_max_versions): one that does not is not a record a daemon
     // wrote, and would name a bucket far ahead.
-    constexpr std::uint64_t max_version = 1ull << 48;
     const bool bucket_fits =
         r.bucket == 0 || (r.bucket <= r.version && r.version - r.bucket < bucket_max_versions);
-    if (r.job != job || r.node != node || r.version == 0 || r.version >= max_version ||
+    if (r.job != job || r.node != node || r.version == 0 || r.version >= journal_max_version ||
         r.rank >= journal_max_ranks || !bucket_fits)
         return record_standing::foreign;
     const std::uint64_t newest = complete.empty() ? 0 : complete.back();

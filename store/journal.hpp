@@ -176,8 +176,10 @@ enum class record_standing {
 };
 record_standing standing(const journal::record& r, std::string_view job, std::string_view node,
                          std::span<const std::uint64_t> complete);
-// Ranks of a job on one node, as the protocol bounds them (proto::max_ranks):
-// a record of a rank beyond is foreign.
+// Ranks of a job on one node, as the protocol bounds them (proto::max_ranks),
+// and versions: no daemon numbers that far, so that the versions after
+// never wrap. A record beyond either is foreign; packs keep the same bounds.
 inline constexpr std::uint32_t journal_max_ranks = 1u << 16;
+inline constexpr std::uint64_t journal_max_version = 1ull << 48;
 
 }  // namespace iofwd::store

@@ -9,6 +9,7 @@
 #include "errors.hpp"
 #include "rendezvous.hpp"
 #include "store/byte_fields.hpp"
+#include "store/journal.hpp"
 #include "store/record_text.hpp"
 
 namespace iofwd::store {
@@ -19,10 +20,9 @@ using fields::put;
 
 constexpr std::uint32_t part_magic = 0x4b504f49;  // "IOPK"
 constexpr char trailer_magic[8] = {'I', 'O', 'F', 'W', 'D', 'P', 'A', 'K'};
-// Ranks of one node, as the protocol bounds them (proto::max_ranks), and
-// versions as the journal does (iod/job.cpp).
-constexpr std::uint32_t max_ranks = 65536;
-constexpr std::uint64_t max_version = 1ull << 48;
+// The journal's bounds (store/journal.hpp): a pack holds what it held.
+constexpr std::uint32_t max_ranks = journal_max_ranks;
+constexpr std::uint64_t max_version = journal_max_version;
 
 std::uint64_t align8(std::uint64_t n)
 {
