@@ -170,7 +170,8 @@ std::error_code job::recover_journal(const std::string& job, std::uint64_t& last
         if (ec == std::errc::operation_not_supported)
             return {};  // versions go straight to their objects
         why = fmt::format("cannot open node {}'s journal of job '{}' in {}: {}", opts_.node, job,
-                          store_.describe(), store::failure(store_, job, ec));
+                          store_.describe(),
+                          store::failure(store_, store::journal_object(job, opts_.node), ec));
         return ec;
     }
     store_journals_ = true;

@@ -25,6 +25,7 @@
 
 #include "errors.hpp"
 #include "fd.hpp"
+#include "store/layout.hpp"
 #include "sys.hpp"
 
 namespace iofwd::store {
@@ -109,7 +110,6 @@ std::atomic<std::uint64_t> temp_counter{0};
 // claim_job() keeps, ".<node>.claim".
 constexpr std::string_view temp_marker = ".tmp-";
 constexpr std::string_view claim_suffix = ".claim";
-constexpr std::string_view journal_suffix = ".journal";
 
 bool is_temporary(std::string_view name)
 {
@@ -478,6 +478,12 @@ std::string directory_backend::explain(const std::string& name) const
         const bool want_dir = !last || S_ISDIR(st.st_mode);
         if (want_dir ? !safe_dir(st) : !safe_file(st))
             return fmt::format("{} {}", path, describe_unsafe(st, want_dir));
+        // Last, as the one check left: the node files (claims, journals)
+        // must have one link, though a tally's arrivals are links.
+        if (last && !want_dir && st.st_nlink != 1)
+            return fmt::format("{} has {} hard links (another name of it may be anywhere on its "
+                               "file system)",
+                               path, st.st_nlink);
         if (!last)
             cur.reset(::openat(cur.get(), part.c_str(),
                                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -809,7 +815,7 @@ std::error_code directory_backend::open_journal(const std::string& job, const st
                                                 unique_fd& out)
 {
     unique_fd fd;
-    if (auto ec = open_node_file(job, "." + node + std::string(journal_suffix), fd))
+    if (auto ec = open_node_file(job, base_of(journal_object(job, node)), fd))
         return ec;
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0)
@@ -833,7 +839,7 @@ std::error_code directory_backend::read_journal(const std::string& job, const st
     unique_fd dir;
     if (auto ec = open_dir(job, false, dir))
         return ec;
-    const std::string name = "." + node + std::string(journal_suffix);
+    const std::string name = base_of(journal_object(job, node));
     unique_fd fd(::openat(dir.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     if (!fd)
         return errno == ENOENT ? make_error_code(errc::not_found)

@@ -330,7 +330,7 @@ std::error_code read_node_journal(backend& st, const std::string& job, const std
         if (ec == errc::not_found || ec == std::errc::operation_not_supported)
             return {};
         why = fmt::format("cannot open node {}'s journal of job {}: {}", node, job,
-                          failure(st, job, ec));
+                          failure(st, journal_object(job, node), ec));
         return ec;
     }
     journal j(std::move(fd), 0);

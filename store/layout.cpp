@@ -47,6 +47,11 @@ std::string report_object(const std::string& job, const std::string& key, const 
     return fmt::format("{}/{}/{}/{}{}", job, reports_dir, key, node, report_suffix);
 }
 
+std::string journal_object(const std::string& job, const std::string& node)
+{
+    return fmt::format("{}/.{}{}", job, node, journal_suffix);
+}
+
 std::string bucket_dir(const std::string& job, std::uint64_t bucket)
 {
     return fmt::format("{}/{}/b{:08}", job, packs_dir, bucket);
@@ -103,6 +108,14 @@ std::optional<std::uint64_t> numbered8(std::string_view name, char letter)
     return v;
 }
 
+// "<head>.v<8 digits or more>"
+std::optional<std::uint64_t> headed_version(std::string_view name, std::string_view head)
+{
+    if (!name.starts_with(head) || name.size() <= head.size() || name[head.size()] != '.')
+        return std::nullopt;
+    return numbered8(name.substr(head.size() + 1), 'v');
+}
+
 }  // namespace
 
 std::optional<std::uint64_t> parse_bucket_dir(std::string_view name)
@@ -112,11 +125,9 @@ std::optional<std::uint64_t> parse_bucket_dir(std::string_view name)
 
 std::optional<std::uint64_t> parse_bucket_complete(std::string_view name)
 {
-    const std::string_view head = complete_name;
-    if (!name.starts_with(head) || name.size() <= head.size() || name[head.size()] != '.')
-        return std::nullopt;
-    return numbered8(name.substr(head.size() + 1), 'v');
+    return headed_version(name, complete_name);
 }
+
 
 std::optional<pack_name> parse_pack_name(std::string_view name)
 {

@@ -55,6 +55,9 @@ std::string bucket_complete_object(const std::string& job, std::uint64_t bucket,
 // The tally of the nodes' packs and manifests committed in a bucket
 // (backend::arrive; catalog.hpp's try_complete_bucket).
 std::string bucket_arrivals_object(const std::string& job, std::uint64_t bucket);
+// A node's journal of the job (the directory store's open_journal): not an
+// object list() shows.
+std::string journal_object(const std::string& job, const std::string& node);
 // `key`: the run's name, or a name of the run made by the daemon (report.hpp).
 std::string report_object(const std::string& job, const std::string& key, const std::string& node);
 inline constexpr const char* complete_name = "COMPLETE";
@@ -64,6 +67,7 @@ inline constexpr const char* packs_dir = "packs";
 inline constexpr const char* reports_dir = "reports";
 inline constexpr const char* report_suffix = ".json";
 inline constexpr const char* manifest_suffix = ".manifest";
+inline constexpr std::string_view journal_suffix = ".journal";
 
 // "v00000012" -> 12; nullopt for anything else.
 std::optional<std::uint64_t> parse_version_dir(std::string_view name);

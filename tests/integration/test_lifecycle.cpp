@@ -357,6 +357,47 @@ TEST_CASE("a claim an iofwd command holds for a moment delays the job, not refus
                                  "in directory " + c.store() + " right now (or an iofwd command "
                                  "held its claim for over 1000 ms)") != std::string::npos);
     }
+    SECTION("held on: the job's next rank is refused at once, and the claim taken once free")
+    {
+        // One daemon for all three ranks: it remembers the refusal. Each
+        // try of the claim opens and closes its file; opens and closes
+        // alternate, so inotify coalesces none of them.
+        auto d = c.daemon();
+        const int watch = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        REQUIRE(watch >= 0);
+        REQUIRE(::inotify_add_watch(watch, claim.c_str(), IN_OPEN | IN_CLOSE) >= 0);
+        const auto opens = [&] {
+            int n = 0;
+            alignas(inotify_event) char events[8192];
+            for (ssize_t got; (got = ::read(watch, events, sizeof events)) > 0;)
+                for (ssize_t at = 0; at < got;) {
+                    const auto* e = reinterpret_cast<const inotify_event*>(events + at);
+                    n += (e->mask & IN_OPEN) != 0;
+                    at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
+                }
+            return n;
+        };
+        auto first = c.rank(0, 1, {"--size", "4096", "--versions", "1"});
+        require_exit(first, 1);
+        const int patient = opens();
+        INFO("log:\n" << c.log());
+        CHECK(patient >= 5);  // every 50 ms for a second
+        auto second = c.rank(0, 1, {"--size", "4096", "--versions", "1"});
+        require_exit(second, 1);
+        CHECK(has_line(second, "init 98"));
+        CHECK(opens() == 1);
+        ::close(fd);
+        auto third = c.rank(0, 1, {"--size", "4096", "--versions", "1"});
+        require_exit(third, 0);
+        CHECK(opens() >= 1);
+        ::close(watch);
+        CHECK(c.log().find("taken after") == std::string::npos);
+        CHECK(has_line(third, "write 0 0 2 "));
+        d.signal(SIGTERM);
+        REQUIRE(d.wait(scaled(20s)).has_value());
+        std::string out;
+        CHECK(c.verify(2, 1, out) == 0);
+    }
 }
 
 TEST_CASE("io_read of a version still in daemon memory is served from there", "[lifecycle][staged]")

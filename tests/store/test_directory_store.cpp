@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,6 +28,7 @@
 #include "store/catalog.hpp"
 #include "store/counting.hpp"
 #include "store/directory.hpp"
+#include "store/layout.hpp"
 #include "sys.hpp"
 
 using namespace iofwd;
@@ -647,6 +649,61 @@ TEST_CASE("a node's journal is a file of the user's own, never a link planted fo
     CHECK(st->open_journal("job", "nodeB", fd) == errc::unsafe_path);
     REQUIRE(::link(victim.c_str(), (root + "/job/.nodeC.journal").c_str()) == 0);
     CHECK(st->open_journal("job", "nodeC", fd) == errc::unsafe_path);
+    CHECK(test::read_file(victim) == "precious");
+}
+
+TEST_CASE("a journal only looked at (iofwd ls, gc, rm) is read under the same checks, and "
+          "nothing is made",
+          "[store]")
+{
+    // read_journal serves the tools, which take no claim: the file must be
+    // the user's own as much as for the daemon, and a node without one
+    // must stay without one.
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    const std::string root = tmp / "store";
+    unique_fd fd;
+    CHECK(st->read_journal("job", "nodeA", fd) == errc::not_found);  // no job yet
+    REQUIRE_FALSE(st->open_journal("job", "nodeA", fd));
+    fd.reset();
+    CHECK(st->read_journal("job", "nodeZ", fd) == errc::not_found);
+    CHECK_FALSE(std::filesystem::exists(root + "/job/.nodeZ.journal"));
+    REQUIRE_FALSE(st->read_journal("job", "nodeA", fd));
+    CHECK((::fcntl(fd.get(), F_GETFL) & O_ACCMODE) == O_RDONLY);
+    fd.reset();
+
+    const std::string victim = tmp / "victim";
+    { std::ofstream(victim) << "precious"; }
+    REQUIRE(::symlink(victim.c_str(), (root + "/job/.nodeB.journal").c_str()) == 0);
+    CHECK(st->read_journal("job", "nodeB", fd) == errc::unsafe_path);
+    REQUIRE(::link(victim.c_str(), (root + "/job/.nodeC.journal").c_str()) == 0);
+    CHECK(st->read_journal("job", "nodeC", fd) == errc::unsafe_path);
+    // Said in words, of the journal itself.
+    CHECK(store::failure(*st, store::journal_object("job", "nodeB"), errc::unsafe_path)
+              .ends_with(": " + root + "/job/.nodeB.journal is a symlink"));
+    CHECK(st->explain(store::journal_object("job", "nodeC")) ==
+          root + "/job/.nodeC.journal has 2 hard links (another name of it may be anywhere on "
+                 "its file system)");
+    // One another user could have written: group- or world-writable, or
+    // theirs.
+    const std::string d = root + "/job/.nodeD.journal";
+    { std::ofstream(d) << "records"; }
+    REQUIRE(::chmod(d.c_str(), 0620) == 0);
+    CHECK(st->read_journal("job", "nodeD", fd) == errc::unsafe_path);
+    REQUIRE(::chmod(d.c_str(), 0602) == 0);
+    CHECK(st->read_journal("job", "nodeD", fd) == errc::unsafe_path);
+    REQUIRE(::chmod(d.c_str(), 0600) == 0);
+    CHECK_FALSE(st->read_journal("job", "nodeD", fd));
+    fd.reset();
+    if (::geteuid() == 0) {
+        REQUIRE(::chown(d.c_str(), 65534, 65534) == 0);
+        CHECK(st->read_journal("job", "nodeD", fd) == errc::unsafe_path);
+        CHECK(st->explain(store::journal_object("job", "nodeD")) ==
+              root + "/job/.nodeD.journal belongs to uid 65534, not to you (uid 0)");
+    }
+    // A FIFO would block a reader that opened it without O_NONBLOCK.
+    REQUIRE(::mkfifo((root + "/job/.nodeE.journal").c_str(), 0600) == 0);
+    CHECK(st->read_journal("job", "nodeE", fd) == errc::unsafe_path);
     CHECK(test::read_file(victim) == "precious");
 }
 

@@ -622,6 +622,41 @@ TEST_CASE("gc keeps a version a node's journal holds, for the node's next daemon
         CHECK(c.log().find("from the node's journal") == std::string::npos);
         CHECK_FALSE(std::filesystem::exists(v2));
     }
+    SECTION("a journal that is a link is not read: the job is left whole, in words")
+    {
+        // Someone swapped nodeA's journal for a symlink (to the real one,
+        // moved aside): what it says is not to be trusted, so gc cannot
+        // tell whether version 2 will complete, and removes nothing.
+        const std::string journal = c.store() + "/itest/.nodeA.journal";
+        const std::string aside = c.tmp / "journal-aside";
+        std::filesystem::rename(journal, aside);
+        std::filesystem::create_symlink(aside, journal);
+        auto gc = run_iofwd(c, {"gc", "itest"});
+        INFO("gc:\n" << gc.out << gc.err);
+        CHECK(gc.code == 1);
+        CHECK(gc.err.rfind("iofwd gc: not touching job itest: cannot open node nodeA's journal "
+                           "of job itest: ",
+                           0) == 0);
+        CHECK(gc.err.find(": " + journal + " is a symlink\n") != std::string::npos);
+        CHECK(std::filesystem::exists(v2 + "/nodeB.manifest"));
+        auto rm = run_iofwd(c, {"rm", "itest", "2"});
+        CHECK(rm.code == 1);
+        CHECK(rm.err.find("cannot open node nodeA's journal of job itest: ") != std::string::npos);
+        CHECK(std::filesystem::exists(v2 + "/nodeB.manifest"));
+        auto ls = run_iofwd(c, {"ls", "itest", "--json"});
+        CHECK(py(c, ls.out, "[(v['version'], v['dead']) for v in d['versions']]") ==
+              "[(1, False), (2, False)]\n");
+        // Put back, the journal reads again and gc keeps the version as
+        // before.
+        std::filesystem::remove(journal);
+        std::filesystem::rename(aside, journal);
+        auto again = run_iofwd(c, {"gc", "itest"});
+        CHECK(again.code == 0);
+        CHECK(again.err.rfind("iofwd gc: job itest: kept version 2: node nodeA's journal holds "
+                              "its parts",
+                              0) == 0);
+        CHECK(std::filesystem::exists(v2 + "/nodeB.manifest"));
+    }
 }
 
 TEST_CASE("rm and gc refuse a version a live daemon may be writing, and say who holds it",
