@@ -58,9 +58,11 @@ std::error_code read_bucket_record(backend& st, const std::string& job, std::uin
     return {};
 }
 
-// The last versions a bucket's records are named by, newest first.
+// The last versions a bucket's records are named by, newest first; and
+// the highest of its retention marks (0: none).
 std::error_code bucket_records(backend& st, const std::string& job, std::uint64_t bucket,
-                               std::vector<std::uint64_t>& out, std::string& why)
+                               std::vector<std::uint64_t>& out, std::uint64_t& retired,
+                               std::string& why)
 {
     std::vector<std::string> names;
     if (auto ec = st.list(bucket_dir(job, bucket) + "/", names)) {
@@ -68,9 +70,12 @@ std::error_code bucket_records(backend& st, const std::string& job, std::uint64_
         return ec;
     }
     out.clear();
+    retired = 0;
     for (const auto& n : names)
         if (const auto last = parse_bucket_complete(n))
             out.push_back(*last);
+        else if (const auto upto = parse_bucket_retired(n))
+            retired = std::max(retired, *upto);
     std::sort(out.rbegin(), out.rend());
     return {};
 }
@@ -79,7 +84,8 @@ std::error_code read_bucket(backend& st, const std::string& job, std::uint64_t b
                             bucket_record& out, std::string& why)
 {
     std::vector<std::uint64_t> records;
-    if (auto ec = bucket_records(st, job, bucket, records, why))
+    std::uint64_t retired = 0;
+    if (auto ec = bucket_records(st, job, bucket, records, retired, why))
         return ec;
     if (records.empty())
         return make_error_code(errc::not_found);
@@ -91,8 +97,10 @@ std::error_code read_bucket(backend& st, const std::string& job, std::uint64_t b
     for (const auto last : records) {
         std::string reason;
         auto ec = read_bucket_record(st, job, bucket, last, out, reason);
-        if (!ec)
+        if (!ec) {
+            out.retired = retired;
             return {};
+        }
         if (!first_ec) {
             first_ec = ec == errc::not_found ? make_error_code(errc::corrupt) : ec;
             why = std::move(reason);
@@ -133,7 +141,7 @@ std::error_code find_bucket(backend& st, const std::string& job, std::uint64_t v
         return make_error_code(errc::not_found);
     if (auto ec = read_bucket(st, job, *std::prev(it), out, why))
         return ec;
-    if (version < out.first || version > out.last || skipped(out, version))
+    if (!completes(out, version))
         return make_error_code(errc::not_found);
     return {};
 }
@@ -188,8 +196,8 @@ std::error_code packed_versions(backend& st, const std::string& job,
         // A bucket holds the versions below the next one's first, and no
         // more (find_bucket looks for a version there).
         const auto end = i + 1 < all.size() ? std::min(rec.last, all[i + 1] - 1) : rec.last;
-        for (auto v = rec.first; v <= end; ++v)
-            if (!skipped(rec, v))
+        for (auto v = std::max(rec.first, rec.retired + 1); v <= end; ++v)
+            if (completes(rec, v))
                 found.push_back(v);
     }
     out = std::move(found);
@@ -964,15 +972,16 @@ std::error_code prune(backend& st, const std::string& job, unsigned keep,
 {
     std::vector<std::uint64_t> doomed;
     std::vector<bucket_span> doomed_buckets;
-    if (auto ec = prune_plan(st, job, keep, below, doomed, doomed_buckets))
+    retirement retire;
+    if (auto ec = prune_plan(st, job, keep, below, doomed, doomed_buckets, retire))
         return ec;
-    return prune_exactly(st, job, doomed, doomed_buckets, removed, pause);
+    return prune_exactly(st, job, doomed, doomed_buckets, retire, removed, pause);
 }
 
 std::error_code prune_exactly(backend& st, const std::string& job,
                               const std::vector<std::uint64_t>& doomed,
                               const std::vector<bucket_span>& doomed_buckets,
-                              std::vector<std::uint64_t>& removed,
+                              const retirement& retire, std::vector<std::uint64_t>& removed,
                               const std::function<bool()>& pause)
 {
     // Buckets first: the directories of the large versions they hold go
@@ -1005,15 +1014,41 @@ std::error_code prune_exactly(backend& st, const std::string& job,
             return ec;
         any = true;
     }
+    // Then the versions of the bucket kept that are older than those kept:
+    // its mark, durable, hides them at once (the bucket's older marks go
+    // after it); their packs stay until the bucket goes whole.
+    const auto retired = [&](std::uint64_t v) {
+        return retire.bucket && retire.bucket <= v && v <= retire.upto;
+    };
+    if (retire.bucket) {
+        if (any && pause && pause())
+            return std::make_error_code(std::errc::operation_canceled);
+        const auto mark = bucket_retired_object(job, retire.bucket, retire.upto);
+        if (auto ec = st.put_new(mark, {}); ec && ec != errc::exists)
+            return ec;
+        std::vector<std::string> names;
+        if (auto ec = st.list(bucket_dir(job, retire.bucket) + "/", names))
+            return ec;
+        for (const auto& n : names)
+            if (const auto upto = parse_bucket_retired(n); upto && *upto < retire.upto)
+                if (auto ec = st.remove(bucket_dir(job, retire.bucket) + "/" + n);
+                    ec && ec != errc::not_found)
+                    return ec;
+        any = true;
+    }
     for (const auto v : doomed) {
         if (std::any_of(doomed_buckets.begin(), doomed_buckets.end(),
                         [v](const auto& b) { return b.first <= v && v < b.end; }))
             continue;
-        if (any && pause && pause())
-            return std::make_error_code(std::errc::operation_canceled);
-        if (auto ec = remove_version(st, job, v))
-            return ec;
-        any = true;
+        const bool dir = !retired(v) || std::binary_search(retire.dirs.begin(),
+                                                           retire.dirs.end(), v);
+        if (dir) {
+            if (any && pause && pause())
+                return std::make_error_code(std::errc::operation_canceled);
+            if (auto ec = remove_version(st, job, v))
+                return ec;
+            any = true;
+        }
         removed.push_back(v);
     }
     std::sort(removed.begin(), removed.end());
@@ -1031,10 +1066,11 @@ std::uint64_t complete_after(backend& st, const std::string& job, std::uint64_t 
 
 std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
                            std::uint64_t below, std::vector<std::uint64_t>& out,
-                           std::vector<bucket_span>& doomed_buckets)
+                           std::vector<bucket_span>& doomed_buckets, retirement& retire)
 {
     out.clear();
     doomed_buckets.clear();
+    retire = {};
     if (keep == 0)
         return {};
     std::vector<std::uint64_t> complete;
@@ -1067,14 +1103,41 @@ std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
         kept_from = all[i];
         break;
     }
+    // The first bucket kept: its versions older than the oldest kept are
+    // retired by a mark (prune_exactly), so that no more than `keep` stay
+    // listed; their packs go with the bucket.
+    std::uint64_t floor = 0;  // its versions up to here are retired, or will be
+    if (kept_from != UINT64_MAX) {
+        bucket_record rec;
+        std::string why;
+        if (auto ec = read_bucket(st, job, kept_from, rec, why);
+            ec && ec != errc::not_found && ec != errc::corrupt)
+            return ec;
+        else if (!ec) {
+            floor = rec.retired;
+            for (auto it = std::lower_bound(complete.begin(), complete.end(), kept_from);
+                 it != complete.end() && *it < oldest_kept; ++it)
+                if (completes(rec, *it)) {
+                    out.push_back(*it);
+                    retire = {kept_from, oldest_kept - 1, {}};
+                    floor = oldest_kept - 1;
+                }
+        }
+    }
     // From the first bucket kept on, a directory without a COMPLETE record
     // of its own may be a node's part of a large version that bucket holds:
-    // it stays (gc removes it once nothing can complete it).
+    // it stays (gc removes it once nothing can complete it), unless
+    // retired.
     std::uint64_t size = 0;
     for (const auto& d : dirs)
         if (const auto v = parse_version_dir(d);
-            v && *v < oldest_kept && (*v < kept_from || !st.size(complete_object(job, *v), size)))
+            v && *v < oldest_kept &&
+            (*v < kept_from || *v <= floor || !st.size(complete_object(job, *v), size))) {
             out.push_back(*v);
+            if (retire.bucket && retire.bucket <= *v && *v <= retire.upto)
+                retire.dirs.push_back(*v);
+        }
+    std::sort(retire.dirs.begin(), retire.dirs.end());
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
     return {};
@@ -1110,8 +1173,9 @@ std::error_code damaged_bucket_records(backend& st, const std::string& job,
     out.clear();
     for (const auto bucket : all) {
         std::vector<std::uint64_t> records;
+        std::uint64_t retired = 0;
         std::string why;
-        if (auto ec = bucket_records(st, job, bucket, records, why)) {
+        if (auto ec = bucket_records(st, job, bucket, records, retired, why)) {
             if (ec == errc::not_found)
                 continue;  // removed meanwhile
             return ec;
@@ -1142,7 +1206,7 @@ std::error_code skipped_versions(backend& st, const std::string& job,
             return ec;
         }
         for (const auto& p : rec.parts)
-            if (p.skip)
+            if (p.skip && p.first > rec.retired)
                 out.push_back({p.first, p.node, bucket});
     }
     return {};

@@ -223,27 +223,40 @@ struct bucket_span {
     bool operator==(const bucket_span&) const = default;
 };
 
+// The versions of the first bucket kept that retention removes while the
+// bucket stays (its packs hold newer versions too): those up to `upto`,
+// hidden by a mark (layout.hpp's bucket_retired_object); `dirs`: those of
+// them with a directory (a node's part of a large version), ascending.
+// bucket 0: none.
+struct retirement {
+    std::uint64_t bucket = 0;
+    std::uint64_t upto = 0;
+    std::vector<std::uint64_t> dirs;
+};
+
 // The versions prune() would delete, ascending (none for keep 0): every
 // version directory older than the oldest of the newest `keep` complete
 // versions and than `below` (UINT64_MAX: no bound) (but, within or after a
-// bucket kept, only one with its own COMPLETE record: one without may be a
-// node's part of a large version the bucket holds), and the versions of
-// every bucket whose whole span is older than that (the newest bucket
-// never: more of its versions may come; so up to a bucket's span of
-// versions more than `keep` may stay). `doomed_buckets`: those buckets,
-// ascending.
+// bucket kept, only one with its own COMPLETE record or retired: one
+// without may be a node's part of a large version the bucket holds), and
+// the versions of every bucket whose whole span is older than that.
+// `doomed_buckets`: those buckets, ascending. The first bucket kept (the
+// newest bucket always is: more of its versions may come) has its older
+// versions retired (`retire`): they are in `out` too, and no more than
+// `keep` versions stay listed, though their packs take up to a bucket's
+// span of small versions' space until the bucket goes.
 std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
                            std::uint64_t below, std::vector<std::uint64_t>& out,
-                           std::vector<bucket_span>& doomed_buckets);
+                           std::vector<bucket_span>& doomed_buckets, retirement& retire);
 
 // Deletes what a plan of prune_plan's says, buckets first (remove_bucket),
-// then versions (remove_version); `removed` gets the versions gone, also
-// when it fails part-way (a bucket's as soon as its records are gone).
-// `pause` as for prune().
+// then the retirement's mark, then versions (remove_version); `removed`
+// gets the versions gone, also when it fails part-way (a bucket's as soon
+// as its records are gone). `pause` as for prune().
 std::error_code prune_exactly(backend& st, const std::string& job,
                               const std::vector<std::uint64_t>& doomed,
                               const std::vector<bucket_span>& doomed_buckets,
-                              std::vector<std::uint64_t>& removed,
+                              const retirement& retire, std::vector<std::uint64_t>& removed,
                               const std::function<bool()>& pause = {});
 
 // The job's buckets without a record: packs of versions that never

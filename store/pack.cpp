@@ -405,4 +405,10 @@ bool skipped(const bucket_record& b, std::uint64_t version)
                        [&](const auto& p) { return p.skip && p.first == version; });
 }
 
+bool completes(const bucket_record& b, std::uint64_t version)
+{
+    return b.first <= version && version <= b.last && version > b.retired &&
+           !skipped(b, version);
+}
+
 }  // namespace iofwd::store

@@ -170,6 +170,10 @@ struct bucket_record {
     std::uint64_t last = 0;
     std::uint32_t nodes = 0;
     std::vector<bucket_part> parts;
+    // Not in the record's text: the versions up to this one were removed by
+    // retention (catalog.hpp's prune_plan), by the bucket's RETIRED.v<N>
+    // object; 0: none.
+    std::uint64_t retired = 0;
     bool operator==(const bucket_record&) const = default;
 };
 std::string format_bucket(const bucket_record& b);
@@ -180,5 +184,8 @@ const bucket_part* part_holding(const bucket_record& b, const std::string& node,
                                 std::uint64_t version);
 // Whether some node skipped `version`: then it is not complete.
 bool skipped(const bucket_record& b, std::uint64_t version);
+// Whether the bucket completes `version`: in its record's span, not
+// skipped, not retired.
+bool completes(const bucket_record& b, std::uint64_t version);
 
 }  // namespace iofwd::store

@@ -134,7 +134,7 @@ const std::vector<variable> table = {
     {"IOFWD_KEEP", count, "0", 0, 1e9, {}, reader::daemon,
      "keep the newest K complete versions of a job, deleting older ones only\n"
      "after a newer one is complete (0: keep all); small versions kept in\n"
-     "packs go a bucket at a time, so a bucket's worth more may stay",
+     "packs leave at once, their bytes when their whole bucket goes",
      "--keep", "K"},
     {"IOFWD_IDLE_TIMEOUT", seconds, {}, 0, 1e7, {}, reader::daemon,
      "with --auto-exit, exit when no rank is connected for this long (default\n"

@@ -439,11 +439,13 @@ TEST_CASE("retention leaves a version still being committed, and every one after
     put_version(*st, 2, false);
     std::vector<std::uint64_t> doomed;
     std::vector<store::bucket_span> buckets;
-    REQUIRE_FALSE(store::prune_plan(*st, "job", 2, UINT64_MAX, doomed, buckets));
+    store::retirement retire;
+    REQUIRE_FALSE(store::prune_plan(*st, "job", 2, UINT64_MAX, doomed, buckets, retire));
     CHECK(doomed == std::vector<std::uint64_t>{1, 2});
-    REQUIRE_FALSE(store::prune_plan(*st, "job", 2, 2, doomed, buckets));
+    REQUIRE_FALSE(store::prune_plan(*st, "job", 2, 2, doomed, buckets, retire));
     CHECK(doomed == std::vector<std::uint64_t>{1});
     CHECK(buckets.empty());
+    CHECK(retire.bucket == 0);
     std::vector<std::uint64_t> removed;
     REQUIRE_FALSE(store::prune(*st, "job", 2, removed, {}, 2));
     CHECK(removed == std::vector<std::uint64_t>{1});

@@ -596,18 +596,26 @@ TEST_CASE("retention removes a bucket whole once all its versions are older than
     REQUIRE_FALSE(complete_versions(st, "job", versions));
     CHECK(versions == std::vector<std::uint64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9});
 
-    // Keep 2 (8 and 9): bucket 3 and versions 1, 2 go; bucket 6 stays
-    // whole for 8, with the directory of na's part of 7; bucket 9 as the
-    // newest.
+    // Keep 2 (8 and 9): bucket 3 and versions 1, 2 go; bucket 6 stays for
+    // 8, its 6 and 7 retired (with the directory of na's part of 7);
+    // bucket 9 as the newest.
     std::vector<std::uint64_t> doomed;
     std::vector<bucket_span> doomed_buckets;
-    REQUIRE_FALSE(prune_plan(st, "job", 2, UINT64_MAX, doomed, doomed_buckets));
-    CHECK(doomed == std::vector<std::uint64_t>{1, 2, 3, 4, 5});
+    retirement retire;
+    REQUIRE_FALSE(prune_plan(st, "job", 2, UINT64_MAX, doomed, doomed_buckets, retire));
+    CHECK(doomed == std::vector<std::uint64_t>{1, 2, 3, 4, 5, 6, 7});
     CHECK(doomed_buckets == std::vector<bucket_span>{{3, 6}});
-    // Versions from 4 on are still being committed: bucket 3 stays.
-    REQUIRE_FALSE(prune_plan(st, "job", 2, 4, doomed, doomed_buckets));
-    CHECK(doomed == std::vector<std::uint64_t>{1, 2});
+    CHECK(retire.bucket == 6);
+    CHECK(retire.upto == 7);
+    CHECK(retire.dirs == std::vector<std::uint64_t>{7});
+    // Versions from 4 on are still being committed: bucket 3 stays, only
+    // its 3 retired.
+    REQUIRE_FALSE(prune_plan(st, "job", 2, 4, doomed, doomed_buckets, retire));
+    CHECK(doomed == std::vector<std::uint64_t>{1, 2, 3});
     CHECK(doomed_buckets.empty());
+    CHECK(retire.bucket == 3);
+    CHECK(retire.upto == 3);
+    CHECK(retire.dirs.empty());
 
     // Paused after the first removal, then on to the end.
     std::vector<std::uint64_t> removed;
@@ -615,19 +623,41 @@ TEST_CASE("retention removes a bucket whole once all its versions are older than
     CHECK(removed == std::vector<std::uint64_t>{3, 4, 5});  // the bucket, whole
     removed.clear();
     REQUIRE_FALSE(prune(st, "job", 2, removed));
-    CHECK(removed == std::vector<std::uint64_t>{1, 2});
+    CHECK(removed == std::vector<std::uint64_t>{1, 2, 6, 7});
     REQUIRE_FALSE(complete_versions(st, "job", versions));
-    CHECK(versions == std::vector<std::uint64_t>{6, 7, 8, 9});
+    CHECK(versions == std::vector<std::uint64_t>{8, 9});
     std::vector<std::string> names;
     REQUIRE_FALSE(st.list("job/", names));
-    CHECK(names == std::vector<std::string>{"packs", "v00000007"});
+    CHECK(names == std::vector<std::string>{"packs"});
     REQUIRE_FALSE(st.list("job/packs/", names));
     CHECK(names == std::vector<std::string>{"b00000006", "b00000009"});
-    for (const std::uint64_t v : {6, 7, 8, 9})
+    for (const std::uint64_t v : {8, 9})
         check_reads(st, v);
+    // The retired versions are gone to every reader; their packs stay
+    // beside 8's, under the bucket's mark.
+    for (const std::uint64_t v : {6, 7}) {
+        bool yes = true;
+        REQUIRE_FALSE(committed(st, "job", v, yes));
+        CHECK_FALSE(yes);
+        version_info info;
+        CHECK(load_version(st, "job", v, info, why) == errc::not_found);
+    }
+    CHECK(std::filesystem::exists(fresh.tmp /
+                                  ("store/" + bucket_retired_object("job", 6, 7))));
     // Nothing hidden is left of bucket 3 (its tally, a temporary).
     CHECK_FALSE(std::filesystem::exists(fresh.tmp / ("store/" + bucket_dir("job", 3))));
     CHECK_FALSE(std::filesystem::exists(fresh.tmp / "store/job/v00000004"));
+    // Nothing more to do at keep 2; at keep 1 bucket 6 goes whole, with
+    // its mark.
+    removed.clear();
+    REQUIRE_FALSE(prune(st, "job", 2, removed));
+    CHECK(removed.empty());
+    REQUIRE_FALSE(prune(st, "job", 1, removed));
+    CHECK(removed == std::vector<std::uint64_t>{8});
+    REQUIRE_FALSE(st.list("job/packs/", names));
+    CHECK(names == std::vector<std::string>{"b00000009"});
+    REQUIRE_FALSE(complete_versions(st, "job", versions));
+    CHECK(versions == std::vector<std::uint64_t>{9});
 }
 
 TEST_CASE("retention removes versions in their own directories after the newest bucket",
@@ -652,15 +682,23 @@ TEST_CASE("retention removes versions in their own directories after the newest 
     put_own_part(st, 7, "na", m);
     std::vector<std::uint64_t> doomed;
     std::vector<bucket_span> doomed_buckets;
-    REQUIRE_FALSE(prune_plan(st, "job", 1, UINT64_MAX, doomed, doomed_buckets));
-    CHECK(doomed == std::vector<std::uint64_t>{1, 4, 5});
+    retirement retire;
+    REQUIRE_FALSE(prune_plan(st, "job", 1, UINT64_MAX, doomed, doomed_buckets, retire));
+    CHECK(doomed == std::vector<std::uint64_t>{1, 2, 3, 4, 5});
     CHECK(doomed_buckets.empty());
+    // Bucket 2 is the newest: it stays, 2 and 3 retired.
+    CHECK(retire.bucket == 2);
+    CHECK(retire.upto == 5);
+    CHECK(retire.dirs == std::vector<std::uint64_t>{4, 5});
     std::vector<std::uint64_t> removed;
-    REQUIRE_FALSE(prune_exactly(st, "job", doomed, doomed_buckets, removed));
-    CHECK(removed == std::vector<std::uint64_t>{1, 4, 5});
+    REQUIRE_FALSE(prune_exactly(st, "job", doomed, doomed_buckets, retire, removed));
+    CHECK(removed == std::vector<std::uint64_t>{1, 2, 3, 4, 5});
     std::vector<std::uint64_t> versions;
     REQUIRE_FALSE(complete_versions(st, "job", versions));
-    CHECK(versions == std::vector<std::uint64_t>{2, 3, 6});
+    CHECK(versions == std::vector<std::uint64_t>{6});
+    std::vector<std::string> names;
+    REQUIRE_FALSE(st.list("job/", names));
+    CHECK(names == std::vector<std::string>{"packs", "v00000006", "v00000007"});
 }
 
 TEST_CASE("a bucket a crash left half removed, or whose record does not read", "[packed]")

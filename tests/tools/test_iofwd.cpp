@@ -323,11 +323,14 @@ TEST_CASE("a version in a pack: ls, verify, cat and restore read it; rm refuses 
     CHECK(rm_both.err.find("not removing version 3 of job itest") != std::string::npos);
     CHECK(std::filesystem::exists(c.store() + "/itest/v00000001/COMPLETE"));
 
-    // keep 1: version 1 goes; 2 and 3 stay with their bucket, the newest.
+    // keep 1: version 1 goes; 2 is retired, its bytes kept in the pack
+    // beside 3's while their bucket, the newest, stays.
     auto keep = run_iofwd(c, {"keep", "itest", "1"});
     CHECK(keep.code == 0);
-    CHECK(keep.out == "job itest: kept complete versions 2-3; removed 1\n");
+    CHECK(keep.out == "job itest: kept complete version 3; removed 1-2\n");
     CHECK_FALSE(std::filesystem::exists(c.store() + "/itest/v00000001"));
+    CHECK(read_file(c.store() + "/" + pack_name).size() == pack.size());
+    CHECK(run_iofwd(c, {"cat", "itest", "2", "0"}).code != 0);
 
     // A changed byte in version 3's rank 0, inside the pack: that part only.
     const auto part3 = std::string(reinterpret_cast<const char*>(pack.data()), pack.size())
@@ -336,8 +339,7 @@ TEST_CASE("a version in a pack: ls, verify, cat and restore read it; rm refuses 
     flip_byte(c.store() + "/" + pack_name, static_cast<long>(part3 + 7));
     auto bad = run_iofwd(c, {"verify", "itest"});
     CHECK(bad.code == 1);
-    CHECK(bad.out.find("version 2: intact (2 objects, 4.1 KiB)\n"
-                       "version 3: DAMAGED " + pack_name + " (version 3 rank 0): expected crc32c ") !=
+    CHECK(bad.out.find("version 3: DAMAGED " + pack_name + " (version 3 rank 0): expected crc32c ") !=
           std::string::npos);
     auto bad_cat = run_iofwd(c, {"cat", "itest", "3", "0"});
     CHECK(bad_cat.code == 1);

@@ -139,14 +139,15 @@ int keep(const clean_args& a)
                                                 k));
     std::vector<std::uint64_t> doomed, complete, removed;
     std::vector<store::bucket_span> buckets;
+    store::retirement retire;
     if (auto ec = store::prune_plan(*st, a.job, static_cast<unsigned>(k), UINT64_MAX, doomed,
-                                    buckets))
+                                    buckets, retire))
         throw failure(damaged, fmt::format("cannot list job {}: {}", a.job, ec.message()));
     store::job_hold hold;
     guard(*st, a.job, doomed, hold);
-    // Exactly the plan checked (a bucket of small versions goes whole or
-    // not at all, so more than K may stay).
-    if (auto ec = store::prune_exactly(*st, a.job, doomed, buckets, removed))
+    // Exactly the plan checked (a bucket of small versions goes whole, or
+    // its older versions are retired while it stays).
+    if (auto ec = store::prune_exactly(*st, a.job, doomed, buckets, retire, removed))
         throw failure(damaged, fmt::format("removing old versions of job {} failed after "
                                            "removing {}: {}",
                                            a.job, ranges(removed), store::failure(*st, a.job, ec)));
@@ -390,8 +391,8 @@ void add_keep(CLI::App& app, int& status)
     auto args = std::make_shared<clean_args>();
     auto* cmd = add_job_command(
         app, "keep", "keep the newest K complete versions of a job and remove every older "
-                     "version (what iod --keep K does); small versions kept in packs go a "
-                     "bucket at a time, so a bucket's worth more may stay",
+                     "version (what iod --keep K does); small versions kept in packs leave "
+                     "at once, their bytes when their whole bucket goes",
         args->store, args->job);
     cmd->add_option("K", args->keep, "complete versions to keep (1 or more)")->required();
     cmd->callback([args, &status] { status = keep(*args); });
