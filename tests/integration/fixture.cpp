@@ -39,6 +39,11 @@ cluster::~cluster()
     }
 }
 
+void cluster::unpacked()
+{
+    env["IOFWD_PACK_VERSIONS"] = "0";
+}
+
 process cluster::run(std::vector<std::string> argv, const std::map<std::string, std::string>& extra)
 {
     auto e = env;

@@ -24,6 +24,12 @@ struct cluster {
     std::string socket() const { return runtime_dir() + "/s.sock"; }
     std::string log() const { return read_file(runtime_dir() + "/s.log"); }
 
+    // For a test of the unpacked layout (a version's own directory, its
+    // objects, manifests and COMPLETE record, and the log lines of that
+    // path): small versions go into packs when IOFWD_PACK_VERSIONS is on,
+    // so every process the test starts has it off. The packed path has
+    // tests of its own (packs-*).
+    void unpacked();
     process rank(unsigned r, unsigned n, std::vector<std::string> args = {},
                  const std::map<std::string, std::string>& extra = {});
     // A daemon started by hand for session "s" (not auto-exiting).

@@ -95,6 +95,7 @@ TEST_CASE("a rank that skips io_finalize holds the launching rank only until the
 TEST_CASE("a shared daemon forgets a job whose ranks died half-connected", "[bounded][forget]")
 {
     cluster c;
+    c.unpacked();
     auto d = c.daemon();
     // Job A: rank 0 of 2 connects and is killed before rank 1 ever comes.
     auto a0 = c.rank(0, 2, {"--size", "4096", "--versions", "1", "--stall-at", "0"},
@@ -171,6 +172,7 @@ TEST_CASE("a CONNECT whose UCX address would abort UCX leaves the daemon serving
           "[bounded][bad-address]")
 {
     cluster c;
+    c.unpacked();
     auto d = c.daemon();
     for (int i = 0; i < 3; ++i) {
         auto peer = c.run({build_path("IOFWD_TEST_RAW_PEER"), c.socket(), "bad-address"});
@@ -369,6 +371,7 @@ TEST_CASE("a rank killed mid-push leaves the daemon idle, not spinning",
     // middle, UCX 1.13 keeps reporting work for it that it never does.
     // Before: each puller then spun a core for the rest of the daemon's life.
     cluster c;
+    c.unpacked();
     auto d = c.daemon({}, {{"IOFWD_STAGING_SIZE", "4M"}, {"IOFWD_CHUNK_SIZE", "1M"}});
     const std::map<std::string, std::string> push = {{"IOFWD_PULL", "push"}};
     for (std::size_t k = 1; k <= 3; ++k) {

@@ -116,6 +116,7 @@ TEST_CASE("a version durable in the node's journal survives the daemon's death b
           "commit", "[failure][journal]")
 {
     cluster c;
+    c.unpacked();
     const std::string object = c.store() + "/itest/v00000002/nodeA.r0000";
     crash_with_version_2_in_journal(c);
 
@@ -153,6 +154,7 @@ TEST_CASE("a version completed from the journal counts for retention at once",
     // daemon, keeping one version, completes version 2 at its claim and
     // removes version 1 then, though its rank writes nothing.
     cluster c;
+    c.unpacked();
     crash_with_version_2_in_journal(c);
     auto next = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", "2"},
                        {{"IOFWD_KEEP", "1"}});
@@ -178,6 +180,7 @@ TEST_CASE("a claim refused after the journal's replay keeps its records for the 
     // refused after the journal was read. The journal must still hold
     // version 2 for the claim after it, which completes it.
     cluster c;
+    c.unpacked();
     crash_with_version_2_in_journal(c);
     {
         std::filesystem::create_directories(c.store() + "/itest/runs");
@@ -211,6 +214,7 @@ TEST_CASE("a version only some of the node's ranks had in the journal stays inco
     // rank 1 never handed its part over. The next daemon restores rank 0's
     // object and leaves the version incomplete: it is not a checkpoint.
     cluster c;
+    c.unpacked();
     fill_journal(c, 2);
     auto d = stalling_daemon(c);
     auto r0 = c.rank(0, 2, {"--size", "5000", "--versions", "1", "--wait", "--skip-finalize"},
@@ -928,6 +932,7 @@ TEST_CASE("the journal keeps a version's records until the node's manifest is du
     // restart could complete. Now version 3 goes past the journal instead,
     // and the restart completes version 2 from its records.
     cluster c;
+    c.unpacked();
     // 64 KiB: two records of 20000 bytes (24 KiB each) after the header.
     const std::map<std::string, std::string> tiny{{"IOFWD_JOURNAL_SIZE", "64K"}};
     fill_journal(c, 2, tiny, 64u << 10);
@@ -1001,6 +1006,7 @@ TEST_CASE("a rank killed mid-write loses only its partial version; the others fi
           "[failure][rank-killed]")
 {
     cluster c;
+    c.unpacked();
     // One 1 MiB slot: a 1 GiB write takes long enough to be interrupted.
     const std::map<std::string, std::string> slow{{"IOFWD_STAGING_SIZE", "1M"},
                                                   {"IOFWD_CHUNK_SIZE", "1M"}};
@@ -1039,6 +1045,7 @@ TEST_CASE("small writes a rank handed over are durable though it is killed right
     const std::string mailbox = GENERATE(std::string("4M"), std::string("0"));
     INFO("IOFWD_MAILBOX_SIZE=" << mailbox);
     cluster c;
+    c.unpacked();
     // One staging slot: each version holds it until flushed, so the rank's
     // writes pile up in its mailbox and some are still there when it dies.
     auto r0 = c.rank(0, 1, {"--size", "4096", "--versions", "31", "--stall-at", "30"},
@@ -1327,6 +1334,7 @@ TEST_CASE("a full disk is reported to the rank and nothing partial is stored",
           "[failure][enospc]")
 {
     cluster c;
+    c.unpacked();
     // One chunk per version, so each version is in the daemon's memory
     // (io_write returned: through the rank's mailbox) before its flush
     // starts. Version 1 takes three pwrites (its chunk, the manifest, the

@@ -55,6 +55,7 @@ TEST_CASE("after the whole job is killed in version 4, a new job restarts from v
           "[lifecycle][restart]")
 {
     cluster c;
+    c.unpacked();
     {
         auto r0 = c.rank(0, 2, {"--size", "300000", "--versions", "4"});
         auto r1 = c.rank(1, 2, {"--size", "300000", "--versions", "4", "--stall-at", "3"});
@@ -135,6 +136,7 @@ TEST_CASE("a flipped bit is named by io_read and skipped by io_latest_verified",
 TEST_CASE("retention keeps exactly the newest K complete versions", "[lifecycle][retention]")
 {
     cluster c;
+    c.unpacked();
     auto r0 = c.rank(0, 1, {"--size", "50000", "--versions", "5", "--pause-ms", "50"},
                      {{"IOFWD_KEEP", "2"}});
     require_exit(r0, 0);
@@ -147,10 +149,37 @@ TEST_CASE("retention keeps exactly the newest K complete versions", "[lifecycle]
     CHECK(c.verify(2, 1, out) == 0);
 }
 
+TEST_CASE("retention keeps exactly the newest K complete versions when they are packed",
+          "[lifecycle][retention]")
+{
+    // Versions 1 to 7 in packs of a bucket of up to 8: the bucket stays for
+    // the versions kept, the older ones retired by its mark.
+    cluster c;
+    auto r0 = c.rank(0, 1, {"--size", "5000", "--versions", "7", "--pause-ms", "50"},
+                     {{"IOFWD_KEEP", "2"}, {"IOFWD_PACK_VERSIONS", "8"}});
+    require_exit(r0, 0);
+    INFO("log:\n" << c.log());
+    CHECK(count(c.log(), "retention (keep 2): removed version") == 5);
+    std::string out;
+    CHECK(c.verify(2, 1, out) == 0);
+    INFO("verify:\n" << out);
+    CHECK(out.find("/itest: 2 complete versions, 0 incomplete, 2 objects") != std::string::npos);
+    // The next run reads the newest, and finds 5 gone.
+    auto r1 = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", "7"});
+    require_exit(r1, 0);
+    CHECK(has_line(r1, "latest 0 7"));
+    CHECK(has_line(r1, "read 0 5000"));
+    auto r2 = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", "5"});
+    require_exit(r2, 0);
+    INFO("probe 5:\n" << r2.output());
+    CHECK(has_line(r2, "read 2 0"));  // ENOENT
+}
+
 TEST_CASE("retention goes on past what a flush killed mid-write left behind",
           "[lifecycle][retention-crash]")
 {
     cluster c;
+    c.unpacked();
     {
         auto r = c.rank(0, 1, {"--size", "50000", "--versions", "2"});
         require_exit(r, 0);
@@ -185,6 +214,7 @@ TEST_CASE("two nodes commit a version together; if one dies first it is complete
           "[lifecycle][nodes]")
 {
     cluster c;
+    c.unpacked();
     const std::map<std::string, std::string> a{{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeA"},
                                                {"IOFWD_SESSION", "sa"},
                                                {"IOFWD_FINALIZE_TIMEOUT", "2"}};
@@ -361,8 +391,23 @@ TEST_CASE("a claim an iofwd command holds for a moment delays the job, not refus
     {
         // One daemon for all three ranks: it remembers the refusal. Each
         // try of the claim opens and closes its file; opens and closes
-        // alternate, so inotify coalesces none of them.
+        // alternate, so inotify coalesces none of them. Started once the
+        // first run's daemon, which let the claim go, has let the session's
+        // lock go too (a process of its may hold it a moment longer).
+        const std::string lock = c.runtime_dir() + "/s.lock";
+        REQUIRE(wait_until(
+            [&] {
+                const int l = ::open(lock.c_str(), O_RDWR | O_CLOEXEC);
+                const bool free = l >= 0 && ::flock(l, LOCK_EX | LOCK_NB) == 0;
+                if (l >= 0)
+                    ::close(l);
+                return free;
+            },
+            scaled(20s)));
         auto d = c.daemon();
+        REQUIRE(wait_until([&] { return count(c.log(), "ready:") == 2 || !d.running(); },
+                           scaled(20s)));
+        REQUIRE(d.running());
         const int watch = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
         REQUIRE(watch >= 0);
         REQUIRE(::inotify_add_watch(watch, claim.c_str(), IN_OPEN | IN_CLOSE) >= 0);

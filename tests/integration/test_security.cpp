@@ -136,6 +136,7 @@ TEST_CASE("a store another user made, or that others can write, is refused in wo
 TEST_CASE("checkpoints are private: directories 0700 and objects 0600", "[security][store-modes]")
 {
     cluster c;
+    c.unpacked();
     auto r = c.rank(0, 1, {"--size", "70000", "--versions", "2"});
     const auto st = r.wait(30s);
     REQUIRE(st.has_value());
@@ -165,6 +166,7 @@ TEST_CASE("a version directory copied to a new number is not that version",
           "[security][copied-version]")
 {
     cluster c;
+    c.unpacked();
     auto r = c.rank(0, 1, {"--size", "70000", "--versions", "4"});
     auto st = r.wait(30s);
     REQUIRE(st.has_value());
@@ -220,6 +222,7 @@ TEST_CASE("a process of the same user cannot push bytes into another rank's writ
     // victim announces its write: were the names to follow each other, the
     // victim's write would adopt the attacker's bytes.
     cluster c;
+    c.unpacked();
     auto d = c.daemon();
     // (The victim's 1 MiB pushed, not copied into its mailbox.)
     const std::map<std::string, std::string> push{{"IOFWD_PULL", "push"},

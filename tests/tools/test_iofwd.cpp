@@ -78,6 +78,7 @@ TEST_CASE("ls: jobs, and a job's versions complete, damaged and incomplete, and 
           "[tools][ls]")
 {
     cluster c;
+    c.unpacked();
     damaged_store(c);
     auto jobs = run_iofwd(c, {"ls"});
     CHECK(jobs.code == 0);
@@ -122,6 +123,7 @@ TEST_CASE("verify: names the flipped byte's object, expected and found; exit 1",
           "[tools][verify]")
 {
     cluster c;
+    c.unpacked();
     damaged_store(c);
     const auto manifest = read_file(c.store() + "/itest/v00000002/nodeA.manifest");
     const auto at = manifest.find("rank 1 size 100000 crc32c ");
@@ -228,6 +230,7 @@ TEST_CASE("a version in a pack: ls, verify, cat and restore read it; rm refuses 
     // nodeA's pack of bucket 2 by the pack writer, as a daemon that writes
     // packs will (rank_client's pattern, 4096 and 100 bytes).
     cluster c;
+    c.unpacked();
     {
         auto r0 = c.rank(0, 2, {"--size", "100000", "--versions", "1"});
         auto r1 = c.rank(1, 2, {"--size", "100000", "--versions", "1"});
@@ -390,6 +393,7 @@ TEST_CASE("ls names a version a node skipped", "[tools][packed]")
     // Version 1 by a real run; version 2, which node nodeA will never have,
     // skipped in bucket 2's record as a daemon that packs writes it.
     cluster c;
+    c.unpacked();
     {
         auto r0 = c.rank(0, 1, {"--size", "1000", "--versions", "1"});
         require_exit(r0, 0);
@@ -423,6 +427,7 @@ TEST_CASE("ls names a version a node skipped", "[tools][packed]")
 TEST_CASE("rm, keep and gc remove exactly what they say", "[tools][clean]")
 {
     cluster c;
+    c.unpacked();
     {
         auto r = c.rank(0, 1, {"--size", "50000", "--versions", "4"});
         require_exit(r, 0);
@@ -484,6 +489,7 @@ namespace {
 // restarted after the crash has.
 std::map<std::string, std::string> crash_one_node_of_two(cluster& c, bool packs)
 {
+    c.unpacked();  // version 1; then run r1 packs or not as asked
     fill_journal(c, 1);
     auto a = small_journal;
     a.insert({{"IOFWD_NODES", "2"}, {"IOFWD_RUN", "r1"}});
@@ -665,6 +671,7 @@ TEST_CASE("rm and gc refuse a version a live daemon may be writing, and say who 
           "[tools][live]")
 {
     cluster c;
+    c.unpacked();
     // Version 1 complete; rank 0 has written version 2, rank 1 is stuck
     // before it: the daemon lives, holding the job's claim.
     auto r0 = c.rank(0, 2, {"--size", "60000", "--versions", "2"});

@@ -36,6 +36,7 @@ TEST_CASE("report: versions, bytes and times per rank and node after a real job"
           "[tools][report]")
 {
     cluster c;
+    c.unpacked();
     const auto before = std::chrono::system_clock::now();
     // The staging resident before the daemon answers: its peak memory then
     // holds all of it, which the check below counts on (faulted in the
