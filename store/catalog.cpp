@@ -1015,8 +1015,10 @@ std::error_code prune_exactly(backend& st, const std::string& job,
         any = true;
     }
     // Then the versions of the bucket kept that are older than those kept:
-    // its mark, durable, hides them at once (the bucket's older marks go
-    // after it); their packs stay until the bucket goes whole.
+    // its mark, durable, hides them at once; the bucket's older marks go
+    // after it, not durably (one a crash brings back says less than this
+    // one, and readers take the highest); their packs stay until the
+    // bucket goes whole.
     const auto retired = [&](std::uint64_t v) {
         return retire.bucket && retire.bucket <= v && v <= retire.upto;
     };
@@ -1031,7 +1033,7 @@ std::error_code prune_exactly(backend& st, const std::string& job,
             return ec;
         for (const auto& n : names)
             if (const auto upto = parse_bucket_retired(n); upto && *upto < retire.upto)
-                if (auto ec = st.remove(bucket_dir(job, retire.bucket) + "/" + n);
+                if (auto ec = st.remove_lazily(bucket_dir(job, retire.bucket) + "/" + n);
                     ec && ec != errc::not_found)
                     return ec;
         any = true;
