@@ -11,7 +11,8 @@ the invariants are checked:
     blocks past IOFWD_DAEMON_TIMEOUT / IOFWD_FINALIZE_TIMEOUT plus slack;
   - no process of the run is left behind (daemons exit once their ranks
     are gone and their data is durable);
-  - every version with a COMPLETE record verifies byte for byte;
+  - every complete version (its own COMPLETE record, or a bucket's record
+    when packed; tests/support/store_complete.py) verifies byte for byte;
   - io_latest returns the newest version that has one.
 Prints each round, then the totals; exit status 1 if any invariant failed.
 
@@ -26,6 +27,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from store_complete import complete_versions  # noqa: E402  (the store read apart from iofwd)
 
 BOUND = 90  # seconds a round's processes may take to end after the fault
 
@@ -47,15 +51,8 @@ def pids_with(text):
 
 
 def newest_complete(store, job):
-    best = 0
-    d = os.path.join(store, job)
-    if not os.path.isdir(d):
-        return 0
-    for name in os.listdir(d):
-        if name.startswith("v") and name[1:].isdigit() and os.path.exists(
-                os.path.join(d, name, "COMPLETE")):
-            best = max(best, int(name[1:]))
-    return best
+    """The newest complete version, own directory or pack, 0 for none."""
+    return max(complete_versions(store, job), default=0)
 
 
 def main():
@@ -203,7 +200,7 @@ def main():
                                text=True, timeout=60)
         expect = f"latest 0 {newest}" if newest else "latest 2 "
         check(probe.stdout.startswith(expect),
-              f"io_latest says {probe.stdout.strip()!r}, the newest COMPLETE is v{newest}")
+              f"io_latest says {probe.stdout.strip()!r}, the newest complete in the store is v{newest}")
         if kind == "none" and outputs[0][0] != 0:
             violation("the job failed with no fault:\n" + outputs[0][1][-1500:])
         ok = "ok" if outputs[0][0] == 0 else f"status {outputs[0][0]}"

@@ -40,8 +40,8 @@ export IOFWD_RUNTIME_DIR=$work/rt IOFWD_LAUNCH_TIMEOUT=60 IOFWD_JOB=clustertest
 store=$work/store
 # The newest version of which the journal file $1 holds the records of all
 # $2 ranks of its node, 0 for none (store/journal.hpp: records from 8192, a
-# 4 KiB header block, "IOJ2", the version at 16, the size at 24, the rank at
-# 32, then the bytes padded to 4 KiB).
+# 4 KiB header block, "IOJ2" or, with packs, "IOJ3", the version at 16, the
+# size at 24, the rank at 32, then the bytes padded to 4 KiB).
 journal_newest() {
   python3 - "$1" "$2" <<'PY'
 import struct, sys
@@ -51,12 +51,17 @@ try:
 except OSError:
     data = b""
 at = 8192
-while at + 4096 <= len(data) and data[at:at + 4] == b"IOJ2":
+while at + 4096 <= len(data) and data[at:at + 4] in (b"IOJ2", b"IOJ3"):
     version, size, rank = struct.unpack_from("<QQI", data, at + 16)
     ranks.setdefault(version, set()).add(rank)
     at += 4096 + (size + 4095) // 4096 * 4096
 print(max([v for v, r in ranks.items() if len(r) == int(sys.argv[2])], default=0))
 PY
+}
+# Whether version $2 of job $1 is complete (on $3 nodes, when given), as the
+# store's files say (own directory or pack).
+complete() {
+  python3 "$here/../support/store_complete.py" "$store" "$1" | grep -Eqx "$2 ${3:-[0-9]+}"
 }
 # mpiexec onto the cluster, bounded.
 cmpiexec() { timeout --kill-after=10 "${limit:-180}" bash "$cluster" mpiexec "$@"; }
@@ -102,7 +107,7 @@ example)
   grep -q "nodes              $nodes (each with its own daemon)" "$work/first" || fail "not on $nodes nodes"
   grep -q "in 3 versions (v1..v3)" "$work/first" || fail "first job's versions"
   for v in 1 2 3; do
-    grep -q "^nodes $nodes$" "$store/clustertest/v0000000$v/COMPLETE" || fail "v$v not complete on $nodes nodes"
+    complete clustertest "$v" "$nodes" || fail "v$v not complete on $nodes nodes"
   done
   cmpiexec -ppn 2 -n "$ranks" "$checkpoint" --size 4M --versions 2 --restart --store "$store" | tee "$work/second"
   grep -q "restart            from v3, complete job-wide" "$work/second" || fail "restart not from v3"
@@ -149,7 +154,7 @@ node-killed)
     job=$!
     dir=$store/$IOFWD_JOB
     ready() {
-      [ -e "$dir/v0000000$((k - 1))/COMPLETE" ] || return 1
+      complete "$IOFWD_JOB" $((k - 1)) || return 1
       [ "$journal_max" = 0 ] || [ "$(journal_newest "$dir/.$last.journal" 2)" -ge $k ]
     }
     for _ in $(seq 1 1800); do
@@ -161,7 +166,7 @@ node-killed)
     bash "$cluster" kill "$last"
     # The rest of the job ends by itself (MPI aborts it), within the bound.
     wait "$job" && fail "the job reported success after a node died" || true
-    [ -e "$dir/v0000000$k/COMPLETE" ] && fail "version $k is complete though node $last died in it"
+    complete "$IOFWD_JOB" "$k" && fail "version $k is complete though node $last died in it"
     journaled=$(journal_newest "$dir/.$last.journal" 2)
     # The surviving nodes' daemons finish what their ranks handed over, then
     # exit; the restart comes after them (a daemon still writing the job
@@ -176,11 +181,11 @@ node-killed)
     cmpiexec -ppn 2 -n "$ranks" "$checkpoint" --size 1M --versions 2 --restart --store "$store" | tee "$work/second"
     if [ "$journal_max" = 0 ]; then
       from=$((k - 1))
-      [ -e "$dir/v0000000$k/COMPLETE" ] && fail "version $k became complete"
+      complete "$IOFWD_JOB" "$k" && fail "version $k became complete"
     else
       from=$journaled
       echo "journal $journal_max: node $last's journal held versions up to $from whole"
-      [ -e "$dir/v0000000$from/COMPLETE" ] || fail "version $from, in node $last's journal, was not completed"
+      complete "$IOFWD_JOB" "$from" || fail "version $from, in node $last's journal, was not completed"
     fi
     grep -q "restart            from v$from, complete job-wide, every rank's bytes read back and verified" "$work/second" ||
       fail "the restart did not take version $from (journal $journal_max)"

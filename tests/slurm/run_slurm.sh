@@ -46,6 +46,12 @@ fi
 export SLURM_CONF=$slurm_dir/slurm.conf
 timeout 10 sinfo -N
 
+# Whether version $1 of slurmtest is complete on $nodes nodes, as the
+# store's files say (own directory or pack).
+complete_on() {
+  python3 "$src/tests/support/store_complete.py" "$work/store" slurmtest | grep -qx "$1 $nodes"
+}
+
 run_checkpoint() {
   export IOFWD_JOB=slurmtest
   job "${place[@]}" "$checkpoint" --size 3M --versions 3 --store "$work/store" | tee "$work/first"
@@ -53,8 +59,7 @@ run_checkpoint() {
   grep -q "nodes              $nodes (each with its own daemon)" "$work/first" ||
     fail "io_init_comm did not count $nodes nodes"
   for v in 1 2 3; do
-    grep -q "^nodes $nodes$" "$work/store/slurmtest/v0000000$v/COMPLETE" ||
-      fail "version $v is not complete on $nodes nodes"
+    complete_on "$v" || fail "version $v is not complete on $nodes nodes"
   done
   timeout 120 "$verify" --store "$work/store" --job slurmtest --expect-versions 3 \
     --expect-ranks "$ranks"
@@ -72,8 +77,7 @@ run_checkpoint() {
   logs | grep -Eq "job slurmtest run slurm-[0-9]+\.[0-9]+: 2 ranks on this node, $nodes nodes? in the job$" ||
     fail "the plain io_init did not take the run and $nodes node(s) from Slurm"
   for v in 4 5; do
-    grep -q "^nodes $nodes$" "$work/store/slurmtest/v0000000$v/COMPLETE" ||
-      fail "version $v is not complete on $nodes nodes"
+    complete_on "$v" || fail "version $v is not complete on $nodes nodes"
   done
   timeout 120 "$verify" --store "$work/store" --job slurmtest --expect-versions 5 \
     --expect-ranks "$ranks"
