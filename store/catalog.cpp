@@ -58,6 +58,22 @@ std::error_code read_bucket_record(backend& st, const std::string& job, std::uin
     return {};
 }
 
+// The highest retirement mark among a bucket's names (0: none) that is
+// what retention writes: an empty object the store takes as the user's own
+// (a size() that succeeds). Another thing under that name hides nothing.
+std::uint64_t retirement_mark(backend& st, const std::string& job, std::uint64_t bucket,
+                              const std::vector<std::string>& names)
+{
+    std::uint64_t retired = 0;
+    for (const auto& n : names)
+        if (const auto upto = parse_bucket_retired(n); upto && *upto > retired) {
+            std::uint64_t size = 1;
+            if (!st.size(bucket_retired_object(job, bucket, *upto), size) && size == 0)
+                retired = *upto;
+        }
+    return retired;
+}
+
 // The last versions a bucket's records are named by, newest first; and
 // the highest of its retention marks (0: none).
 std::error_code bucket_records(backend& st, const std::string& job, std::uint64_t bucket,
@@ -70,13 +86,11 @@ std::error_code bucket_records(backend& st, const std::string& job, std::uint64_
         return ec;
     }
     out.clear();
-    retired = 0;
     for (const auto& n : names)
         if (const auto last = parse_bucket_complete(n))
             out.push_back(*last);
-        else if (const auto upto = parse_bucket_retired(n))
-            retired = std::max(retired, *upto);
     std::sort(out.rbegin(), out.rend());
+    retired = retirement_mark(st, job, bucket, names);
     return {};
 }
 
@@ -269,7 +283,7 @@ std::error_code read_pack(backend& st, const std::string& name, pack_index& out,
 
 std::error_code node_packs(backend& st, const std::string& job, std::uint64_t bucket,
                            const std::string& node, std::uint64_t first, std::uint64_t last,
-                           std::vector<node_pack>& out, std::string& why)
+                           std::vector<node_pack>& out, std::string& why, std::uint64_t* retired)
 {
     out.clear();
     std::vector<std::string> names;
@@ -278,6 +292,8 @@ std::error_code node_packs(backend& st, const std::string& job, std::uint64_t bu
         why = fmt::format("listing {}: {}", dir, failure(st, dir, ec));
         return ec;
     }
+    if (retired)
+        *retired = retirement_mark(st, job, bucket, names);
     for (const auto& n : names)
         if (const auto p = parse_pack_name(n);
             p && p->node == node && p->first <= last && first <= p->last)
@@ -300,8 +316,12 @@ std::error_code find_own_packed(backend& st, const std::string& job, std::uint64
     if (bucket == all.begin())
         return make_error_code(errc::not_found);
     std::vector<node_pack> packs;
-    if (auto ec = node_packs(st, job, *std::prev(bucket), node, version, version, packs, why))
+    std::uint64_t retired = 0;
+    if (auto ec =
+            node_packs(st, job, *std::prev(bucket), node, version, version, packs, why, &retired))
         return ec == errc::not_found ? make_error_code(errc::not_found) : ec;
+    if (version <= retired)
+        return make_error_code(errc::not_found);  // removed by retention
     for (const auto& pack : packs) {
         pack_index index;
         std::uint32_t index_crc = 0;
@@ -1025,9 +1045,19 @@ std::error_code prune_exactly(backend& st, const std::string& job,
     if (retire.bucket) {
         if (any && pause && pause())
             return std::make_error_code(std::errc::operation_canceled);
+        // One there already (another pruner's, or one a crash cut short
+        // before its directory was synced) is written again: the
+        // directories below go only once the mark is durable.
         const auto mark = bucket_retired_object(job, retire.bucket, retire.upto);
-        if (auto ec = st.put_new(mark, {}); ec && ec != errc::exists)
+        auto ec = st.put_new(mark, {});
+        if (ec == errc::exists)
+            ec = st.put(mark, {});
+        if (ec)
             return ec;
+        // Gone from every listing now, also if what follows stops.
+        for (const auto v : doomed)
+            if (retired(v) && !std::binary_search(retire.dirs.begin(), retire.dirs.end(), v))
+                removed.push_back(v);
         std::vector<std::string> names;
         if (auto ec = st.list(bucket_dir(job, retire.bucket) + "/", names))
             return ec;
@@ -1042,15 +1072,13 @@ std::error_code prune_exactly(backend& st, const std::string& job,
         if (std::any_of(doomed_buckets.begin(), doomed_buckets.end(),
                         [v](const auto& b) { return b.first <= v && v < b.end; }))
             continue;
-        const bool dir = !retired(v) || std::binary_search(retire.dirs.begin(),
-                                                           retire.dirs.end(), v);
-        if (dir) {
-            if (any && pause && pause())
-                return std::make_error_code(std::errc::operation_canceled);
-            if (auto ec = remove_version(st, job, v))
-                return ec;
-            any = true;
-        }
+        if (retired(v) && !std::binary_search(retire.dirs.begin(), retire.dirs.end(), v))
+            continue;  // reported with the mark
+        if (any && pause && pause())
+            return std::make_error_code(std::errc::operation_canceled);
+        if (auto ec = remove_version(st, job, v))
+            return ec;
+        any = true;
         removed.push_back(v);
     }
     std::sort(removed.begin(), removed.end());
@@ -1107,8 +1135,10 @@ std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
     }
     // The first bucket kept: its versions older than the oldest kept are
     // retired by a mark (prune_exactly), so that no more than `keep` stay
-    // listed; their packs go with the bucket.
-    std::uint64_t floor = 0;  // its versions up to here are retired, or will be
+    // listed; their packs go with the bucket. Only those its record has
+    // settled (complete or skipped): one after the record's last may still
+    // be written by a node.
+    std::uint64_t floor = 0;  // this retirement's mark, once written
     if (kept_from != UINT64_MAX) {
         bucket_record rec;
         std::string why;
@@ -1116,20 +1146,20 @@ std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
             ec && ec != errc::not_found && ec != errc::corrupt)
             return ec;
         else if (!ec) {
-            floor = rec.retired;
+            const auto upto = std::min(oldest_kept - 1, rec.last);
             for (auto it = std::lower_bound(complete.begin(), complete.end(), kept_from);
-                 it != complete.end() && *it < oldest_kept; ++it)
+                 it != complete.end() && *it <= upto; ++it)
                 if (completes(rec, *it)) {
                     out.push_back(*it);
-                    retire = {kept_from, oldest_kept - 1, {}};
-                    floor = oldest_kept - 1;
+                    retire = {kept_from, upto, {}};
+                    floor = upto;
                 }
         }
     }
     // From the first bucket kept on, a directory without a COMPLETE record
-    // of its own may be a node's part of a large version that bucket holds:
+    // of its own may be a node's part of a large version the bucket holds:
     // it stays (gc removes it once nothing can complete it), unless
-    // retired.
+    // retired now.
     std::uint64_t size = 0;
     for (const auto& d : dirs)
         if (const auto v = parse_version_dir(d);

@@ -157,7 +157,8 @@ std::error_code read_pack(backend& st, const std::string& name, pack_index& out,
 
 // Node `node`'s packs in bucket `bucket` of `job` that hold any version
 // from `first` to `last`, by their names (one listing): each pack's object
-// name and versions, ascending. not_found: the bucket's directory is not
+// name and versions, ascending; with `retired`, the bucket's highest
+// retirement mark (0: none). not_found: the bucket's directory is not
 // there.
 struct node_pack {
     std::string name;
@@ -166,14 +167,15 @@ struct node_pack {
 };
 std::error_code node_packs(backend& st, const std::string& job, std::uint64_t bucket,
                            const std::string& node, std::uint64_t first, std::uint64_t last,
-                           std::vector<node_pack>& out, std::string& why);
+                           std::vector<node_pack>& out, std::string& why,
+                           std::uint64_t* retired = nullptr);
 
 // Where node `node`'s pack holds rank `rank`'s part of `version`, whether
 // or not a bucket's record completes the version yet, and the part's size
 // and crc32c by the pack's checked index: for a rank reading back a
 // version its daemon packed while the job's other nodes have not arrived.
 // Not a complete version: only the part's own writer may read it this way.
-// not_found when no pack of the node holds it. Cost: two listings (the
+// not_found when no pack of the node holds it, or retention retired it. Cost: two listings (the
 // job's buckets, the version's bucket) and the pack's index.
 std::error_code find_own_packed(backend& st, const std::string& job, std::uint64_t version,
                                 const std::string& node, std::uint32_t rank, bytes_place& at,

@@ -152,24 +152,29 @@ TEST_CASE("retention keeps exactly the newest K complete versions", "[lifecycle]
 TEST_CASE("retention keeps exactly the newest K complete versions when they are packed",
           "[lifecycle][retention]")
 {
-    // Versions 1 to 7 in packs of a bucket of up to 8: the bucket stays for
-    // the versions kept, the older ones retired by its mark.
+    // Version 1 as objects (the journal's first run fills it); then
+    // versions 2 to 8 in packs of bucket 2 (up to 9): the bucket stays for
+    // the versions kept, 7 and 8, and retires 2 to 6 by its mark.
     cluster c;
-    auto r0 = c.rank(0, 1, {"--size", "5000", "--versions", "7", "--pause-ms", "50"},
-                     {{"IOFWD_KEEP", "2"}, {"IOFWD_PACK_VERSIONS", "8"}});
+    fill_journal(c, 1);
+    auto env = small_journal;
+    env.insert({{"IOFWD_KEEP", "2"}, {"IOFWD_PACK_VERSIONS", "8"}});
+    auto r0 = c.rank(0, 1, {"--size", "5000", "--versions", "7", "--pause-ms", "50"}, env);
     require_exit(r0, 0);
     INFO("log:\n" << c.log());
-    CHECK(count(c.log(), "retention (keep 2): removed version") == 5);
+    CHECK(count(c.log(), "retention (keep 2): removed version") == 6);
+    CHECK(exists(c.store() + "/itest/packs/b00000002/RETIRED.v00000006"));
+    CHECK_FALSE(exists(c.store() + "/itest/v00000001"));
     std::string out;
     CHECK(c.verify(2, 1, out) == 0);
     INFO("verify:\n" << out);
     CHECK(out.find("/itest: 2 complete versions, 0 incomplete, 2 objects") != std::string::npos);
     // The next run reads the newest, and finds 5 gone.
-    auto r1 = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", "7"});
+    auto r1 = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", "8"}, small_journal);
     require_exit(r1, 0);
-    CHECK(has_line(r1, "latest 0 7"));
+    CHECK(has_line(r1, "latest 0 8"));
     CHECK(has_line(r1, "read 0 5000"));
-    auto r2 = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", "5"});
+    auto r2 = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", "5"}, small_journal);
     require_exit(r2, 0);
     INFO("probe 5:\n" << r2.output());
     CHECK(has_line(r2, "read 2 0"));  // ENOENT

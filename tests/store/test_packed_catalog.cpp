@@ -658,6 +658,40 @@ TEST_CASE("retention removes a bucket whole once all its versions are older than
     CHECK(names == std::vector<std::string>{"b00000009"});
     REQUIRE_FALSE(complete_versions(st, "job", versions));
     CHECK(versions == std::vector<std::uint64_t>{9});
+
+    // Bucket 9 grows to 12; keep 1 retires 9 to 11 in two steps, and the
+    // later mark replaces the earlier one.
+    arrive(9, {"na", 2, 10, 11, put_pack(st, 9, "na", 10, 11)});
+    arrive(9, {"nb", 1, 10, 11, put_pack(st, 9, "nb", 10, 11)});
+    CHECK(complete == 11);
+    removed.clear();
+    REQUIRE_FALSE(prune(st, "job", 1, removed));
+    CHECK(removed == std::vector<std::uint64_t>{9, 10});
+    arrive(9, {"na", 2, 12, 12, put_pack(st, 9, "na", 12, 12)});
+    arrive(9, {"nb", 1, 12, 12, put_pack(st, 9, "nb", 12, 12)});
+    removed.clear();
+    REQUIRE_FALSE(prune(st, "job", 1, removed));
+    CHECK(removed == std::vector<std::uint64_t>{11});
+    REQUIRE_FALSE(st.list(bucket_dir("job", 9) + "/", names));
+    CHECK(std::count_if(names.begin(), names.end(), [](const std::string& n) {
+              return n.rfind("RETIRED.", 0) == 0;
+          }) == 1);
+    CHECK(std::find(names.begin(), names.end(), "RETIRED.v00000011") != names.end());
+    REQUIRE_FALSE(complete_versions(st, "job", versions));
+    CHECK(versions == std::vector<std::uint64_t>{12});
+    // The node's own read of a retired part finds nothing either.
+    bytes_place at;
+    std::uint64_t size = 0;
+    std::uint32_t crc = 0;
+    CHECK(find_own_packed(st, "job", 11, "na", 0, at, size, crc, why) == errc::not_found);
+    REQUIRE_FALSE(find_own_packed(st, "job", 12, "na", 0, at, size, crc, why));
+    // Something else under a mark's name hides nothing: a directory, or a
+    // mark with bytes in it.
+    REQUIRE(std::filesystem::create_directory(
+        fresh.tmp / ("store/" + bucket_retired_object("job", 9, 12))));
+    { std::ofstream(fresh.tmp / ("store/" + bucket_retired_object("job", 9, 13))) << "x"; }
+    REQUIRE_FALSE(complete_versions(st, "job", versions));
+    CHECK(versions == std::vector<std::uint64_t>{12});
 }
 
 TEST_CASE("retention removes versions in their own directories after the newest bucket",
@@ -686,13 +720,26 @@ TEST_CASE("retention removes versions in their own directories after the newest 
     REQUIRE_FALSE(prune_plan(st, "job", 1, UINT64_MAX, doomed, doomed_buckets, retire));
     CHECK(doomed == std::vector<std::uint64_t>{1, 2, 3, 4, 5});
     CHECK(doomed_buckets.empty());
-    // Bucket 2 is the newest: it stays, 2 and 3 retired.
+    // Bucket 2 is the newest: it stays, 2 and 3 retired (no further than
+    // its record, which settles nothing after 3).
     CHECK(retire.bucket == 2);
-    CHECK(retire.upto == 5);
-    CHECK(retire.dirs == std::vector<std::uint64_t>{4, 5});
+    CHECK(retire.upto == 3);
+    CHECK(retire.dirs.empty());
+    // Paused after the mark: what it retired is reported, being gone from
+    // every listing; the directories go on the next call.
     std::vector<std::uint64_t> removed;
+    CHECK(prune_exactly(st, "job", doomed, doomed_buckets, retire, removed,
+                        [] { return true; }) == std::errc::operation_canceled);
+    CHECK(removed == std::vector<std::uint64_t>{2, 3});
+    std::vector<std::uint64_t> listed;
+    REQUIRE_FALSE(complete_versions(st, "job", listed));
+    CHECK(listed == std::vector<std::uint64_t>{1, 4, 5, 6});
+    removed.clear();
+    REQUIRE_FALSE(prune_plan(st, "job", 1, UINT64_MAX, doomed, doomed_buckets, retire));
+    CHECK(doomed == std::vector<std::uint64_t>{1, 4, 5});
+    CHECK(retire.bucket == 0);
     REQUIRE_FALSE(prune_exactly(st, "job", doomed, doomed_buckets, retire, removed));
-    CHECK(removed == std::vector<std::uint64_t>{1, 2, 3, 4, 5});
+    CHECK(removed == std::vector<std::uint64_t>{1, 4, 5});
     std::vector<std::uint64_t> versions;
     REQUIRE_FALSE(complete_versions(st, "job", versions));
     CHECK(versions == std::vector<std::uint64_t>{6});

@@ -333,7 +333,10 @@ TEST_CASE("a version in a pack: ls, verify, cat and restore read it; rm refuses 
     CHECK(keep.out == "job itest: kept complete version 3; removed 1-2\n");
     CHECK_FALSE(std::filesystem::exists(c.store() + "/itest/v00000001"));
     CHECK(read_file(c.store() + "/" + pack_name).size() == pack.size());
-    CHECK(run_iofwd(c, {"cat", "itest", "2", "0"}).code != 0);
+    auto gone = run_iofwd(c, {"cat", "itest", "2", "0"});
+    CHECK(gone.code == 2);
+    CHECK(gone.err == "iofwd cat: version 2 of job itest is not in directory " + c.store() +
+                          " (its versions: 3)\n");
 
     // A changed byte in version 3's rank 0, inside the pack: that part only.
     const auto part3 = std::string(reinterpret_cast<const char*>(pack.data()), pack.size())
@@ -342,6 +345,7 @@ TEST_CASE("a version in a pack: ls, verify, cat and restore read it; rm refuses 
     flip_byte(c.store() + "/" + pack_name, static_cast<long>(part3 + 7));
     auto bad = run_iofwd(c, {"verify", "itest"});
     CHECK(bad.code == 1);
+    CHECK(bad.out.find("version 2") == std::string::npos);
     CHECK(bad.out.find("version 3: DAMAGED " + pack_name + " (version 3 rank 0): expected crc32c ") !=
           std::string::npos);
     auto bad_cat = run_iofwd(c, {"cat", "itest", "3", "0"});

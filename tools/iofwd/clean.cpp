@@ -143,8 +143,14 @@ int keep(const clean_args& a)
     if (auto ec = store::prune_plan(*st, a.job, static_cast<unsigned>(k), UINT64_MAX, doomed,
                                     buckets, retire))
         throw failure(damaged, fmt::format("cannot list job {}: {}", a.job, ec.message()));
+    // The versions retired are settled by their bucket's record (complete
+    // or skipped): no daemon writes them, whether or not one is live.
+    std::vector<std::uint64_t> checked;
+    for (const auto v : doomed)
+        if (!(retire.bucket && retire.bucket <= v && v <= retire.upto))
+            checked.push_back(v);
     store::job_hold hold;
-    guard(*st, a.job, doomed, hold);
+    guard(*st, a.job, checked, hold);
     // Exactly the plan checked (a bucket of small versions goes whole, or
     // its older versions are retired while it stays).
     if (auto ec = store::prune_exactly(*st, a.job, doomed, buckets, retire, removed))
