@@ -60,8 +60,13 @@ PY
 }
 # Whether version $2 of job $1 is complete (on $3 nodes, when given), as the
 # store's files say (own directory or pack).
+# (Read whole first: grep -q in a pipe would close it early, and pipefail
+# would take the checker's broken pipe for an answer.)
 complete() {
-  python3 "$here/../support/store_complete.py" "$store" "$1" | grep -Eqx "$2 ${3:-[0-9]+}"
+  local listed
+  listed=$(python3 "$here/../support/store_complete.py" "$store" "$1") ||
+    fail "cannot read the store's complete versions of job $1"
+  grep -Eqx "$2 ${3:-[0-9]+}" <<< "$listed"
 }
 # mpiexec onto the cluster, bounded.
 cmpiexec() { timeout --kill-after=10 "${limit:-180}" bash "$cluster" mpiexec "$@"; }

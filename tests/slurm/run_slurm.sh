@@ -48,8 +48,13 @@ timeout 10 sinfo -N
 
 # Whether version $1 of slurmtest is complete on $nodes nodes, as the
 # store's files say (own directory or pack).
+# Read whole first: grep -q in a pipe would close it early, and pipefail
+# would take the checker's broken pipe for an answer.
 complete_on() {
-  python3 "$src/tests/support/store_complete.py" "$work/store" slurmtest | grep -qx "$1 $nodes"
+  local listed
+  listed=$(python3 "$src/tests/support/store_complete.py" "$work/store" slurmtest) ||
+    fail "cannot read the store's complete versions"
+  grep -qx "$1 $nodes" <<< "$listed"
 }
 
 run_checkpoint() {
