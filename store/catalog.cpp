@@ -1039,8 +1039,9 @@ std::error_code prune_exactly(backend& st, const std::string& job,
     // after it, not durably (one a crash brings back says less than this
     // one, and readers take the highest); their packs stay until the
     // bucket goes whole.
-    const auto retired = [&](std::uint64_t v) {
-        return retire.bucket && retire.bucket <= v && v <= retire.upto;
+    // Retired versions without a directory: gone with the mark alone.
+    const auto by_mark = [&](std::uint64_t v) {
+        return retire.holds(v) && !std::binary_search(retire.dirs.begin(), retire.dirs.end(), v);
     };
     if (retire.bucket) {
         if (any && pause && pause())
@@ -1056,7 +1057,7 @@ std::error_code prune_exactly(backend& st, const std::string& job,
             return ec;
         // Gone from every listing now, also if what follows stops.
         for (const auto v : doomed)
-            if (retired(v) && !std::binary_search(retire.dirs.begin(), retire.dirs.end(), v))
+            if (by_mark(v))
                 removed.push_back(v);
         std::vector<std::string> names;
         if (auto ec = st.list(bucket_dir(job, retire.bucket) + "/", names))
@@ -1072,7 +1073,7 @@ std::error_code prune_exactly(backend& st, const std::string& job,
         if (std::any_of(doomed_buckets.begin(), doomed_buckets.end(),
                         [v](const auto& b) { return b.first <= v && v < b.end; }))
             continue;
-        if (retired(v) && !std::binary_search(retire.dirs.begin(), retire.dirs.end(), v))
+        if (by_mark(v))
             continue;  // reported with the mark
         if (any && pause && pause())
             return std::make_error_code(std::errc::operation_canceled);
@@ -1138,7 +1139,6 @@ std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
     // listed; their packs go with the bucket. Only those its record has
     // settled (complete or skipped): one after the record's last may still
     // be written by a node.
-    std::uint64_t floor = 0;  // this retirement's mark, once written
     if (kept_from != UINT64_MAX) {
         bucket_record rec;
         std::string why;
@@ -1152,7 +1152,6 @@ std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
                 if (completes(rec, *it)) {
                     out.push_back(*it);
                     retire = {kept_from, upto, {}};
-                    floor = upto;
                 }
         }
     }
@@ -1164,9 +1163,9 @@ std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
     for (const auto& d : dirs)
         if (const auto v = parse_version_dir(d);
             v && *v < oldest_kept &&
-            (*v < kept_from || *v <= floor || !st.size(complete_object(job, *v), size))) {
+            (*v < kept_from || retire.holds(*v) || !st.size(complete_object(job, *v), size))) {
             out.push_back(*v);
-            if (retire.bucket && retire.bucket <= *v && *v <= retire.upto)
+            if (retire.holds(*v))
                 retire.dirs.push_back(*v);
         }
     std::sort(retire.dirs.begin(), retire.dirs.end());

@@ -175,8 +175,9 @@ std::error_code node_packs(backend& st, const std::string& job, std::uint64_t bu
 // and crc32c by the pack's checked index: for a rank reading back a
 // version its daemon packed while the job's other nodes have not arrived.
 // Not a complete version: only the part's own writer may read it this way.
-// not_found when no pack of the node holds it, or retention retired it. Cost: two listings (the
-// job's buckets, the version's bucket) and the pack's index.
+// not_found when no pack of the node holds it, or retention retired it.
+// Cost: two listings (the job's buckets, the version's bucket) and the
+// pack's index.
 std::error_code find_own_packed(backend& st, const std::string& job, std::uint64_t version,
                                 const std::string& node, std::uint32_t rank, bytes_place& at,
                                 std::uint64_t& size, std::uint32_t& crc, std::string& why);
@@ -234,6 +235,7 @@ struct retirement {
     std::uint64_t bucket = 0;
     std::uint64_t upto = 0;
     std::vector<std::uint64_t> dirs;
+    bool holds(std::uint64_t v) const { return bucket && bucket <= v && v <= upto; }
 };
 
 // The versions prune() would delete, ascending (none for keep 0): every

@@ -147,7 +147,7 @@ int keep(const clean_args& a)
     // or skipped): no daemon writes them, whether or not one is live.
     std::vector<std::uint64_t> checked;
     for (const auto v : doomed)
-        if (!(retire.bucket && retire.bucket <= v && v <= retire.upto))
+        if (!retire.holds(v))
             checked.push_back(v);
     store::job_hold hold;
     guard(*st, a.job, checked, hold);
