@@ -755,11 +755,15 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
                          opts_.pack_versions);
             first = rec.first_version;
             pack_versions = rec.pack_versions;
-        } else if (pack_versions > 0 && m.nodes > 1) {
-            log_warn("job {}: {} nodes and no run name: each node packs versions as its own "
-                     "IOFWD_PACK_VERSIONS (here {}) says, and none completes if they differ; "
-                     "name the run (io_init_comm, IOFWD_RUN) for its record to hold one",
-                     m.job, m.nodes, pack_versions);
+        } else if (m.nodes > 1 && store_journals_ && !files_only &&
+                   opts_.pack_versions != options{}.pack_versions) {
+            // Each node packs as its own setting says; the default is the
+            // same everywhere, a value set by hand may not be.
+            log_warn("job {}: {} nodes and no run name, and this node's IOFWD_PACK_VERSIONS={} "
+                     "is not the default {}: a version completes only if every node packs it "
+                     "alike; set the same value on every node, or name the run (io_init_comm, "
+                     "IOFWD_RUN) for its record to hold one",
+                     m.job, m.nodes, opts_.pack_versions, options{}.pack_versions);
         }
         // The versions the journal held, then the journal started over: a
         // claim refused before this point (join_run) keeps the records for

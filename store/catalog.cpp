@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -1341,6 +1342,29 @@ std::vector<std::string> manifest_nodes(backend& st, const std::string& job, std
     return nodes;
 }
 
+// "<node> in bucket <b>" for each node's pack that holds `version`.
+std::vector<std::string> pack_holders(backend& st, const std::string& job, std::uint64_t version,
+                                      std::set<std::uint64_t>& buckets_seen)
+{
+    std::vector<std::uint64_t> all;
+    std::vector<std::string> out;
+    if (buckets(st, job, all))
+        return out;
+    for (const auto b : all) {
+        if (b > version)
+            break;
+        std::vector<std::string> names;
+        if (st.list(bucket_dir(job, b) + "/", names))
+            continue;
+        for (const auto& n : names)
+            if (const auto p = parse_pack_name(n); p && p->first <= version && version <= p->last) {
+                out.push_back(fmt::format("{} in bucket {}", p->node, b));
+                buckets_seen.insert(b);
+            }
+    }
+    return out;
+}
+
 }  // namespace
 
 std::error_code join_run(backend& st, const std::string& job, const std::string& run,
@@ -1433,6 +1457,18 @@ std::error_code commit_state(backend& st, const std::string& job, std::uint64_t 
     }
     yes = false;
     const auto nodes = manifest_nodes(st, job, version);
+    std::set<std::uint64_t> in_buckets;
+    const auto packs = pack_holders(st, job, version, in_buckets);
+    if (!packs.empty()) {
+        why = fmt::format("version {} is in the packs of {} node{} ({})", version, packs.size(),
+                          packs.size() == 1 ? "" : "s", fmt::join(packs, ", "));
+        if (in_buckets.size() > 1)
+            why += " and so in buckets of different sizes: the nodes' IOFWD_PACK_VERSIONS "
+                   "differ, and such a version never completes";
+        if (!nodes.empty())
+            why += fmt::format(", and in the manifests of {}", fmt::join(nodes, ", "));
+        return {};
+    }
     why = nodes.empty() ? fmt::format("version {} has no node's manifest", version)
                         : fmt::format("version {} has the manifests of {} node{} ({})", version,
                                       nodes.size(), nodes.size() == 1 ? "" : "s",

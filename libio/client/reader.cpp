@@ -267,7 +267,8 @@ std::error_code reader::confirm_commit(const place& at, std::uint64_t version, c
                 version, job, state, s.nodes,
                 s.run.empty()
                     ? "without a run name each node's daemon numbered the versions from what it "
-                      "found in the store, so nodes that started apart disagree: use "
+                      "found in the store, and packed them as its own IOFWD_PACK_VERSIONS says, "
+                      "so nodes that started apart, or were set apart, disagree: use "
                       "io_init_comm, or set IOFWD_RUN to one value per run on every node"
                     : fmt::format("the other nodes did not commit it within {} s "
                                   "(IOFWD_FINALIZE_TIMEOUT); see their daemons' logs",

@@ -297,6 +297,27 @@ std::vector<std::byte> pattern_of(unsigned rank, std::uint64_t version, std::siz
     return v;
 }
 
+// Nodes A and B (sessions sa and sb) each have a rank held at the gate
+// "go": once both daemons have their rank and the journals of `journaled`
+// are whole, the gate opens, so that both number from 1 before anyone
+// writes, as after an MPI job's barrier.
+void open_when_both_ready(const cluster& c, const std::vector<std::string>& journaled)
+{
+    REQUIRE(wait_until([&] {
+        std::error_code ec;
+        for (const char* s : {"sa", "sb"})
+            if (count(read_file(c.runtime_dir() + "/" + s + ".log"), "connect job") != 1)
+                return false;
+        for (const auto& node : journaled)
+            if (std::filesystem::file_size(c.store() + "/itest/." + node + ".journal", ec) !=
+                (1u << 20))
+                return false;
+        return true;
+    }, 30s));
+    std::this_thread::sleep_for(500ms);  // the journals' fdatasync after their zeros
+    open_gate(c);
+}
+
 const std::string bucket_2 = "/itest/packs/b00000002";
 
 // Whether `object`'s bytes hold `part` somewhere.
@@ -412,21 +433,9 @@ TEST_CASE("two nodes complete versions one packs and the other does not through 
     auto b = packing();
     b.insert({{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeB"}, {"IOFWD_SESSION", "sb"},
               {"IOFWD_JOURNAL_MAX", "0"}});
-    // Both daemons number from 1 before anyone writes, as after an MPI
-    // job's barrier; A's journal is filled by then.
-    const std::string go = c.runtime_dir() + "/go";
-    auto ra = c.rank(0, 1, {"--size", "5000", "--versions", "6", "--go-file", go}, a);
-    auto rb = c.rank(0, 1, {"--size", "5000", "--versions", "6", "--go-file", go}, b);
-    REQUIRE(wait_until([&] {
-        std::error_code ec;
-        return count(read_file(c.runtime_dir() + "/sa.log"), "connect job") == 1 &&
-               count(read_file(c.runtime_dir() + "/sb.log"), "connect job") == 1 &&
-               std::filesystem::file_size(c.store() + "/itest/.nodeA.journal", ec) == (1u << 20);
-    }, 30s));
-    std::this_thread::sleep_for(500ms);  // the journal's fdatasync after its zeros
-    std::FILE* f = std::fopen(go.c_str(), "w");
-    REQUIRE(f);
-    std::fclose(f);
+    auto ra = c.rank(0, 1, {"--size", "5000", "--versions", "6", "--go-file", gate(c)}, a);
+    auto rb = c.rank(0, 1, {"--size", "5000", "--versions", "6", "--go-file", gate(c)}, b);
+    open_when_both_ready(c, {"nodeA"});
     for (auto* r : {&ra, &rb}) {
         const auto st = r->wait(60s);
         INFO("rank:\n" << r->output() << "log A:\n" << read_file(c.runtime_dir() + "/sa.log")
@@ -524,21 +533,11 @@ TEST_CASE("the nodes of a run pack as its record says, whatever each one's setti
     auto b = small_journal;
     b.insert({{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeB"}, {"IOFWD_SESSION", "sb"},
               {"IOFWD_RUN", "r1"}, {"IOFWD_PACK_VERSIONS", "0"}, {"IOFWD_PACK_WAIT", "5"}});
-    const std::string go = c.runtime_dir() + "/go";
-    auto ra = c.rank(0, 1, {"--size", "5000", "--versions", "6", "--go-file", go}, a);
+    auto ra = c.rank(0, 1, {"--size", "5000", "--versions", "6", "--go-file", gate(c)}, a);
     REQUIRE(wait_until([&] { return std::filesystem::exists(c.store() + "/itest/runs/r1"); },
                        30s));
-    auto rb = c.rank(0, 1, {"--size", "5000", "--versions", "6", "--go-file", go}, b);
-    REQUIRE(wait_until([&] {
-        std::error_code ea, eb;
-        return count(read_file(c.runtime_dir() + "/sb.log"), "connect job") == 1 &&
-               std::filesystem::file_size(c.store() + "/itest/.nodeA.journal", ea) == (1u << 20) &&
-               std::filesystem::file_size(c.store() + "/itest/.nodeB.journal", eb) == (1u << 20);
-    }, 30s));
-    std::this_thread::sleep_for(500ms);  // the journals' fdatasync after their zeros
-    std::FILE* f = std::fopen(go.c_str(), "w");
-    REQUIRE(f);
-    std::fclose(f);
+    auto rb = c.rank(0, 1, {"--size", "5000", "--versions", "6", "--go-file", gate(c)}, b);
+    open_when_both_ready(c, {"nodeA", "nodeB"});
     const std::string log_b = c.runtime_dir() + "/sb.log";
     for (auto* r : {&ra, &rb}) {
         const auto st = r->wait(60s);
@@ -563,6 +562,56 @@ TEST_CASE("the nodes of a run pack as its record says, whatever each one's setti
     std::string out;
     CHECK(c.verify(6, 2, out) == 0);
     CHECK(out.find("6 complete versions, 0 incomplete") != std::string::npos);
+}
+
+TEST_CASE("two unnamed nodes that pack differently say so, and lose nothing silently",
+          "[packs-unnamed]")
+{
+    // No run name, so no record holds one bucket size: node A packs in
+    // buckets of 4 (set by hand), node B in the default's. A's log says its
+    // setting is not the default; B's, which has the default, says nothing.
+    cluster c;
+    auto a = packing();
+    a.insert({{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeA"}, {"IOFWD_SESSION", "sa"},
+              {"IOFWD_PACK_WAIT", "5"}});
+    auto b = small_journal;
+    b.insert({{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeB"}, {"IOFWD_SESSION", "sb"},
+              {"IOFWD_PACK_WAIT", "5"}});
+    for (auto* env : {&a, &b})
+        (*env)["IOFWD_FINALIZE_TIMEOUT"] = "5";
+    auto ra = c.rank(0, 1, {"--size", "5000", "--versions", "6", "--go-file", gate(c)}, a);
+    auto rb = c.rank(0, 1, {"--size", "5000", "--versions", "6", "--go-file", gate(c)}, b);
+    const std::string log_a = c.runtime_dir() + "/sa.log", log_b = c.runtime_dir() + "/sb.log";
+    open_when_both_ready(c, {"nodeA", "nodeB"});
+    for (auto* r : {&ra, &rb}) {
+        const auto st = r->wait(60s);
+        INFO("rank:\n" << r->output() << "log A:\n" << read_file(log_a) << "log B:\n"
+                        << read_file(log_b));
+        REQUIRE(st.has_value());
+        CHECK(exit_code(*st) == 1);  // io_finalize failed
+    }
+    INFO("rank A:\n" << ra.output() << "rank B:\n" << rb.output() << "log A:\n"
+                      << read_file(log_a) << "log B:\n" << read_file(log_b));
+    CHECK(read_file(log_a).find("job itest: 2 nodes and no run name, and this node's "
+                                "IOFWD_PACK_VERSIONS=4 is not the default 64") !=
+          std::string::npos);
+    CHECK(read_file(log_b).find("no run name") == std::string::npos);
+    // Versions 1-4 are in bucket 1 for both nodes and complete; 5 and 6 are
+    // in A's bucket 5 and B's bucket 1, and never complete: both ranks'
+    // io_finalize says so, with EIO, after IOFWD_FINALIZE_TIMEOUT.
+    CHECK(std::filesystem::exists(c.store() + "/itest/packs/b00000001/COMPLETE.v00000004"));
+    for (auto* r : {&ra, &rb}) {
+        CHECK(has_line(*r, "finalize 5 "));
+        CHECK(r->output().find("version 6 of job itest is durable on this node but not "
+                               "complete job-wide: version 6 is in the packs of 2 nodes (nodeB "
+                               "in bucket 1, nodeA in bucket 5) and so in buckets of different "
+                               "sizes") != std::string::npos);
+    }
+    std::string out;
+    const int v = c.verify(4, 2, out);
+    INFO("verify:\n" << out);
+    CHECK(v == 0);
+    CHECK(out.find("4 complete versions") != std::string::npos);
 }
 
 namespace {
