@@ -727,6 +727,57 @@ TEST_CASE("rm and gc refuse a version a live daemon may be writing, and say who 
           std::vector<std::string>{".nodeA.claim", ".nodeA.journal"});
 }
 
+TEST_CASE("keep retires a kept bucket's older versions while a live daemon writes the job",
+          "[tools][live-packed]")
+{
+    // Packs on (the default): version 1 in bucket 1, then versions 2-5 of
+    // two ranks complete in bucket 2 (a daemon's buckets start at its first
+    // version); rank 1 is stuck before version 6, so the daemon
+    // lives, holding the job's claim. The versions keep retires are settled
+    // by the bucket's record, whatever the daemon does next: keep may
+    // retire them while it runs, and leaves version 6 to it.
+    cluster c;
+    fill_journal(c, 2);
+    auto r0 = c.rank(0, 2, {"--size", "5000", "--versions", "5"}, small_journal);
+    auto r1 = c.rank(1, 2, {"--size", "5000", "--versions", "5", "--stall-at", "4"},
+                     small_journal);
+    const std::string bucket = c.store() + "/itest/packs/b00000002";
+    const bool ready = wait_until([&] {
+        return has_line(r1, "stalled") && has_line(r0, "write 4 0 6 ") &&
+               exists(bucket + "/COMPLETE.v00000005");
+    }, 60s);
+    INFO("rank 0:\n" << r0.output() << "rank 1:\n" << r1.output() << "log:\n" << c.log());
+    REQUIRE(ready);
+
+    auto keep = run_iofwd(c, {"keep", "itest", "2"});
+    CHECK(keep.code == 0);
+    CHECK(keep.err.empty());
+    CHECK(keep.out == "job itest: kept complete versions 4-5; removed 1-3\n");
+    CHECK_FALSE(exists(c.store() + "/itest/packs/b00000001"));
+    CHECK(exists(bucket + "/RETIRED.v00000003"));
+    auto gone = run_iofwd(c, {"cat", "itest", "3", "0"});
+    CHECK(gone.code == 2);
+    // Version 6 is the live daemon's: neither keep nor gc touches it.
+    auto gc = run_iofwd(c, {"gc"});
+    CHECK(gc.code == 3);
+    // The daemon was not disturbed (fill_journal's is gone; this run's lives).
+    const auto pids = daemon_pids(c.log());
+    REQUIRE(pids.size() == 2);
+    CHECK(::kill(pids[1], 0) == 0);
+    for (const pid_t pid : pids)
+        ::kill(pid, SIGKILL);
+    r0.signal(SIGKILL);
+    r1.signal(SIGKILL);
+    REQUIRE(r0.wait(10s).has_value());
+    REQUIRE(r1.wait(10s).has_value());
+    auto ls = run_iofwd(c, {"ls", "itest", "--json"});
+    CHECK(ls.code == 0);
+    CHECK(py(c, ls.out, "[v['version'] for v in d['versions'] if v['state'] == 'complete']") ==
+          "[4, 5]\n");
+    std::string out;
+    CHECK(c.verify(2, 2, out) == 0);
+}
+
 TEST_CASE("every bad argument: a sentence and exit status 2", "[tools][args]")
 {
     cluster c;
