@@ -1342,7 +1342,8 @@ std::vector<std::string> manifest_nodes(backend& st, const std::string& job, std
     return nodes;
 }
 
-// "<node> in bucket <b>" for each node's pack that holds `version`.
+// "<node> in bucket <b>" for each node's pack that holds `version`; a
+// bucket that does not list is left out (this only words a diagnosis).
 std::vector<std::string> pack_holders(backend& st, const std::string& job, std::uint64_t version,
                                       std::set<std::uint64_t>& buckets_seen)
 {
@@ -1463,8 +1464,9 @@ std::error_code commit_state(backend& st, const std::string& job, std::uint64_t 
         why = fmt::format("version {} is in the packs of {} node{} ({})", version, packs.size(),
                           packs.size() == 1 ? "" : "s", fmt::join(packs, ", "));
         if (in_buckets.size() > 1)
-            why += " and so in buckets of different sizes: the nodes' IOFWD_PACK_VERSIONS "
-                   "differ, and such a version never completes";
+            why += " and so in buckets that begin at different versions: the nodes' "
+                   "IOFWD_PACK_VERSIONS differ, or they started the job at different versions, "
+                   "and such a version never completes";
         if (!nodes.empty())
             why += fmt::format(", and in the manifests of {}", fmt::join(nodes, ", "));
         return {};

@@ -44,6 +44,11 @@ void cluster::unpacked()
     env["IOFWD_PACK_VERSIONS"] = "0";
 }
 
+void cluster::packed(unsigned versions)
+{
+    env["IOFWD_PACK_VERSIONS"] = std::to_string(versions);
+}
+
 process cluster::run(std::vector<std::string> argv, const std::map<std::string, std::string>& extra)
 {
     auto e = env;

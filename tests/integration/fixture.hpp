@@ -30,6 +30,9 @@ struct cluster {
     // so every process the test starts has it off. The packed path has
     // tests of its own (packs-*).
     void unpacked();
+    // For a test of packs: every process the test starts packs in buckets
+    // of `versions` (IOFWD_PACK_VERSIONS, off by default).
+    void packed(unsigned versions);
     process rank(unsigned r, unsigned n, std::vector<std::string> args = {},
                  const std::map<std::string, std::string>& extra = {});
     // A daemon started by hand for session "s" (not auto-exiting).

@@ -568,15 +568,15 @@ TEST_CASE("two unnamed nodes that pack differently say so, and lose nothing sile
           "[packs-unnamed]")
 {
     // No run name, so no record holds one bucket size: node A packs in
-    // buckets of 4 (set by hand), node B in the default's. A's log says its
-    // setting is not the default; B's, which has the default, says nothing.
+    // buckets of 4, node B in buckets of 8. Each log says the node packs
+    // without a run name, and in what buckets.
     cluster c;
     auto a = packing();
     a.insert({{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeA"}, {"IOFWD_SESSION", "sa"},
               {"IOFWD_PACK_WAIT", "5"}});
     auto b = small_journal;
     b.insert({{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeB"}, {"IOFWD_SESSION", "sb"},
-              {"IOFWD_PACK_WAIT", "5"}});
+              {"IOFWD_PACK_VERSIONS", "8"}, {"IOFWD_PACK_WAIT", "5"}});
     for (auto* env : {&a, &b})
         (*env)["IOFWD_FINALIZE_TIMEOUT"] = "5";
     auto ra = c.rank(0, 1, {"--size", "5000", "--versions", "6", "--go-file", gate(c)}, a);
@@ -592,10 +592,12 @@ TEST_CASE("two unnamed nodes that pack differently say so, and lose nothing sile
     }
     INFO("rank A:\n" << ra.output() << "rank B:\n" << rb.output() << "log A:\n"
                       << read_file(log_a) << "log B:\n" << read_file(log_b));
-    CHECK(read_file(log_a).find("job itest: 2 nodes and no run name, and this node's "
-                                "IOFWD_PACK_VERSIONS=4 is not the default 64") !=
-          std::string::npos);
-    CHECK(read_file(log_b).find("no run name") == std::string::npos);
+    for (const auto& [log, n] : {std::pair{log_a, 4}, std::pair{log_b, 8}})
+        CHECK(read_file(log).find(fmt::format(
+                  "job itest: 2 nodes and no run name, and this node packs versions in buckets "
+                  "of {} (IOFWD_PACK_VERSIONS): a version completes only if every node packs it "
+                  "alike",
+                  n)) != std::string::npos);
     // Versions 1-4 are in bucket 1 for both nodes and complete; 5 and 6 are
     // in A's bucket 5 and B's bucket 1, and never complete: both ranks'
     // io_finalize says so, with EIO, after IOFWD_FINALIZE_TIMEOUT.
@@ -604,8 +606,9 @@ TEST_CASE("two unnamed nodes that pack differently say so, and lose nothing sile
         CHECK(has_line(*r, "finalize 5 "));
         CHECK(r->output().find("version 6 of job itest is durable on this node but not "
                                "complete job-wide: version 6 is in the packs of 2 nodes (nodeB "
-                               "in bucket 1, nodeA in bucket 5) and so in buckets of different "
-                               "sizes") != std::string::npos);
+                               "in bucket 1, nodeA in bucket 5) and so in buckets that begin at "
+                               "different versions: the nodes' IOFWD_PACK_VERSIONS differ") !=
+              std::string::npos);
     }
     std::string out;
     const int v = c.verify(4, 2, out);

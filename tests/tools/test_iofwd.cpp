@@ -316,9 +316,10 @@ TEST_CASE("a version in a pack: ls, verify, cat and restore read it; rm refuses 
     CHECK(run_iofwd(c, {"rm", "itest", "4"}).code == 0);
     auto rm = run_iofwd(c, {"rm", "itest", "3"});
     CHECK(rm.code == 3);
-    CHECK(rm.err == "iofwd rm: not removing version 3 of job itest: a bucket of small "
-                    "versions (itest/packs) holds it with others, and goes only whole (iofwd keep "
-                    "removes old buckets)\n");
+    CHECK(rm.err == "iofwd rm: not removing version 3 of job itest: it belongs to a bucket of "
+                    "packs (itest/packs, written with IOFWD_PACK_VERSIONS), which goes only "
+                    "whole, and rm cannot take one version out of a bucket yet (iofwd keep "
+                    "removes or retires older versions)\n");
     CHECK(read_file(c.store() + "/" + pack_name).size() == pack.size());
     // Refused before anything goes: version 1, in its own directory, stays.
     auto rm_both = run_iofwd(c, {"rm", "itest", "1", "3"});
@@ -730,20 +731,23 @@ TEST_CASE("rm and gc refuse a version a live daemon may be writing, and say who 
 TEST_CASE("keep retires a kept bucket's older versions while a live daemon writes the job",
           "[tools][live-packed]")
 {
-    // Packs on (the default): version 1 in bucket 1, then versions 2-5 of
+    // Packs in buckets of 64: version 1 in bucket 1, then versions 2-5 of
     // two ranks complete in bucket 2 (a daemon's buckets start at its first
-    // version); rank 1 is stuck before version 6, so the daemon
+    // version); rank 1 waits at a gate before version 6, so the daemon
     // lives, holding the job's claim. The versions keep retires are settled
     // by the bucket's record, whatever the daemon does next: keep may
-    // retire them while it runs, and leaves version 6 to it.
+    // retire them while it runs, and leaves version 6 to it, which then
+    // completes in the same bucket.
     cluster c;
+    c.packed(64);
     fill_journal(c, 2);
+    const std::string late = gate(c, "late");
     auto r0 = c.rank(0, 2, {"--size", "5000", "--versions", "5"}, small_journal);
-    auto r1 = c.rank(1, 2, {"--size", "5000", "--versions", "5", "--stall-at", "4"},
+    auto r1 = c.rank(1, 2, {"--size", "5000", "--versions", "5", "--gate-at", "4", late},
                      small_journal);
     const std::string bucket = c.store() + "/itest/packs/b00000002";
     const bool ready = wait_until([&] {
-        return has_line(r1, "stalled") && has_line(r0, "write 4 0 6 ") &&
+        return has_line(r1, "gated 4") && has_line(r0, "write 4 0 6 ") &&
                exists(bucket + "/COMPLETE.v00000005");
     }, 60s);
     INFO("rank 0:\n" << r0.output() << "rank 1:\n" << r1.output() << "log:\n" << c.log());
@@ -764,18 +768,24 @@ TEST_CASE("keep retires a kept bucket's older versions while a live daemon write
     const auto pids = daemon_pids(c.log());
     REQUIRE(pids.size() == 2);
     CHECK(::kill(pids[1], 0) == 0);
-    for (const pid_t pid : pids)
-        ::kill(pid, SIGKILL);
-    r0.signal(SIGKILL);
-    r1.signal(SIGKILL);
-    REQUIRE(r0.wait(10s).has_value());
-    REQUIRE(r1.wait(10s).has_value());
+
+    // The daemon goes on: version 6 completes in the bucket keep retired
+    // part of, and the retired versions stay gone.
+    open_gate(c, "late");
+    for (auto* r : {&r0, &r1}) {
+        const auto st = r->wait(60s);
+        REQUIRE(st.has_value());
+        CHECK(exit_code(*st) == 0);
+    }
+    CHECK(exists(bucket + "/COMPLETE.v00000006"));
+    CHECK(exists(bucket + "/RETIRED.v00000003"));
+    CHECK(run_iofwd(c, {"cat", "itest", "3", "0"}).code == 2);
     auto ls = run_iofwd(c, {"ls", "itest", "--json"});
     CHECK(ls.code == 0);
     CHECK(py(c, ls.out, "[v['version'] for v in d['versions'] if v['state'] == 'complete']") ==
-          "[4, 5]\n");
+          "[4, 5, 6]\n");
     std::string out;
-    CHECK(c.verify(2, 2, out) == 0);
+    CHECK(c.verify(3, 2, out) == 0);
 }
 
 TEST_CASE("every bad argument: a sentence and exit status 2", "[tools][args]")

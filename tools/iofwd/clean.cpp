@@ -76,9 +76,11 @@ void remove_versions(store::backend& st, const std::string& job,
                                                "pack: {}",
                                                v, job, store::failure(st, job, ec)));
         if (packed)
-            throw failure(refused, fmt::format("not removing version {} of job {}: a bucket of "
-                                               "small versions ({}/{}) holds it with others, and "
-                                               "goes only whole (iofwd keep removes old buckets)",
+            throw failure(refused, fmt::format("not removing version {} of job {}: it belongs "
+                                               "to a bucket of packs ({}/{}, written with "
+                                               "IOFWD_PACK_VERSIONS), which goes only whole, and "
+                                               "rm cannot take one version out of a bucket yet "
+                                               "(iofwd keep removes or retires older versions)",
                                                v, job, job, store::packs_dir));
     }
     for (const auto v : versions)
