@@ -41,7 +41,7 @@ cluster::~cluster()
 
 void cluster::unpacked()
 {
-    env["IOFWD_PACK_VERSIONS"] = "0";
+    packed(0);
 }
 
 void cluster::packed(unsigned versions)
