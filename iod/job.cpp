@@ -904,6 +904,8 @@ void job::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_
             commit_unpacked(job, version, std::move(done), ranks);
             return;
         }
+        if (batch_.empty())
+            batch_opened_ = std::chrono::steady_clock::now();
         auto& bv = batch_[version];
         bv.ranks = ranks;
         bv.journaled = done.journaled;
@@ -923,8 +925,16 @@ void job::rank_durable(const std::string& job, std::uint32_t ranks, std::uint64_
             close_batch();
             return;
         }
-        batch_timer_.expires_after(std::chrono::duration_cast<std::chrono::nanoseconds>(
-            std::chrono::duration<double>(opts_.pack_wait)));
+        // A pause of pack_wait closes it, and so does its age: versions that
+        // keep coming just faster than the pause do not wait for the rest of
+        // their bucket.
+        const auto seconds = [](double s) {
+            return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                std::chrono::duration<double>(s));
+        };
+        batch_timer_.expires_at(
+            std::min(std::chrono::steady_clock::now() + seconds(opts_.pack_wait),
+                     batch_opened_ + seconds(std::max(opts_.pack_age, opts_.pack_wait))));
         batch_timer_.async_wait([this](boost::system::error_code ec) {
             if (!ec)
                 close_batch();

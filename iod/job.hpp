@@ -312,6 +312,7 @@ private:
     batch batch_;                       // the node's versions waiting for their pack
     std::uint64_t batch_bytes_ = 0;     // what batch_'s records take in the journal
     boost::asio::steady_timer batch_timer_;  // closes batch_ after a pause
+    std::chrono::steady_clock::time_point batch_opened_;  // when batch_ took its first version
     bool batches_finishing_ = false;    // finish_batches(): no pause any more
     std::set<std::uint32_t> leaving_;   // ranks that said BYE (rank_leaving)
     std::uint64_t closed_up_to_ = 0;    // the newest version a closed batch held

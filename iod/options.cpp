@@ -100,6 +100,9 @@ const std::vector<option_def>& table()
         setting("IOFWD_PACK_WAIT", [](options& o, std::string_view v) {
             return config::parse_seconds(v, o.pack_wait);
         }),
+        setting("IOFWD_PACK_AGE", [](options& o, std::string_view v) {
+            return config::parse_seconds(v, o.pack_age);
+        }),
         setting("IOFWD_KEEP", into_count(&options::keep)),
         {"--auto-exit", nullptr, {},
          "exit once every expected rank has said BYE and all data is durable\n"

@@ -23,6 +23,7 @@ struct options {
     std::uint64_t journal_bytes = 16ull << 20;  // the journal file's size
     unsigned pack_versions = 0;  // versions per bucket of packs (docs/small-versions.md); 0: off
     double pack_wait = 0.02;     // seconds a batch waits for the next version
+    double pack_age = 1;         // seconds a batch waits at most (at least pack_wait)
     unsigned keep = 0;         // complete versions to keep; 0: all
     bool auto_exit = false;
     double idle_timeout = -1;  // seconds; <0: 300 with --auto-exit, else never

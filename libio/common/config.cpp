@@ -131,8 +131,14 @@ const std::vector<variable> table = {
      "with IOFWD_PACK_VERSIONS, how long the node's batch of versions waits\n"
      "for the next version before its pack is written: a version completes\n"
      "job-wide (io_latest finds it) at most this much later; longer batches\n"
-     "more versions per pack",
+     "more versions per pack (and IOFWD_PACK_AGE bounds the whole wait)",
      "--pack-wait", "SECONDS"},
+    {"IOFWD_PACK_AGE", seconds, "1", 0, 600, {}, reader::daemon,
+     "with IOFWD_PACK_VERSIONS, the longest a batch waits from its first\n"
+     "version (or IOFWD_PACK_WAIT, if that is longer): versions that come\n"
+     "faster than IOFWD_PACK_WAIT still complete job-wide this soon, not\n"
+     "when their bucket is full",
+     "--pack-age", "SECONDS"},
     {"IOFWD_KEEP", count, "0", 0, 1e9, {}, reader::daemon,
      "keep the newest K complete versions of a job, deleting older ones only\n"
      "after a newer one is complete (0: keep all); small versions kept in\n"

@@ -398,6 +398,47 @@ TEST_CASE("a version waiting for its pack is read back from the daemon's copy", 
     CHECK(c.verify(3, 1, out) == 0);
 }
 
+TEST_CASE("a batch whose versions keep coming is packed once it is IOFWD_PACK_AGE old",
+          "[packs-age]")
+{
+    // Versions come every 0.2 s, faster than the pause of 1.5 s, into a
+    // bucket of 64: without a bound on its age the batch would wait for
+    // the rank's BYE (about 8 s on). With IOFWD_PACK_AGE=2 a pack of the
+    // first versions is written while the rank still writes.
+    cluster c;
+    fill_journal(c, 1);
+    auto env = packing();
+    env["IOFWD_PACK_VERSIONS"] = "64";
+    env["IOFWD_PACK_WAIT"] = "1.5";
+    env["IOFWD_PACK_AGE"] = "2";
+    auto r = c.rank(0, 1, {"--size", "5000", "--versions", "40", "--wait", "--pause-ms", "200"},
+                    env);
+    const std::string bucket = c.store() + "/itest/packs/b00000002";
+    const auto packs = [&] {
+        std::vector<std::string> names;
+        std::error_code ec;
+        for (const auto& e : std::filesystem::directory_iterator(bucket, ec))
+            if (e.path().filename().string().starts_with("nodeA.v"))
+                names.push_back(e.path().filename().string());
+        return names;
+    };
+    const bool early = wait_until([&] { return !packs().empty(); }, 6s);
+    const bool running = r.running();
+    INFO("log:\n" << c.log());
+    CHECK(early);
+    CHECK(running);  // the pack did not wait for the rank's BYE
+    const auto s = r.wait(60s);
+    INFO("rank:\n" << r.output());
+    REQUIRE(s.has_value());
+    CHECK(exit_code(*s) == 0);
+    // Several packs, consecutive, together versions 2-41, each whole.
+    const auto names = packs();
+    CHECK(names.size() >= 2);
+    std::string out;
+    CHECK(c.verify(41, 1, out) == 0);
+    CHECK(out.find("41 complete versions, 0 incomplete") != std::string::npos);
+}
+
 TEST_CASE("a rank reads back its packed version while the node's other rank has not written it",
           "[packs-read-partial]")
 {
