@@ -59,26 +59,34 @@ std::error_code read_bucket_record(backend& st, const std::string& job, std::uin
     return {};
 }
 
-// The highest retirement mark among a bucket's names (0: none) that is
-// what retention writes: an empty object the store takes as the user's own
-// (a size() that succeeds). Another thing under that name hides nothing.
-std::uint64_t retirement_mark(backend& st, const std::string& job, std::uint64_t bucket,
-                              const std::vector<std::string>& names)
+// A bucket's marks among its names: the highest retirement mark (0: none)
+// and the versions removed, each counted only as what retention or
+// `iofwd rm` writes: an empty object the store takes as the user's own (a
+// size() that succeeds). Another thing under such a name hides nothing.
+bucket_marks read_marks(backend& st, const std::string& job, std::uint64_t bucket,
+                        const std::vector<std::string>& names)
 {
-    std::uint64_t retired = 0;
-    for (const auto& n : names)
-        if (const auto upto = parse_bucket_retired(n); upto && *upto > retired) {
-            std::uint64_t size = 1;
-            if (!st.size(bucket_retired_object(job, bucket, *upto), size) && size == 0)
-                retired = *upto;
-        }
-    return retired;
+    bucket_marks marks;
+    const auto empty = [&](const std::string& object) {
+        std::uint64_t size = 1;
+        return !st.size(object, size) && size == 0;
+    };
+    for (const auto& n : names) {
+        if (const auto upto = parse_bucket_retired(n);
+            upto && *upto > marks.retired && empty(bucket_retired_object(job, bucket, *upto)))
+            marks.retired = *upto;
+        if (const auto v = parse_bucket_removed(n);
+            v && empty(bucket_removed_object(job, bucket, *v)))
+            marks.removed.push_back(*v);
+    }
+    std::sort(marks.removed.begin(), marks.removed.end());
+    return marks;
 }
 
 // The last versions a bucket's records are named by, newest first; and
-// the highest of its retention marks (0: none).
+// its marks.
 std::error_code bucket_records(backend& st, const std::string& job, std::uint64_t bucket,
-                               std::vector<std::uint64_t>& out, std::uint64_t& retired,
+                               std::vector<std::uint64_t>& out, bucket_marks& marks,
                                std::string& why)
 {
     std::vector<std::string> names;
@@ -91,7 +99,7 @@ std::error_code bucket_records(backend& st, const std::string& job, std::uint64_
         if (const auto last = parse_bucket_complete(n))
             out.push_back(*last);
     std::sort(out.rbegin(), out.rend());
-    retired = retirement_mark(st, job, bucket, names);
+    marks = read_marks(st, job, bucket, names);
     return {};
 }
 
@@ -99,8 +107,8 @@ std::error_code read_bucket(backend& st, const std::string& job, std::uint64_t b
                             bucket_record& out, std::string& why)
 {
     std::vector<std::uint64_t> records;
-    std::uint64_t retired = 0;
-    if (auto ec = bucket_records(st, job, bucket, records, retired, why))
+    bucket_marks marks;
+    if (auto ec = bucket_records(st, job, bucket, records, marks, why))
         return ec;
     if (records.empty())
         return make_error_code(errc::not_found);
@@ -113,7 +121,8 @@ std::error_code read_bucket(backend& st, const std::string& job, std::uint64_t b
         std::string reason;
         auto ec = read_bucket_record(st, job, bucket, last, out, reason);
         if (!ec) {
-            out.retired = retired;
+            out.retired = marks.retired;
+            out.removed = std::move(marks.removed);
             return {};
         }
         if (!first_ec) {
@@ -284,7 +293,7 @@ std::error_code read_pack(backend& st, const std::string& name, pack_index& out,
 
 std::error_code node_packs(backend& st, const std::string& job, std::uint64_t bucket,
                            const std::string& node, std::uint64_t first, std::uint64_t last,
-                           std::vector<node_pack>& out, std::string& why, std::uint64_t* retired)
+                           std::vector<node_pack>& out, std::string& why, bucket_marks* marks)
 {
     out.clear();
     std::vector<std::string> names;
@@ -293,8 +302,8 @@ std::error_code node_packs(backend& st, const std::string& job, std::uint64_t bu
         why = fmt::format("listing {}: {}", dir, failure(st, dir, ec));
         return ec;
     }
-    if (retired)
-        *retired = retirement_mark(st, job, bucket, names);
+    if (marks)
+        *marks = read_marks(st, job, bucket, names);
     for (const auto& n : names)
         if (const auto p = parse_pack_name(n);
             p && p->node == node && p->first <= last && first <= p->last)
@@ -317,12 +326,12 @@ std::error_code find_own_packed(backend& st, const std::string& job, std::uint64
     if (bucket == all.begin())
         return make_error_code(errc::not_found);
     std::vector<node_pack> packs;
-    std::uint64_t retired = 0;
+    bucket_marks marks;
     if (auto ec =
-            node_packs(st, job, *std::prev(bucket), node, version, version, packs, why, &retired))
+            node_packs(st, job, *std::prev(bucket), node, version, version, packs, why, &marks))
         return ec == errc::not_found ? make_error_code(errc::not_found) : ec;
-    if (version <= retired)
-        return make_error_code(errc::not_found);  // removed by retention
+    if (marks.hides(version))
+        return make_error_code(errc::not_found);  // removed by retention or rm
     for (const auto& pack : packs) {
         pack_index index;
         std::uint32_t index_crc = 0;
@@ -1205,9 +1214,9 @@ std::error_code damaged_bucket_records(backend& st, const std::string& job,
     out.clear();
     for (const auto bucket : all) {
         std::vector<std::uint64_t> records;
-        std::uint64_t retired = 0;
+        bucket_marks marks;
         std::string why;
-        if (auto ec = bucket_records(st, job, bucket, records, retired, why)) {
+        if (auto ec = bucket_records(st, job, bucket, records, marks, why)) {
             if (ec == errc::not_found)
                 continue;  // removed meanwhile
             return ec;
@@ -1299,15 +1308,11 @@ std::error_code remove_bucket(backend& st, const std::string& job, const bucket_
     return remove_dir(st, dir);
 }
 
-std::error_code remove_version(backend& st, const std::string& job, std::uint64_t version)
+namespace {
+
+// A version's COMPLETE record, arrivals, objects and directory.
+std::error_code remove_version_dir(backend& st, const std::string& job, std::uint64_t version)
 {
-    // A version a bucket holds goes only with its whole bucket
-    // (remove_bucket), never alone.
-    bool packed = false;
-    if (auto ec = in_bucket(st, job, version, packed))
-        return ec;  // cannot tell: a version in a pack may have a directory too
-    if (packed)
-        return std::make_error_code(std::errc::operation_not_supported);
     // COMPLETE goes first: a version half deleted is never taken as complete.
     const auto dir = version_dir(job, version);
     if (auto ec = st.remove(complete_object(job, version)); ec && ec != errc::not_found)
@@ -1325,6 +1330,43 @@ std::error_code remove_version(backend& st, const std::string& job, std::uint64_
         if (auto ec = st.remove_lazily(dir + "/" + n); ec && ec != errc::not_found)
             return ec;
     return remove_dir(st, dir);
+}
+
+}  // namespace
+
+std::error_code remove_version(backend& st, const std::string& job, std::uint64_t version)
+{
+    // A version a bucket holds goes by its mark (remove_packed_version) or
+    // with its whole bucket (remove_bucket).
+    bool packed = false;
+    if (auto ec = in_bucket(st, job, version, packed))
+        return ec;  // cannot tell: a version in a pack may have a directory too
+    if (packed)
+        return std::make_error_code(std::errc::operation_not_supported);
+    return remove_version_dir(st, job, version);
+}
+
+std::error_code remove_packed_version(backend& st, const std::string& job, std::uint64_t version)
+{
+    bucket_record rec;
+    std::string ignored;
+    if (auto ec = find_bucket(st, job, version, rec, ignored))
+        return ec;
+    // The mark first, durable (one already there, perhaps cut short by a
+    // crash before its directory was synced, is written again): from then
+    // on no reader takes the version, so what follows may stop anywhere.
+    const auto mark = bucket_removed_object(job, rec.bucket, version);
+    auto ec = st.put_new(mark, {});
+    if (ec == errc::exists)
+        ec = st.put(mark, {});
+    if (ec)
+        return ec;
+    // A node's part too large for a pack has its own directory (the record
+    // names its manifest): it goes now. The packs' bytes go with the bucket.
+    const bool own_dir = std::any_of(rec.parts.begin(), rec.parts.end(), [&](const auto& p) {
+        return p.manifest && p.first == version;
+    });
+    return own_dir ? remove_version_dir(st, job, version) : std::error_code{};
 }
 
 namespace {

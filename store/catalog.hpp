@@ -3,6 +3,7 @@
 // complete, reading and checking an object against its manifest, declaring a
 // version complete, and retention. Used by the daemon (commit, retention),
 // the client library (io_latest, io_read) and the verifier.
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -155,11 +156,21 @@ std::error_code try_complete(backend& st, const manifest& m, std::uint32_t manif
 std::error_code read_pack(backend& st, const std::string& name, pack_index& out,
                           std::uint32_t& index_crc, std::string& why);
 
+// What a bucket's marks hide: the versions up to retention's highest
+// RETIRED.v<N> (0: none), and each version of an `iofwd rm` REMOVED.v<N>.
+struct bucket_marks {
+    std::uint64_t retired = 0;
+    std::vector<std::uint64_t> removed;  // ascending
+    bool hides(std::uint64_t version) const
+    {
+        return version <= retired || std::binary_search(removed.begin(), removed.end(), version);
+    }
+};
+
 // Node `node`'s packs in bucket `bucket` of `job` that hold any version
 // from `first` to `last`, by their names (one listing): each pack's object
-// name and versions, ascending; with `retired`, the bucket's highest
-// retirement mark (0: none). not_found: the bucket's directory is not
-// there.
+// name and versions, ascending; with `marks`, the bucket's marks.
+// not_found: the bucket's directory is not there.
 struct node_pack {
     std::string name;
     std::uint64_t first = 0;
@@ -168,14 +179,15 @@ struct node_pack {
 std::error_code node_packs(backend& st, const std::string& job, std::uint64_t bucket,
                            const std::string& node, std::uint64_t first, std::uint64_t last,
                            std::vector<node_pack>& out, std::string& why,
-                           std::uint64_t* retired = nullptr);
+                           bucket_marks* marks = nullptr);
 
 // Where node `node`'s pack holds rank `rank`'s part of `version`, whether
 // or not a bucket's record completes the version yet, and the part's size
 // and crc32c by the pack's checked index: for a rank reading back a
 // version its daemon packed while the job's other nodes have not arrived.
 // Not a complete version: only the part's own writer may read it this way.
-// not_found when no pack of the node holds it, or retention retired it.
+// not_found when no pack of the node holds it, or retention or rm removed
+// it.
 // Cost: two listings (the job's buckets, the version's bucket) and the
 // pack's index.
 std::error_code find_own_packed(backend& st, const std::string& job, std::uint64_t version,
@@ -213,6 +225,15 @@ std::error_code try_complete_bucket(backend& st, const std::string& job, std::ui
 // (errc::operation_not_supported): it would go only with its bucket; and
 // so is any version when the buckets cannot be read.
 std::error_code remove_version(backend& st, const std::string& job, std::uint64_t version);
+
+// Removes one version a bucket's record completes (`iofwd rm`): the
+// bucket's mark REMOVED.v<N> first, durable, which every reader honours at
+// once (bucket_marks), then the version's own directory if a node's part
+// was too large for a pack. The packs keep its bytes until the whole
+// bucket goes (retention, gc). not_found when no bucket completes it.
+// Version numbers are never used again (a new run numbers after every
+// pack), so a mark never hides a later version.
+std::error_code remove_packed_version(backend& st, const std::string& job, std::uint64_t version);
 
 // How many complete versions of `job` are newer than `version` (0 when the
 // store cannot say).

@@ -75,6 +75,12 @@ std::string bucket_retired_object(const std::string& job, std::uint64_t bucket,
     return fmt::format("{}/{}.v{:08}", bucket_dir(job, bucket), retired_name, upto);
 }
 
+std::string bucket_removed_object(const std::string& job, std::uint64_t bucket,
+                                  std::uint64_t version)
+{
+    return fmt::format("{}/{}.v{:08}", bucket_dir(job, bucket), removed_name, version);
+}
+
 std::string bucket_arrivals_object(const std::string& job, std::uint64_t bucket)
 {
     return fmt::format("{}/{}", bucket_dir(job, bucket), arrivals_name);
@@ -137,6 +143,11 @@ std::optional<std::uint64_t> parse_bucket_complete(std::string_view name)
 std::optional<std::uint64_t> parse_bucket_retired(std::string_view name)
 {
     return headed_version(name, retired_name);
+}
+
+std::optional<std::uint64_t> parse_bucket_removed(std::string_view name)
+{
+    return headed_version(name, removed_name);
 }
 
 std::optional<pack_name> parse_pack_name(std::string_view name)

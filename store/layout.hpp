@@ -56,6 +56,9 @@ std::string bucket_complete_object(const std::string& job, std::uint64_t bucket,
 // `upto` are removed (catalog.hpp's prune_plan). Empty: the name says it.
 std::string bucket_retired_object(const std::string& job, std::uint64_t bucket,
                                   std::uint64_t upto);
+// `iofwd rm`'s mark in a bucket: its version `version` is removed. Empty.
+std::string bucket_removed_object(const std::string& job, std::uint64_t bucket,
+                                  std::uint64_t version);
 // The tally of the nodes' packs and manifests committed in a bucket
 // (backend::arrive; catalog.hpp's try_complete_bucket).
 std::string bucket_arrivals_object(const std::string& job, std::uint64_t bucket);
@@ -67,6 +70,7 @@ std::string report_object(const std::string& job, const std::string& key, const 
 inline constexpr const char* complete_name = "COMPLETE";
 inline constexpr const char* arrivals_name = "ARRIVED";
 inline constexpr const char* retired_name = "RETIRED";
+inline constexpr const char* removed_name = "REMOVED";
 inline constexpr const char* runs_dir = "runs";
 inline constexpr const char* packs_dir = "packs";
 inline constexpr const char* reports_dir = "reports";
@@ -81,6 +85,7 @@ std::optional<std::uint64_t> parse_bucket_dir(std::string_view name);
 // "COMPLETE.v00000070" -> 70; nullopt for anything else.
 std::optional<std::uint64_t> parse_bucket_complete(std::string_view name);
 std::optional<std::uint64_t> parse_bucket_retired(std::string_view name);
+std::optional<std::uint64_t> parse_bucket_removed(std::string_view name);
 // "nodeA.v00000065-00000070" -> the last version, 70; nullopt for anything
 // else. (Names are canonical: what the functions above write, nothing
 // else, so that no two names mean one thing.)

@@ -408,6 +408,7 @@ bool skipped(const bucket_record& b, std::uint64_t version)
 bool completes(const bucket_record& b, std::uint64_t version)
 {
     return b.first <= version && version <= b.last && version > b.retired &&
+           !std::binary_search(b.removed.begin(), b.removed.end(), version) &&
            !skipped(b, version);
 }
 

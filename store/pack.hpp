@@ -174,6 +174,9 @@ struct bucket_record {
     // retention (catalog.hpp's prune_plan), by the bucket's RETIRED.v<N>
     // object; 0: none.
     std::uint64_t retired = 0;
+    // Nor these: versions `iofwd rm` removed, by the bucket's REMOVED.v<N>
+    // objects (catalog.hpp's remove_packed_version), ascending.
+    std::vector<std::uint64_t> removed = {};
     bool operator==(const bucket_record&) const = default;
 };
 std::string format_bucket(const bucket_record& b);
@@ -185,7 +188,7 @@ const bucket_part* part_holding(const bucket_record& b, const std::string& node,
 // Whether some node skipped `version`: then it is not complete.
 bool skipped(const bucket_record& b, std::uint64_t version);
 // Whether the bucket completes `version`: in its record's span, not
-// skipped, not retired.
+// skipped, not retired, not removed.
 bool completes(const bucket_record& b, std::uint64_t version);
 
 }  // namespace iofwd::store

@@ -123,8 +123,8 @@ const std::vector<variable> table = {
      "that went through it in packs, one object per bucket of N versions\n"
      "instead of objects, a manifest and a COMPLETE record each; every version\n"
      "of the job then completes through its bucket's record. Not yet with\n"
-     "packs: `iofwd rm` of one version, an iofwd older than 2026-11-27 reading\n"
-     "the store (docs/small-versions.md). 0: off; the nodes of a run use the N\n"
+     "packs: an iofwd older than 2026-11-27 reading the store\n"
+     "(docs/small-versions.md). 0: off; the nodes of a run use the N\n"
      "of the first one to start it, other jobs set it alike on every node",
      "--pack-versions", "N"},
     {"IOFWD_PACK_WAIT", seconds, "0.02", 0, 60, {}, reader::daemon,

@@ -3,6 +3,7 @@
 // damaged pack or bucket record in words. The packs are built with the
 // pack writer (store/pack.hpp) and put in a real directory store.
 #include <catch2/catch.hpp>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -463,6 +464,125 @@ TEST_CASE("a bucket completes as far as every node's packs and manifests hold it
     CHECK(arrive(liar) == errc::corrupt);
     CHECK_THAT(why, Catch::Contains("arrived twice with different parts"));
     CHECK(complete_now() == list{3, 4, 5, 6});
+}
+
+TEST_CASE("rm takes one version out of its bucket by a mark every reader honours",
+          "[packed]")
+{
+    // Bucket 3 completes 3 to 6: 3-5 in both nodes' packs, 6 with na's
+    // part in its own directory (too large for a pack).
+    fresh_store fresh;
+    auto& st = *fresh.st;
+    std::string why;
+    std::uint64_t complete = 0;
+    REQUIRE_FALSE(try_complete_bucket(st, "job", 3, {"na", 2, 3, 5, put_pack(st, 3, "na", 3, 5)},
+                                      2, complete, why));
+    REQUIRE_FALSE(try_complete_bucket(st, "job", 3, {"nb", 1, 3, 6, put_pack(st, 3, "nb", 3, 6)},
+                                      2, complete, why));
+    manifest m6;
+    REQUIRE_FALSE(
+        try_complete_bucket(st, "job", 3, {"na", 2, 6, 6, put_own_part(st, 6, "na", m6), true}, 2,
+                            complete, why));
+    REQUIRE(complete == 6);
+    using list = std::vector<std::uint64_t>;
+    const auto complete_now = [&] {
+        list versions;
+        REQUIRE_FALSE(complete_versions(st, "job", versions));
+        return versions;
+    };
+    const auto bucket_names = [&] {
+        std::vector<std::string> names;
+        REQUIRE_FALSE(st.list(bucket_dir("job", 3) + "/", names));
+        return names;
+    };
+    const auto pack_size = [&] {
+        std::uint64_t size = 0;
+        REQUIRE_FALSE(st.size(pack_object("job", 3, "nb", 3, 6), size));
+        return size;
+    };
+    const auto nb_pack = pack_size();
+
+    SECTION("a packed version in the middle")
+    {
+        REQUIRE_FALSE(remove_packed_version(st, "job", 4));
+        CHECK(complete_now() == list{3, 5, 6});
+        bool yes = true;
+        REQUIRE_FALSE(committed(st, "job", 4, yes));
+        CHECK_FALSE(yes);
+        version_info info;
+        CHECK(load_version(st, "job", 4, info, why) == errc::not_found);
+        bool packed = true;
+        REQUIRE_FALSE(in_bucket(st, "job", 4, packed));
+        CHECK_FALSE(packed);
+        // Its writer's own read finds nothing either.
+        bytes_place at;
+        std::uint64_t size = 0;
+        std::uint32_t crc = 0;
+        CHECK(find_own_packed(st, "job", 4, "nb", 0, at, size, crc, why) == errc::not_found);
+        REQUIRE_FALSE(find_own_packed(st, "job", 5, "nb", 0, at, size, crc, why));
+        CHECK(size == bytes_of(5, "nb", 0).size());
+        for (const std::uint64_t v : {3, 5, 6})
+            check_reads(st, v);
+        std::uint64_t newest = 0;
+        std::string skipped;
+        REQUIRE_FALSE(latest(st, "job", true, newest, skipped, why));
+        CHECK(newest == 6);
+        verify_report report;
+        REQUIRE_FALSE(verify_job(st, "job", {}, {}, report, why));
+        CHECK(report.versions.size() == 3);
+        // The mark is an empty object; the packs keep their bytes.
+        std::uint64_t size_of_mark = 1;
+        REQUIRE_FALSE(st.size(bucket_removed_object("job", 3, 4), size_of_mark));
+        CHECK(size_of_mark == 0);
+        CHECK(pack_size() == nb_pack);
+        // Again: the version is no longer there.
+        CHECK(remove_packed_version(st, "job", 4) == errc::not_found);
+    }
+    SECTION("the newest, whose node's part has its own directory")
+    {
+        REQUIRE(std::filesystem::exists(fresh.tmp / "store/job/v00000006"));
+        REQUIRE_FALSE(remove_packed_version(st, "job", 6));
+        CHECK(complete_now() == list{3, 4, 5});
+        CHECK_FALSE(std::filesystem::exists(fresh.tmp / "store/job/v00000006"));
+        std::uint64_t newest = 0;
+        std::string skipped;
+        REQUIRE_FALSE(latest(st, "job", true, newest, skipped, why));
+        CHECK(newest == 5);
+        // A later arrival rewrites the record; the mark still holds.
+        REQUIRE_FALSE(try_complete_bucket(st, "job", 3, {"na", 2, 7, 7, put_pack(st, 3, "na", 7, 7)},
+                                          2, complete, why));
+        REQUIRE_FALSE(try_complete_bucket(st, "job", 3, {"nb", 1, 7, 7, put_pack(st, 3, "nb", 7, 7)},
+                                          2, complete, why));
+        CHECK(complete == 7);
+        CHECK(complete_now() == list{3, 4, 5, 7});
+    }
+    SECTION("a mark that is not empty, or not an object, hides nothing")
+    {
+        put_text(st, bucket_removed_object("job", 3, 4), "x");
+        std::filesystem::create_directory(fresh.tmp / "store/job/packs/b00000003/REMOVED.v00000005");
+        CHECK(complete_now() == list{3, 4, 5, 6});
+    }
+    SECTION("retention and the bucket's removal take the marks along")
+    {
+        REQUIRE_FALSE(remove_packed_version(st, "job", 5));
+        std::vector<std::uint64_t> removed;
+        std::vector<std::uint64_t> doomed;
+        std::vector<bucket_span> doomed_buckets;
+        retirement retire;
+        // Keep 1: 3 and 4 go by retention's mark, which reaches 5, gone already.
+        REQUIRE_FALSE(prune_plan(st, "job", 1, UINT64_MAX, doomed, doomed_buckets, retire));
+        CHECK(doomed == list{3, 4});
+        REQUIRE_FALSE(prune_exactly(st, "job", doomed, doomed_buckets, retire, removed));
+        CHECK(complete_now() == list{6});
+        const auto names = bucket_names();
+        CHECK(std::count(names.begin(), names.end(), "REMOVED.v00000005") == 1);
+        INFO(fmt::format("{}", fmt::join(names, " ")));
+        CHECK(std::count(names.begin(), names.end(), "RETIRED.v00000005") == 1);
+        bool gone = false;
+        REQUIRE_FALSE(remove_bucket(st, "job", {3, UINT64_MAX}, gone));
+        CHECK(complete_now().empty());
+        CHECK_FALSE(std::filesystem::exists(fresh.tmp / "store/job/packs/b00000003"));
+    }
 }
 
 TEST_CASE("a version a node skipped is not complete, and the bucket goes on past it",

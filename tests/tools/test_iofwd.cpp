@@ -314,30 +314,27 @@ TEST_CASE("a version in a pack: ls, verify, cat and restore read it; rm refuses 
                                    "v00000001", "v00000004"});
 
     CHECK(run_iofwd(c, {"rm", "itest", "4"}).code == 0);
-    auto rm = run_iofwd(c, {"rm", "itest", "3"});
-    CHECK(rm.code == 3);
-    CHECK(rm.err == "iofwd rm: not removing version 3 of job itest: it belongs to a bucket of "
-                    "packs (itest/packs, written with IOFWD_PACK_VERSIONS), which goes only "
-                    "whole, and rm cannot take one version out of a bucket yet (iofwd keep "
-                    "removes or retires older versions)\n");
-    CHECK(read_file(c.store() + "/" + pack_name).size() == pack.size());
-    // Refused before anything goes: version 1, in its own directory, stays.
-    auto rm_both = run_iofwd(c, {"rm", "itest", "1", "3"});
-    CHECK(rm_both.code == 3);
-    CHECK(rm_both.err.find("not removing version 3 of job itest") != std::string::npos);
-    CHECK(std::filesystem::exists(c.store() + "/itest/v00000001/COMPLETE"));
-
-    // keep 1: version 1 goes; 2 is retired, its bytes kept in the pack
-    // beside 3's while their bucket, the newest, stays.
-    auto keep = run_iofwd(c, {"keep", "itest", "1"});
-    CHECK(keep.code == 0);
-    CHECK(keep.out == "job itest: kept complete version 3; removed 1-2\n");
+    // A version in its own directory and a packed one at once: version 2
+    // goes by its bucket's mark, its bytes kept in the pack beside 3's.
+    auto rm = run_iofwd(c, {"rm", "itest", "1", "2"});
+    CHECK(rm.code == 0);
+    CHECK(rm.out == "removed version 1 of job itest\nremoved version 2 of job itest (from its "
+                    "bucket of packs: its bytes stay there until the whole bucket goes)\n");
     CHECK_FALSE(std::filesystem::exists(c.store() + "/itest/v00000001"));
+    CHECK(std::filesystem::exists(c.store() + "/itest/packs/b00000002/REMOVED.v00000002"));
     CHECK(read_file(c.store() + "/" + pack_name).size() == pack.size());
     auto gone = run_iofwd(c, {"cat", "itest", "2", "0"});
     CHECK(gone.code == 2);
     CHECK(gone.err == "iofwd cat: version 2 of job itest is not in directory " + c.store() +
                           " (its versions: 3)\n");
+    auto again = run_iofwd(c, {"rm", "itest", "2"});
+    CHECK(again.code == 2);
+    CHECK(again.err.find("version 2 of job itest") != std::string::npos);
+    auto listed = run_iofwd(c, {"ls", "itest", "--json"});
+    CHECK(py(c, listed.out, "[v['version'] for v in d['versions']]") == "[3]\n");
+    auto keep = run_iofwd(c, {"keep", "itest", "1"});
+    CHECK(keep.code == 0);
+    CHECK(keep.out == "job itest: kept complete version 3; removed none\n");
 
     // A changed byte in version 3's rank 0, inside the pack: that part only.
     const auto part3 = std::string(reinterpret_cast<const char*>(pack.data()), pack.size())

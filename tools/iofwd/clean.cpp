@@ -65,29 +65,33 @@ std::string journals_hold(const std::vector<std::string>& nodes)
                : fmt::format("the journals of nodes {} hold", fmt::join(nodes, ", "));
 }
 
-void remove_versions(store::backend& st, const std::string& job,
-                     const std::vector<std::uint64_t>& versions)
+// Removes `versions`; returns those a bucket of packs completed (their
+// bytes stay in its packs until the whole bucket goes).
+std::vector<std::uint64_t> remove_versions(store::backend& st, const std::string& job,
+                                           const std::vector<std::uint64_t>& versions)
 {
-    // Versions in packs refused before anything is removed.
+    // Which are packed, all told before anything is removed.
+    std::vector<std::uint64_t> packed;
     for (const auto v : versions) {
-        bool packed = false;
-        if (auto ec = store::in_bucket(st, job, v, packed))
+        bool in = false;
+        if (auto ec = store::in_bucket(st, job, v, in))
             throw failure(damaged, fmt::format("cannot tell whether version {} of job {} is in a "
                                                "pack: {}",
                                                v, job, store::failure(st, job, ec)));
-        if (packed)
-            throw failure(refused, fmt::format("not removing version {} of job {}: it belongs "
-                                               "to a bucket of packs ({}/{}, written with "
-                                               "IOFWD_PACK_VERSIONS), which goes only whole, and "
-                                               "rm cannot take one version out of a bucket yet "
-                                               "(iofwd keep removes or retires older versions)",
-                                               v, job, job, store::packs_dir));
+        if (in)
+            packed.push_back(v);
     }
-    for (const auto v : versions)
-        if (auto ec = store::remove_version(st, job, v)) {
+    for (const auto v : versions) {
+        const bool in = std::find(packed.begin(), packed.end(), v) != packed.end();
+        if (auto ec = in ? store::remove_packed_version(st, job, v)
+                         : store::remove_version(st, job, v)) {
+            const auto where = in ? fmt::format("{}/{}", job, store::packs_dir)
+                                  : store::version_dir(job, v);
             throw failure(damaged, fmt::format("removing version {} of job {} failed: {}", v, job,
-                                               store::failure(st, store::version_dir(job, v), ec)));
+                                               store::failure(st, where, ec)));
         }
+    }
+    return packed;
 }
 
 int rm(const clean_args& a)
@@ -120,12 +124,19 @@ int rm(const clean_args& a)
                                            "--discard-journals {} drops them and removes it)",
                                            jv.version, a.job, journals_hold(jv.nodes), a.job));
     }
-    remove_versions(*st, a.job, versions);
+    const auto packed = remove_versions(*st, a.job, versions);
     if (a.store.json) {
-        print_json({{"store", st->location()}, {"job", a.job}, {"removed", versions}});
+        print_json({{"store", st->location()},
+                    {"job", a.job},
+                    {"removed", versions},
+                    {"removed_from_packs", packed}});
     } else {
         for (const auto v : versions)
-            fmt::print("removed version {} of job {}\n", v, a.job);
+            fmt::print("removed version {} of job {}{}\n", v, a.job,
+                       std::find(packed.begin(), packed.end(), v) == packed.end()
+                           ? ""
+                           : " (from its bucket of packs: its bytes stay there until the whole "
+                             "bucket goes)");
     }
     return ok;
 }
