@@ -941,12 +941,11 @@ std::error_code try_complete_bucket(backend& st, const std::string& job, std::ui
     }
     if (last < bucket)
         return {};
-    bucket_record existing;
-    std::string ignored;
-    if (!read_bucket(st, job, bucket, existing, ignored) && existing.last >= last) {
-        complete = existing.last;
-        return {};
-    }
+    // Written without looking at the records there: one of this name is
+    // the same record (the tally only grows, so whoever saw as far saw the
+    // same parts up to it), and one that says less than a newer record
+    // is passed over by readers. A listing of the bucket here would cost
+    // every arrival the bucket's every pack: O(nodes x packs) names each.
     bucket_record rec{job, bucket, bucket, last, nodes, {}};
     for (const auto& [node, list] : parts)
         for (const auto& p : list)

@@ -208,10 +208,10 @@ std::string bucket_member(const std::string& node, std::uint64_t first);
 // of as many already there is left alone). `complete` gives the last
 // version complete that this arrival found (0: none yet).
 // Cost per arrival: one arrival; from the round in which every node has
-// arrived on, a read of the tally, a listing of the bucket and a read of
-// its newest record too, and a record written when the versions complete
-// grew: with each node closing one pack
-// per bucket, O(1) per node and bucket, O(nodes) for the job.
+// arrived on, a read of the tally too (its every arrival: O(nodes) with one
+// pack per node and bucket) and a record written (created only when no
+// record of its name is there, so the record of as many is left alone):
+// O(1) store operations per node and bucket, O(nodes) for the job.
 std::error_code try_complete_bucket(backend& st, const std::string& job, std::uint64_t bucket,
                                     const bucket_part& part, std::uint32_t nodes,
                                     std::uint64_t& complete, std::string& why);
