@@ -191,9 +191,19 @@ std::error_code job::recover_journal(const std::string& job, std::uint64_t& last
                               store::failure(store_, job, ec));
             return ec;
         }
+        // Versions iofwd rm took out of their buckets are not committed
+        // again (looked for only when a packed record is there).
+        std::vector<std::uint64_t> removed;
+        if (std::any_of(records.begin(), records.end(), [](const auto& r) { return r.bucket; }))
+            if (auto ec = store::removed_versions(store_, job, removed);
+                ec && ec != errc::not_found) {
+                why = fmt::format("cannot list the packs of job {} in {}: {}", job,
+                                  store_.describe(), store::failure(store_, job, ec));
+                return ec;
+            }
         unsigned restored = 0;
         for (auto& r : records) {
-            const auto standing = store::standing(r, job, opts_.node, complete);
+            const auto standing = store::standing(r, job, opts_.node, complete, removed);
             if (standing == store::record_standing::foreign) {
                 log_warn("node {}'s journal of job '{}' holds a record of job '{}' node {} "
                          "version {} (a copied file?): ignored",

@@ -941,11 +941,15 @@ std::error_code try_complete_bucket(backend& st, const std::string& job, std::ui
     }
     if (last < bucket)
         return {};
-    // Written without looking at the records there: one of this name is
-    // the same record (the tally only grows, so whoever saw as far saw the
-    // same parts up to it), and one that says less than a newer record
-    // is passed over by readers. A listing of the bucket here would cost
-    // every arrival the bucket's every pack: O(nodes x packs) names each.
+    // A record of this name is the same record (the tally only grows, so
+    // whoever saw as far saw the same parts up to it): one look at its
+    // size, not a listing of the bucket, which would cost every arrival
+    // the bucket's every pack (O(nodes x packs) names). One that says less
+    // than a newer record is passed over by readers.
+    if (std::uint64_t size = 0; !st.size(bucket_complete_object(job, bucket, last), size)) {
+        complete = last;
+        return {};
+    }
     bucket_record rec{job, bucket, bucket, last, nodes, {}};
     for (const auto& [node, list] : parts)
         for (const auto& p : list)
@@ -1345,6 +1349,27 @@ std::error_code remove_version(backend& st, const std::string& job, std::uint64_
     return remove_version_dir(st, job, version);
 }
 
+std::error_code removed_versions(backend& st, const std::string& job,
+                                 std::vector<std::uint64_t>& out)
+{
+    out.clear();
+    std::vector<std::uint64_t> all;
+    if (auto ec = buckets(st, job, all))
+        return ec;
+    for (const auto bucket : all) {
+        std::vector<std::string> names;
+        if (auto ec = st.list(bucket_dir(job, bucket) + "/", names)) {
+            if (ec == errc::not_found)
+                continue;  // removed meanwhile
+            return ec;
+        }
+        const auto marks = read_marks(st, job, bucket, names);
+        out.insert(out.end(), marks.removed.begin(), marks.removed.end());
+    }
+    std::sort(out.begin(), out.end());
+    return {};
+}
+
 std::error_code remove_packed_version(backend& st, const std::string& job, std::uint64_t version)
 {
     bucket_record rec;
@@ -1460,6 +1485,19 @@ std::error_code join_run(backend& st, const std::string& job, const std::string&
                                   run, job, node, name);
                 return make_error_code(errc::exists);
             }
+        }
+        // Or its pack: the run's bucket begins at its first version. (Its
+        // numbers used again would meet the old run's packs, and any mark
+        // iofwd rm left of them.)
+        std::vector<node_pack> packs;
+        std::string ignored;
+        if (!node_packs(st, job, rec.first_version, node, rec.first_version, rec.first_version,
+                        packs, ignored) &&
+            !packs.empty()) {
+            why = fmt::format("run {} of job {} was already written by node {} ({}); each "
+                              "run needs a name of its own (IOFWD_RUN)",
+                              run, job, node, packs.front().name);
+            return make_error_code(errc::exists);
         }
     }
     out = std::move(rec);

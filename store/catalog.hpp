@@ -209,9 +209,10 @@ std::string bucket_member(const std::string& node, std::uint64_t first);
 // version complete that this arrival found (0: none yet).
 // Cost per arrival: one arrival; from the round in which every node has
 // arrived on, a read of the tally too (its every arrival: O(nodes) with one
-// pack per node and bucket) and a record written (created only when no
-// record of its name is there, so the record of as many is left alone):
-// O(1) store operations per node and bucket, O(nodes) for the job.
+// pack per node and bucket) and a look at the size of the record it would
+// write, written only when none of its name is there (when the versions
+// complete grew): O(1) store operations per node and bucket, O(nodes) for
+// the job.
 std::error_code try_complete_bucket(backend& st, const std::string& job, std::uint64_t bucket,
                                     const bucket_part& part, std::uint32_t nodes,
                                     std::uint64_t& complete, std::string& why);
@@ -234,6 +235,12 @@ std::error_code remove_version(backend& st, const std::string& job, std::uint64_
 // Version numbers are never used again (a new run numbers after every
 // pack), so a mark never hides a later version.
 std::error_code remove_packed_version(backend& st, const std::string& job, std::uint64_t version);
+// The versions remove_packed_version took out of the job's buckets,
+// ascending: settled for a claim that finds their records in a journal
+// (journal.hpp's standing), never committed again. Cost: a listing per
+// bucket.
+std::error_code removed_versions(backend& st, const std::string& job,
+                                 std::vector<std::uint64_t>& out);
 
 // How many complete versions of `job` are newer than `version` (0 when the
 // store cannot say).

@@ -354,6 +354,11 @@ std::error_code journaled_versions(backend& st, const std::string& job,
         why = fmt::format("cannot list job {}: {}", job, failure(st, job, ec));
         return ec;
     }
+    std::vector<std::uint64_t> removed;  // by iofwd rm from their buckets
+    if (auto ec = removed_versions(st, job, removed); ec && ec != errc::not_found) {
+        why = fmt::format("cannot list the packs of job {}: {}", job, failure(st, job, ec));
+        return ec;
+    }
     std::map<std::uint64_t, journaled_version> found;
     for (const auto& node : nodes) {
         std::vector<journal::record> records;
@@ -373,7 +378,7 @@ std::error_code journaled_versions(backend& st, const std::string& job,
         };
         std::map<std::uint64_t, held> mine;
         for (const auto& r : records)
-            if (standing(r, job, node, complete) == record_standing::pending) {
+            if (standing(r, job, node, complete, removed) == record_standing::pending) {
                 auto& h = mine[r.version];
                 h.consistent = h.ranks.empty() || (h.consistent && h.of == r.ranks &&
                                                    h.nodes == r.nodes && h.bucket == r.bucket);

@@ -342,7 +342,8 @@ std::error_code journal::append(const origin& o, std::span<const std::byte> data
 }
 
 record_standing standing(const journal::record& r, std::string_view job, std::string_view node,
-                         std::span<const std::uint64_t> complete)
+                         std::span<const std::uint64_t> complete,
+                         std::span<const std::uint64_t> removed)
 {
     // A packed record's bucket holds its version (a bucket spans fewer than
     // bucket_max_versions): one that does not is not a record a daemon
@@ -358,8 +359,9 @@ record_standing standing(const journal::record& r, std::string_view job, std::st
     // it when newer versions of another bucket are complete (versions
     // become whole out of order).
     const bool settled =
-        r.bucket ? r.version < oldest || std::binary_search(complete.begin(), complete.end(),
-                                                            r.version)
+        r.bucket ? r.version < oldest ||
+                       std::binary_search(complete.begin(), complete.end(), r.version) ||
+                       std::binary_search(removed.begin(), removed.end(), r.version)
                  : r.version <= newest;
     return settled ? record_standing::settled : record_standing::pending;
 }

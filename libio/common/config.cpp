@@ -130,12 +130,13 @@ const std::vector<variable> table = {
     {"IOFWD_PACK_WAIT", seconds, "0.02", 0, 60, {}, reader::daemon,
      "with IOFWD_PACK_VERSIONS, how long the node's batch of versions waits\n"
      "for the next version before its pack is written: a version completes\n"
-     "job-wide (io_latest finds it) at most this much later; longer batches\n"
-     "more versions per pack (and IOFWD_PACK_AGE bounds the whole wait)",
+     "job-wide (io_latest finds it) this much after the node's last one, or\n"
+     "when its bucket is full, or IOFWD_PACK_AGE after the batch's first;\n"
+     "longer batches more versions per pack",
      "--pack-wait", "SECONDS"},
     {"IOFWD_PACK_AGE", seconds, "1", 0, 600, {}, reader::daemon,
      "with IOFWD_PACK_VERSIONS, the longest a batch waits from its first\n"
-     "version (or IOFWD_PACK_WAIT, if that is longer): versions that come\n"
+     "version (never less than IOFWD_PACK_WAIT): versions that come\n"
      "faster than IOFWD_PACK_WAIT still complete job-wide this soon, not\n"
      "when their bucket is full",
      "--pack-age", "SECONDS"},

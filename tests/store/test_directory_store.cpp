@@ -554,6 +554,12 @@ TEST_CASE("every node of a run gets the first version of its record", "[store]")
     // A node that already wrote into the run: the name was used twice.
     CHECK(store::join_run(*st, "job", "run-1", 2, "nodeA", 6, 0, b, why) == errc::exists);
     CHECK(why.find("already written by node nodeA") != std::string::npos);
+    // Node B's versions went into a pack of the run's bucket (4): its
+    // name used again is refused too, by the pack's name.
+    REQUIRE_FALSE(st->put(store::pack_object("job", 4, "nodeB", 4, 5), std::as_bytes(std::span(x))));
+    CHECK(store::join_run(*st, "job", "run-1", 2, "nodeB", 6, 0, b, why) == errc::exists);
+    CHECK(why == "run run-1 of job job was already written by node nodeB (job/packs/b00000004/"
+                 "nodeB.v00000004-00000005); each run needs a name of its own (IOFWD_RUN)");
     // Another number of nodes.
     CHECK(store::join_run(*st, "job", "run-1", 3, "nodeC", 6, 0, b, why) == errc::rank_mismatch);
     CHECK(why.find("2 nodes") != std::string::npos);

@@ -223,7 +223,7 @@ TEST_CASE("restore and cat: the bytes written, checked; damage refused", "[tools
     CHECK(bad_cat.err.find("iofwd cat: itest/v00000002/nodeA.r0001 is damaged") == 0);
 }
 
-TEST_CASE("a version in a pack: ls, verify, cat and restore read it; rm refuses it",
+TEST_CASE("a version in a pack: ls, verify, cat and restore read it; rm removes it",
           "[tools][packed]")
 {
     // Version 1 by a real run; versions 2 and 3 of the same two ranks put in
@@ -318,8 +318,8 @@ TEST_CASE("a version in a pack: ls, verify, cat and restore read it; rm refuses 
     // goes by its bucket's mark, its bytes kept in the pack beside 3's.
     auto rm = run_iofwd(c, {"rm", "itest", "1", "2"});
     CHECK(rm.code == 0);
-    CHECK(rm.out == "removed version 1 of job itest\nremoved version 2 of job itest (from its "
-                    "bucket of packs: its bytes stay there until the whole bucket goes)\n");
+    CHECK(rm.out == "removed version 1 of job itest\nremoved version 2 of job itest (out of its "
+                    "bucket of packs: what the packs hold of it goes with the whole bucket)\n");
     CHECK_FALSE(std::filesystem::exists(c.store() + "/itest/v00000001"));
     CHECK(std::filesystem::exists(c.store() + "/itest/packs/b00000002/REMOVED.v00000002"));
     CHECK(read_file(c.store() + "/" + pack_name).size() == pack.size());
@@ -783,6 +783,66 @@ TEST_CASE("keep retires a kept bucket's older versions while a live daemon write
           "[4, 5, 6]\n");
     std::string out;
     CHECK(c.verify(3, 2, out) == 0);
+}
+
+TEST_CASE("a version rm took out of its bucket is not committed again from the journal",
+          "[tools][rm-packed]")
+{
+    // Two ranks write versions 2-4 in packs of bucket 2 and wait at a gate;
+    // the daemon is killed then, so their records stay in the node's
+    // journal (a daemon that exits starts it over). rm takes the newest, 4,
+    // out of the bucket. The next daemon's claim replays the journal:
+    // version 4's records are settled by the mark, not packed again, and
+    // the restart reads version 3.
+    cluster c;
+    c.packed(64);
+    fill_journal(c, 2);
+    const std::string late = gate(c, "late");
+    const std::string bucket = c.store() + "/itest/packs/b00000002";
+    {
+        auto r0 = c.rank(0, 2, {"--size", "5000", "--versions", "4", "--gate-at", "3", late},
+                         small_journal);
+        auto r1 = c.rank(1, 2, {"--size", "5000", "--versions", "4", "--gate-at", "3", late},
+                         small_journal);
+        const bool ready = wait_until([&] {
+            return has_line(r0, "gated 3") && has_line(r1, "gated 3") &&
+                   exists(bucket + "/COMPLETE.v00000004");
+        }, 60s);
+        INFO("rank 0:\n" << r0.output() << "rank 1:\n" << r1.output() << "log:\n" << c.log());
+        REQUIRE(ready);
+        const auto pids = daemon_pids(c.log());
+        REQUIRE(pids.size() == 2);
+        REQUIRE(::kill(pids[1], SIGKILL) == 0);
+        for (auto* r : {&r0, &r1}) {
+            r->signal(SIGKILL);
+            REQUIRE(r->wait(10s).has_value());
+        }
+        REQUIRE(wait_until([&] { return ::kill(pids[1], 0) != 0; }, 10s));
+    }
+    auto rm = run_iofwd(c, {"rm", "itest", "4"});
+    CHECK(rm.code == 0);
+    CHECK(rm.out == "removed version 4 of job itest (out of its bucket of packs: what the packs "
+                    "hold of it goes with the whole bucket)\n");
+    const auto before = c.log().size();
+
+    auto r0 = c.rank(0, 2, {"--size", "5000", "--versions", "0", "--restart"}, small_journal);
+    auto r1 = c.rank(1, 2, {"--size", "5000", "--versions", "0", "--restart"}, small_journal);
+    for (auto* r : {&r0, &r1}) {
+        const auto st = r->wait(60s);
+        INFO("rank:\n" << r->output() << "log:\n" << c.log());
+        REQUIRE(st.has_value());
+        CHECK(exit_code(*st) == 0);
+    }
+    CHECK(has_line(r0, "restart 0 3 1"));
+    CHECK(has_line(r1, "restart 0 3 1"));
+    const auto after = c.log().substr(before);
+    INFO("the next daemon's log:\n" << after);
+    CHECK(after.find("from the node's journal") == std::string::npos);
+    CHECK(after.find("version 4") == std::string::npos);
+    auto ls = run_iofwd(c, {"ls", "itest", "--json"});
+    CHECK(py(c, ls.out, "[v['version'] for v in d['versions'] if v['state'] == 'complete']") ==
+          "[1, 2, 3]\n");
+    CHECK(exists(bucket + "/REMOVED.v00000004"));
 }
 
 TEST_CASE("every bad argument: a sentence and exit status 2", "[tools][args]")

@@ -135,8 +135,8 @@ int rm(const clean_args& a)
             fmt::print("removed version {} of job {}{}\n", v, a.job,
                        std::find(packed.begin(), packed.end(), v) == packed.end()
                            ? ""
-                           : " (from its bucket of packs: its bytes stay there until the whole "
-                             "bucket goes)");
+                           : " (out of its bucket of packs: what the packs hold of it goes "
+                             "with the whole bucket)");
     }
     return ok;
 }
