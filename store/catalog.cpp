@@ -83,6 +83,17 @@ bucket_marks read_marks(backend& st, const std::string& job, std::uint64_t bucke
     return marks;
 }
 
+// Writes mark `name` (an empty object) durably. One there already (another
+// writer's, or one a crash cut short before its directory was synced) is
+// written again: what the mark allows goes only once it is durable.
+std::error_code put_mark(backend& st, const std::string& name)
+{
+    auto ec = st.put_new(name, {});
+    if (ec == errc::exists)
+        ec = st.put(name, {});
+    return ec;
+}
+
 // The last versions a bucket's records are named by, newest first; and
 // its marks.
 std::error_code bucket_records(backend& st, const std::string& job, std::uint64_t bucket,
@@ -1059,14 +1070,8 @@ std::error_code prune_exactly(backend& st, const std::string& job,
     if (retire.bucket) {
         if (any && pause && pause())
             return std::make_error_code(std::errc::operation_canceled);
-        // One there already (another pruner's, or one a crash cut short
-        // before its directory was synced) is written again: the
-        // directories below go only once the mark is durable.
-        const auto mark = bucket_retired_object(job, retire.bucket, retire.upto);
-        auto ec = st.put_new(mark, {});
-        if (ec == errc::exists)
-            ec = st.put(mark, {});
-        if (ec)
+        // The directories below go only once the mark is durable.
+        if (auto ec = put_mark(st, bucket_retired_object(job, retire.bucket, retire.upto)))
             return ec;
         // Gone from every listing now, also if what follows stops.
         for (const auto v : doomed)
@@ -1357,13 +1362,14 @@ std::error_code removed_versions(backend& st, const std::string& job,
     if (auto ec = buckets(st, job, all))
         return ec;
     for (const auto bucket : all) {
-        std::vector<std::string> names;
-        if (auto ec = st.list(bucket_dir(job, bucket) + "/", names)) {
+        std::vector<std::uint64_t> records;
+        bucket_marks marks;
+        std::string ignored;
+        if (auto ec = bucket_records(st, job, bucket, records, marks, ignored)) {
             if (ec == errc::not_found)
                 continue;  // removed meanwhile
             return ec;
         }
-        const auto marks = read_marks(st, job, bucket, names);
         out.insert(out.end(), marks.removed.begin(), marks.removed.end());
     }
     std::sort(out.begin(), out.end());
@@ -1376,14 +1382,9 @@ std::error_code remove_packed_version(backend& st, const std::string& job, std::
     std::string ignored;
     if (auto ec = find_bucket(st, job, version, rec, ignored))
         return ec;
-    // The mark first, durable (one already there, perhaps cut short by a
-    // crash before its directory was synced, is written again): from then
-    // on no reader takes the version, so what follows may stop anywhere.
-    const auto mark = bucket_removed_object(job, rec.bucket, version);
-    auto ec = st.put_new(mark, {});
-    if (ec == errc::exists)
-        ec = st.put(mark, {});
-    if (ec)
+    // The mark first, durable: from then on no reader takes the version,
+    // so what follows may stop anywhere.
+    if (auto ec = put_mark(st, bucket_removed_object(job, rec.bucket, version)))
         return ec;
     // A node's part too large for a pack has its own directory (the record
     // names its manifest): it goes now. The packs' bytes go with the bucket.
@@ -1475,28 +1476,27 @@ std::error_code join_run(backend& st, const std::string& job, const std::string&
     if (!created) {
         // A run name used by an earlier run: this node's objects are there
         // already. Two looks, not a listing of the version (which holds
-        // every node's objects by the time late nodes start).
+        // every node's objects by the time late nodes start); or its pack,
+        // in the bucket that begins at the run's first version (its numbers
+        // used again would meet the old run's packs, and any mark iofwd rm
+        // left of them).
+        std::string found;
         for (const auto& name : {manifest_object(job, rec.first_version, node),
-                                 data_object(job, rec.first_version, node, 0)}) {
-            std::uint64_t size = 0;
-            if (!st.size(name, size)) {
-                why = fmt::format("run {} of job {} was already written by node {} ({}); each "
-                                  "run needs a name of its own (IOFWD_RUN)",
-                                  run, job, node, name);
-                return make_error_code(errc::exists);
-            }
+                                 data_object(job, rec.first_version, node, 0)})
+            if (std::uint64_t size = 0; found.empty() && !st.size(name, size))
+                found = name;
+        if (found.empty()) {
+            std::vector<node_pack> packs;
+            std::string ignored;
+            if (!node_packs(st, job, rec.first_version, node, rec.first_version,
+                            rec.first_version, packs, ignored) &&
+                !packs.empty())
+                found = packs.front().name;
         }
-        // Or its pack: the run's bucket begins at its first version. (Its
-        // numbers used again would meet the old run's packs, and any mark
-        // iofwd rm left of them.)
-        std::vector<node_pack> packs;
-        std::string ignored;
-        if (!node_packs(st, job, rec.first_version, node, rec.first_version, rec.first_version,
-                        packs, ignored) &&
-            !packs.empty()) {
+        if (!found.empty()) {
             why = fmt::format("run {} of job {} was already written by node {} ({}); each "
                               "run needs a name of its own (IOFWD_RUN)",
-                              run, job, node, packs.front().name);
+                              run, job, node, found);
             return make_error_code(errc::exists);
         }
     }
