@@ -11,9 +11,10 @@
 # each N the job runs twice, with 1 and with 5 versions of 4 KiB per node;
 # the difference over 4 is what one version costs, the first run's setup
 # (claim, run record) taken out. Printed per version: all the nodes' store
-# operations together ("job"), the most one node did ("max node"), and the
-# names listings returned across the job ("listed"). The rados store needs
-# scripts/setup.sh --ceph; a throwaway cluster is started for it.
+# operations together ("job"), the most one node did ("max node"), the
+# names listings returned across the job ("listed") and the arrivals reads
+# of tallies returned ("tallied"). The rados store needs scripts/setup.sh
+# --ceph; a throwaway cluster is started for it.
 # Counts, not times: this machine's noise does not touch them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -109,8 +110,10 @@ for r in rows:
     runs[(r["store"], r["nodes"], r["versions"])].append(r["ops"])
 def total(nodes_ops, key=None):
     return sum((sum(o[k] for k in metadata) if key is None else o[key]) for o in nodes_ops)
-print("store operations per version (5 versions less 1, over 4); listed: names the listings returned")
+print("store operations per version (5 versions less 1, over 4); listed: names the listings "
+      "returned; tallied: arrivals the reads of tallies returned")
 print(f"{'store':6} {'nodes':>6} {'job':>9} {'per node':>9} {'max node':>9} {'listed':>9} "
+      f"{'tallied':>9} "
       f"{'reads':>8} {'stats':>8} {'lists':>7} {'objects':>8} {'arrives':>8}")
 out = []
 for (store, n, versions), five in sorted(runs.items()):
@@ -125,12 +128,13 @@ for (store, n, versions), five in sorted(runs.items()):
     base = total(one) / n
     worst = max(sum(o[k] for k in metadata) for o in five)
     row = dict(store=store, nodes=n, job=per(), per_node=per() / n, max_node=(worst - base) / 4,
-               listed=per("listed"), reads=per("reads"), stats=per("stats"), lists=per("lists"),
-               objects=per("commits"), arrives=per("arrives"))
+               listed=per("listed"), tallied=per("arrival_entries"), reads=per("reads"),
+               stats=per("stats"), lists=per("lists"), objects=per("commits"),
+               arrives=per("arrives"))
     out.append(row)
     print(f"{store:6} {n:6d} {row['job']:9.1f} {row['per_node']:9.2f} {row['max_node']:9.1f} "
-          f"{row['listed']:9.1f} {row['reads']:8.1f} {row['stats']:8.1f} {row['lists']:7.1f} "
-          f"{row['objects']:8.1f} {row['arrives']:8.1f}")
+          f"{row['listed']:9.1f} {row['tallied']:9.1f} {row['reads']:8.1f} {row['stats']:8.1f} "
+          f"{row['lists']:7.1f} {row['objects']:8.1f} {row['arrives']:8.1f}")
 if sys.argv[2]:
     with open(sys.argv[2], "w") as f:
         keys = list(out[0].keys()) if out else []

@@ -176,11 +176,28 @@ public:
     };
     virtual std::error_code arrive(const std::string& tally, const std::string& member,
                                    const std::string& note, std::uint64_t& count) = 0;
+    // arrive(), and the arrival counted also under each of the tally's keys
+    // `first` to `last` (the versions the arrival holds, say; at most
+    // max_keys of them): `most` is at least the highest of those keys'
+    // counts just after, so that whoever makes a key's count reach N knows
+    // N arrivals, perhaps all, came with it, without reading them. A
+    // member's keys are counted once however often it arrives. A backend
+    // that keeps no keys gives the tally's whole count, which is never
+    // lower: as sound, though every arrival from the Nth on then reads.
+    static constexpr std::uint64_t max_keys = 1u << 16;
+    virtual std::error_code arrive_keyed(const std::string& tally, const std::string& member,
+                                         const std::string& note, std::uint64_t first,
+                                         std::uint64_t last, std::uint64_t& most)
+    {
+        if (last < first || last - first >= max_keys)
+            return std::make_error_code(std::errc::invalid_argument);
+        return arrive(tally, member, note, most);
+    }
     // The arrivals, each member once, sorted by member (not_found: none
     // yet; errc::corrupt: a member that brought two notes, or a record
     // that is not one).
     virtual std::error_code arrivals(const std::string& tally, std::vector<arrival>& out) = 0;
-    // Removes a tally, like remove_lazily(): only ever with its version
+    // Removes a tally and its keys, like remove_lazily(): only ever with its version
     // (catalog.hpp's remove_version). One that is not there is no error.
     virtual std::error_code remove_arrivals(const std::string& tally) = 0;
 

@@ -750,17 +750,25 @@ std::error_code latest(backend& st, const std::string& job, bool verify, std::ui
 
 namespace {
 
-// Counts `member` in at `tally` with `note`; when the count reaches `nodes`
-// (perhaps the last of them: a count includes retried arrivals), reads who
-// arrived into `arrived`, else leaves it empty. `parts` names what a node
-// that arrives twice brought, for the message.
+// The versions an arrival holds, counted as the tally's keys.
+struct key_range {
+    std::uint64_t first = 0, last = 0;
+};
+
+// Counts `member` in at `tally` with `note` (and under `keys` when given);
+// when the count (a key's: backend::arrive_keyed) reaches `nodes` (perhaps
+// the last of them: a count includes retried arrivals), reads who arrived
+// into `arrived`, else leaves it empty. `parts` names what a node that
+// arrives twice brought, for the message.
 std::error_code arrive_and_look(backend& st, const std::string& tally, const std::string& member,
                                 const std::string& note, std::uint32_t nodes, const char* parts,
-                                std::vector<backend::arrival>& arrived, std::string& why)
+                                std::vector<backend::arrival>& arrived, std::string& why,
+                                const key_range* keys = nullptr)
 {
     arrived.clear();
     std::uint64_t count = 0;
-    if (auto ec = st.arrive(tally, member, note, count)) {
+    if (auto ec = keys ? st.arrive_keyed(tally, member, note, keys->first, keys->last, count)
+                       : st.arrive(tally, member, note, count)) {
         why = fmt::format("counting {} in at {}: {}", member, tally, failure(st, tally, ec));
         return ec;
     }
@@ -904,9 +912,14 @@ std::error_code try_complete_bucket(backend& st, const std::string& job, std::ui
                           backend::max_member - 16);
         return make_error_code(errc::invalid_argument);
     }
+    // Keyed by the versions it holds: whoever makes the count of one reach
+    // `nodes` reads the tally, once per version or so, not every arrival
+    // once `nodes` have come (with P parts a node, (nodes x P)^2 arrivals
+    // read per bucket).
     std::vector<backend::arrival> arrived;
+    const key_range keys{part.first, part.last};
     if (auto ec = arrive_and_look(st, tally, member, bucket_note(part), nodes, "parts", arrived,
-                                  why))
+                                  why, &keys))
         return ec;
     std::map<std::string, std::vector<bucket_part>> parts;
     for (const auto& a : arrived) {

@@ -207,12 +207,12 @@ std::string bucket_member(const std::string& node, std::uint64_t first);
 // writes the record of them, as a new object named by the last (a record
 // of as many already there is left alone). `complete` gives the last
 // version complete that this arrival found (0: none yet).
-// Cost per arrival: one arrival; from the round in which every node has
-// arrived on, a read of the tally too (its every arrival: O(nodes) with one
-// pack per node and bucket) and a look at the size of the record it would
-// write, written only when none of its name is there (when the versions
-// complete grew): O(1) store operations per node and bucket, O(nodes) for
-// the job.
+// Cost per arrival: one arrival, keyed by the versions the part holds
+// (backend::arrive_keyed); and for the arrival that makes some version's
+// count reach `nodes` (about one per version), a read of the tally (its
+// every arrival: O(nodes x parts per node)) and a look at the size of the
+// record it would write, written only when none of its name is there:
+// O(1) store operations per node and version, O(nodes) for the job.
 std::error_code try_complete_bucket(backend& st, const std::string& job, std::uint64_t bucket,
                                     const bucket_part& part, std::uint32_t nodes,
                                     std::uint64_t& complete, std::string& why);

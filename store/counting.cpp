@@ -66,7 +66,7 @@ op_counts counting_backend::counts() const noexcept
     };
     return {get(n_->created), get(n_->writes),  get(n_->commits),      get(n_->reads),
             get(n_->stats),   get(n_->lists),   get(n_->listed),       get(n_->removes),
-            get(n_->arrives), get(n_->arrival_reads), get(n_->claims)};
+            get(n_->arrives), get(n_->arrival_reads), get(n_->claims), get(n_->arrival_entries)};
 }
 
 std::error_code counting_backend::create(const std::string& name, std::uint64_t size,
@@ -152,10 +152,22 @@ std::error_code counting_backend::arrive(const std::string& tally, const std::st
     return inner_->arrive(tally, member, note, count);
 }
 
+std::error_code counting_backend::arrive_keyed(const std::string& tally,
+                                               const std::string& member, const std::string& note,
+                                               std::uint64_t first, std::uint64_t last,
+                                               std::uint64_t& most)
+{
+    bump(n_->arrives);
+    return inner_->arrive_keyed(tally, member, note, first, last, most);
+}
+
 std::error_code counting_backend::arrivals(const std::string& tally, std::vector<arrival>& out)
 {
     bump(n_->arrival_reads);
-    return inner_->arrivals(tally, out);
+    const auto ec = inner_->arrivals(tally, out);
+    if (!ec)
+        bump(n_->arrival_entries, out.size());
+    return ec;
 }
 
 std::error_code counting_backend::remove_arrivals(const std::string& tally)

@@ -13,7 +13,8 @@
 namespace iofwd::store {
 
 // Calls made, each counted once whatever it moved. `listed` is the number
-// of names the listings returned: what a listing costs grows with it.
+// of names the listings returned, `arrival_entries` the arrivals the reads
+// of tallies returned: what those cost grows with them.
 struct op_counts {
     std::uint64_t created = 0;   // objects started (create; put counts here too)
     std::uint64_t writes = 0;    // write_at and its kin, one per call
@@ -26,6 +27,7 @@ struct op_counts {
     std::uint64_t arrives = 0;
     std::uint64_t arrival_reads = 0;  // arrivals()
     std::uint64_t claims = 0;         // claim_job, claimants, leftovers (scans)
+    std::uint64_t arrival_entries = 0;  // the arrivals those reads returned
 
     // Everything but the data writes: the operations on names and small
     // objects whose number, not size, makes a commit slow at scale.
@@ -38,10 +40,12 @@ struct op_counts {
     bool operator==(const op_counts&) const = default;
 };
 
-// Every count by name, in the order a job's summary writes them.
+// Every count by name, in the order a job's summary writes them; one
+// `since` a later daemon may be missing from a summary (read as 0).
 struct op_field {
     const char* name;
     std::uint64_t op_counts::*count;
+    bool since = false;
 };
 inline constexpr op_field op_fields[] = {
     {"created", &op_counts::created}, {"writes", &op_counts::writes},
@@ -49,7 +53,7 @@ inline constexpr op_field op_fields[] = {
     {"stats", &op_counts::stats},     {"lists", &op_counts::lists},
     {"listed", &op_counts::listed},   {"removes", &op_counts::removes},
     {"arrives", &op_counts::arrives}, {"arrival_reads", &op_counts::arrival_reads},
-    {"claims", &op_counts::claims},
+    {"claims", &op_counts::claims},   {"arrival_entries", &op_counts::arrival_entries, true},
 };
 
 class counting_backend final : public backend {
@@ -91,6 +95,9 @@ public:
     }
     std::error_code arrive(const std::string& tally, const std::string& member,
                            const std::string& note, std::uint64_t& count) override;
+    std::error_code arrive_keyed(const std::string& tally, const std::string& member,
+                                 const std::string& note, std::uint64_t first,
+                                 std::uint64_t last, std::uint64_t& most) override;
     std::error_code arrivals(const std::string& tally, std::vector<arrival>& out) override;
     std::error_code remove_arrivals(const std::string& tally) override;
     std::string explain(const std::string& name) const override { return inner_->explain(name); }
@@ -98,7 +105,8 @@ public:
     // Shared with the writers it hands out (flusher threads write at once).
     struct counters {
         std::atomic<std::uint64_t> created{0}, writes{0}, commits{0}, reads{0}, stats{0},
-            lists{0}, listed{0}, removes{0}, arrives{0}, arrival_reads{0}, claims{0};
+            lists{0}, listed{0}, removes{0}, arrives{0}, arrival_reads{0}, claims{0},
+            arrival_entries{0};
     };
 
 private:

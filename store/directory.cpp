@@ -677,6 +677,41 @@ std::string tally_dir(const std::string& tally)
 }
 
 constexpr const char* tally_count = ".count";
+constexpr const char* tally_keys = ".keys";
+
+// Links `link` in `dir` to the counted file `counted` (made by whoever comes
+// first; nobody else can write to the directory, open_dir checked it, so
+// the name stays that file) and gives in `count` the links to it other
+// than its own name just after: every arrival before this one.
+std::error_code count_in(int dir, const std::string& counted, const std::string& link, bool group,
+                         std::uint64_t& count)
+{
+    unique_fd fd(::openat(dir, counted.c_str(),
+                          O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                          group ? 0640 : 0600));
+    if (!fd)
+        return errno == ELOOP ? make_error_code(errc::unsafe_path) : last_system_error();
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0)
+        return last_system_error();
+    if (!safe_file(st))
+        return make_error_code(errc::unsafe_path);
+    if (::linkat(dir, counted.c_str(), dir, link.c_str(), 0) != 0) {
+        if (errno != EEXIST)
+            return last_system_error();
+        // Arrived before (a retry): the same file, or not ours to count.
+        struct stat mine {};
+        if (::fstatat(dir, link.c_str(), &mine, AT_SYMLINK_NOFOLLOW) != 0)
+            return last_system_error();
+        if (mine.st_ino != st.st_ino || mine.st_dev != st.st_dev)
+            return make_error_code(errc::unsafe_path);
+    }
+    // After the link: its count includes every link made before it.
+    if (::fstat(fd.get(), &st) != 0)
+        return last_system_error();
+    count = st.st_nlink > 0 ? static_cast<std::uint64_t>(st.st_nlink) - 1 : 0;
+    return {};
+}
 
 }  // namespace
 
@@ -690,37 +725,58 @@ std::error_code directory_backend::arrive(const std::string& tally, const std::s
     unique_fd dir;
     if (auto ec = open_dir(tally_dir(tally), true, dir))
         return ec;
-    // Whoever comes first makes the counted file; nobody else can write to
-    // the directory (open_dir checked it), so the name stays that file.
-    unique_fd fd(::openat(dir.get(), tally_count,
-                          O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-                          group_ ? 0640 : 0600));
-    if (!fd)
-        return errno == ELOOP ? make_error_code(errc::unsafe_path) : last_system_error();
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0)
-        return last_system_error();
-    if (!safe_file(st))
-        return make_error_code(errc::unsafe_path);
-    if (::linkat(dir.get(), tally_count, dir.get(), link.c_str(), 0) != 0) {
-        if (errno != EEXIST)
-            return last_system_error();
-        // Arrived before (a retry): the same file, or not ours to count.
-        struct stat mine {};
-        if (::fstatat(dir.get(), link.c_str(), &mine, AT_SYMLINK_NOFOLLOW) != 0)
-            return last_system_error();
-        if (mine.st_ino != st.st_ino || mine.st_dev != st.st_dev)
-            return make_error_code(errc::unsafe_path);
-    }
-    // After the link: its count includes every link made before it.
-    if (::fstat(fd.get(), &st) != 0)
-        return last_system_error();
+    std::uint64_t n = 0;
+    if (auto ec = count_in(dir.get(), tally_count, link, group_, n))
+        return ec;
     // The arrival is durable before it is counted on: a node's arrival lost
     // to a power cut of the store's host would leave the count short for
     // good, and the version without its COMPLETE.
     if (auto ec = dirs_->sync(tally_dir(tally), dir.get()))
         return ec;
-    count = st.st_nlink > 0 ? static_cast<std::uint64_t>(st.st_nlink) - 1 : 0;
+    count = n;
+    return {};
+}
+
+std::error_code directory_backend::arrive_keyed(const std::string& tally,
+                                                const std::string& member,
+                                                const std::string& note, std::uint64_t first,
+                                                std::uint64_t last, std::uint64_t& most)
+{
+    std::string link;
+    if (!format_arrival(member, note, link) || components(tally).empty() || last < first ||
+        last - first >= max_keys)
+        return make_error_code(errc::invalid_argument);
+    const std::string rel = tally_dir(tally), keys_rel = rel + "/" + tally_keys;
+    unique_fd dir, keys;
+    if (auto ec = open_dir(rel, true, dir))
+        return ec;
+    if (auto ec = open_dir(keys_rel, true, keys))
+        return ec;
+    // The arrival first, then its keys: whoever sees a key's count reach N
+    // reads the arrivals of all N.
+    std::uint64_t all = 0, keyed = 0, n = 0;
+    if (auto ec = count_in(dir.get(), tally_count, link, group_, all))
+        return ec;
+    if (auto ec = count_in(keys.get(), "keyed", "keyed=" + member, group_, keyed))
+        return ec;
+    // Arrivals counted under no key (arrive(), or an iofwd from before the
+    // keys) may hold any version: with one, the whole count is the bound.
+    std::uint64_t highest = all > keyed ? all : 0;
+    for (std::uint64_t k = first;; ++k) {
+        if (auto ec = count_in(keys.get(), fmt::format("c{}", k), fmt::format("{}={}", k, member),
+                               group_, n))
+            return ec;
+        highest = std::max(highest, n);
+        if (k == last)
+            break;
+    }
+    // Durable before it is counted on, keys and all: a key short for good
+    // would keep whoever arrives last from ever reading.
+    if (auto ec = dirs_->sync(keys_rel, keys.get()))
+        return ec;
+    if (auto ec = dirs_->sync(rel, dir.get()))
+        return ec;
+    most = highest;
     return {};
 }
 
@@ -752,22 +808,28 @@ std::error_code directory_backend::remove_arrivals(const std::string& tally)
     if (components(tally).empty())
         return make_error_code(errc::invalid_argument);
     const std::string rel = tally_dir(tally);
-    unique_fd dir, listing;
-    if (auto ec = open_dir(rel, false, dir))
-        return ec == errc::not_found ? std::error_code() : ec;
-    listing.reset(::fcntl(dir.get(), F_DUPFD_CLOEXEC, 0));
-    std::vector<std::string> names;
-    if (!listing)
-        return last_system_error();
-    if (auto ec = read_names(std::move(listing), names, nullptr))
-        return ec;
+    // Its keys' directory first, then its own: each emptied, then removed.
     // No fsync: a tally half removed by a crash is removed again with its
     // version (backend.hpp).
-    for (const auto& n : names)
-        if (::unlinkat(dir.get(), n.c_str(), 0) != 0 && errno != ENOENT)
+    for (const auto& d : {rel + "/" + tally_keys, rel}) {
+        unique_fd dir, listing;
+        if (auto ec = open_dir(d, false, dir)) {
+            if (ec == errc::not_found)
+                continue;
+            return ec;
+        }
+        listing.reset(::fcntl(dir.get(), F_DUPFD_CLOEXEC, 0));
+        std::vector<std::string> names;
+        if (!listing)
             return last_system_error();
-    if (auto ec = remove_entry(rel, false); ec && ec != errc::not_found)
-        return ec;
+        if (auto ec = read_names(std::move(listing), names, nullptr))
+            return ec;
+        for (const auto& n : names)
+            if (n != tally_keys && ::unlinkat(dir.get(), n.c_str(), 0) != 0 && errno != ENOENT)
+                return last_system_error();
+        if (auto ec = remove_entry(d, false); ec && ec != errc::not_found)
+            return ec;
+    }
     return {};
 }
 

@@ -66,6 +66,15 @@ public:
     // exclusive lock file over NFS). Reading the arrivals is one listing.
     std::error_code arrive(const std::string& tally, const std::string& member,
                            const std::string& note, std::uint64_t& count) override;
+    // Keys live in the tally's subdirectory ".keys", out of the listing
+    // arrivals() reads: a file "c<key>" per key and one link to it per
+    // member, "<key>=<member>", and a file "keyed" with a link per member
+    // that came with keys ("keyed=<member>"): when the tally holds more
+    // arrivals than that, one came without (arrive(), an older iofwd) and
+    // `most` is the tally's whole count. One fsync of each directory.
+    std::error_code arrive_keyed(const std::string& tally, const std::string& member,
+                                 const std::string& note, std::uint64_t first,
+                                 std::uint64_t last, std::uint64_t& most) override;
     std::error_code arrivals(const std::string& tally, std::vector<arrival>& out) override;
     std::error_code remove_arrivals(const std::string& tally) override;
     std::string explain(const std::string& name) const override;

@@ -795,6 +795,62 @@ TEST_CASE("a tally counts each member once, and the last of N to arrive sees N",
     CHECK_FALSE(st->remove_arrivals(tally));  // gone already: no error
 }
 
+TEST_CASE("a tally counts an arrival under each of its keys, once per member", "[store]")
+{
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    fault_guard guard;
+    const std::string tally = store::bucket_arrivals_object("job", 1);
+    std::uint64_t most = 0;
+    // a holds keys 1-3, b 2-4, c 3: the highest count each saw.
+    REQUIRE_FALSE(st->arrive_keyed(tally, "a.1", "n+1", 1, 3, most));
+    CHECK(most == 1);
+    REQUIRE_FALSE(st->arrive_keyed(tally, "b.2", "n+2", 2, 4, most));
+    CHECK(most == 2);
+    // The fsync fails: an error, and nothing counted on.
+    most = 77;
+    sys::inject(sys::fault{sys::call::fsync, EIO, false, 0, false});
+    CHECK(st->arrive_keyed(tally, "c.3", "n+3", 3, 3, most) ==
+          std::error_code(EIO, std::system_category()));
+    CHECK(most == 77);
+    sys::inject(std::nullopt);
+    // Arriving again counts c once: key 3 has a, b and c.
+    REQUIRE_FALSE(st->arrive_keyed(tally, "c.3", "n+3", 3, 3, most));
+    CHECK(most == 3);
+    REQUIRE_FALSE(st->arrive_keyed(tally, "b.2", "n+2", 2, 4, most));
+    CHECK(most == 3);
+    // The keys are no arrivals: the tally reads its three members.
+    std::vector<store::backend::arrival> arrived;
+    REQUIRE_FALSE(st->arrivals(tally, arrived));
+    CHECK(arrived == std::vector<store::backend::arrival>{
+                         {"a.1", "n+1"}, {"b.2", "n+2"}, {"c.3", "n+3"}});
+    const auto dir = std::filesystem::path(tmp / "store") / store::bucket_dir("job", 1) / ".ARRIVED";
+    REQUIRE(std::filesystem::is_directory(dir / ".keys"));
+    CHECK(std::filesystem::hard_link_count(dir / ".keys" / "c3") == 4);
+    CHECK(std::filesystem::hard_link_count(dir / ".keys" / "c4") == 2);
+    // Ranges it does not take, and a stranger's file under a key's link.
+    CHECK(st->arrive_keyed(tally, "d.5", "n", 5, 4, most) == errc::invalid_argument);
+    CHECK(st->arrive_keyed(tally, "d.5", "n", 5, 5 + store::backend::max_keys, most) ==
+          errc::invalid_argument);
+    { std::ofstream(dir / ".keys" / "5=d.5") << "x"; }
+    CHECK(st->arrive_keyed(tally, "d.5", "n", 5, 5, most) == errc::unsafe_path);
+    // An arrival without keys (an iofwd from before them) may hold any
+    // version: every keyed arrival after it sees the whole count.
+    // (d's arrival was counted before its key was refused: a, b, c, d, e.)
+    REQUIRE_FALSE(st->arrive(tally, "e.9", "n+9", most));
+    CHECK(most == 5);
+    REQUIRE_FALSE(st->arrive_keyed(tally, "f.7", "n+7", 7, 7, most));
+    CHECK(most == 6);
+    // Removed with its keys.
+    REQUIRE_FALSE(st->remove_arrivals(tally));
+    CHECK_FALSE(std::filesystem::exists(dir));
+    CHECK(st->arrivals(tally, arrived) == errc::not_found);
+    CHECK_FALSE(st->remove_arrivals(tally));
+    // And made anew after.
+    REQUIRE_FALSE(st->arrive_keyed(tally, "a.1", "n+1", 1, 1, most));
+    CHECK(most == 1);
+}
+
 TEST_CASE("a tally refuses bad names and notes, a stranger's entry and two notes of one member",
           "[store]")
 {

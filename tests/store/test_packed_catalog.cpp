@@ -18,6 +18,7 @@
 #include "process.hpp"
 #include "store/backend.hpp"
 #include "store/catalog.hpp"
+#include "store/counting.hpp"
 #include "store/inventory.hpp"
 #include "store/pack.hpp"
 #include "store/verify.hpp"
@@ -452,9 +453,10 @@ TEST_CASE("a bucket completes as far as every node's packs and manifests hold it
     CHECK(names == std::vector<std::string>{"COMPLETE.v00000004", "COMPLETE.v00000005",
                                             "COMPLETE.v00000006", "na.v00000003-00000004",
                                             "na.v00000005-00000005", "nb.v00000003-00000006"});
-    // A pack after a gap (7 missing on na): nothing more is complete.
+    // A pack after a gap (7 missing on na): nothing more is complete, and
+    // the arrival, which made no version's count reach 2, did not look.
     REQUIRE_FALSE(arrive({"na", 2, 8, 8, put_pack(st, 3, "na", 8, 8)}));
-    CHECK(complete == 6);
+    CHECK(complete == 0);
     CHECK(complete_now() == list{3, 4, 5, 6});
 
     // The same part arriving again with another crc32c: refused in words,
@@ -464,6 +466,52 @@ TEST_CASE("a bucket completes as far as every node's packs and manifests hold it
     CHECK(arrive(liar) == errc::corrupt);
     CHECK_THAT(why, Catch::Contains("arrived twice with different parts"));
     CHECK(complete_now() == list{3, 4, 5, 6});
+}
+
+TEST_CASE("a bucket's tally is read by the arrival that completes a version, not by every one",
+          "[packed]")
+{
+    // Four nodes, each arriving with a pack per version (the costliest
+    // case: P packs per node and bucket), in turn; then out of order, with
+    // a gap that a later pack fills. Before the keys, every arrival from
+    // the fourth on read the whole tally: 29 reads of up to 32 arrivals.
+    fresh_store fresh;
+    counting_backend st(std::move(fresh.st));
+    const std::vector<std::string> nodes{"n0", "n1", "n2", "n3"};
+    std::string why;
+    std::uint64_t complete = 0;
+    auto arrive = [&](const std::string& node, std::uint64_t first, std::uint64_t last) {
+        const bucket_part p{node, 1, first, last, static_cast<std::uint32_t>(first * 7 + last)};
+        const auto before = st.counts();
+        REQUIRE_FALSE(try_complete_bucket(st, "job", 1, p, 4, complete, why));
+        return (st.counts() - before).arrival_reads;
+    };
+    for (std::uint64_t v = 1; v <= 8; ++v)
+        for (std::size_t i = 0; i < nodes.size(); ++i) {
+            // Only the last node of each version reads, and finds it complete.
+            CHECK(arrive(nodes[i], v, v) == (i == 3 ? 1u : 0u));
+            CHECK(complete == (i == 3 ? v : 0));
+        }
+    CHECK(st.counts().arrival_reads == 8);
+    // Each read returned the arrivals so far: 4 per version.
+    CHECK(st.counts().arrival_entries == 4 * (1 + 2 + 3 + 4 + 5 + 6 + 7 + 8));
+    // n0 skips ahead to 10-11 (9 missing): 10 and 11 are nobody else's yet.
+    CHECK(arrive("n0", 10, 11) == 0);
+    CHECK(arrive("n1", 9, 11) == 0);
+    CHECK(arrive("n2", 9, 11) == 0);
+    // n3 makes the counts of 10 and 11 reach 4 and looks: n0's gap at 9
+    // keeps them, so 8 is the last complete.
+    CHECK(arrive("n3", 9, 11) == 1);
+    CHECK(complete == 8);
+    // A retry is counted once (9 stays at 3), but 11's count is 4: it looks.
+    CHECK(arrive("n3", 9, 11) == 1);
+    CHECK(complete == 8);
+    // n0 fills 9: its key makes 9's count 4, and the look finds 11.
+    CHECK(arrive("n0", 9, 9) == 1);
+    CHECK(complete == 11);
+    std::vector<std::uint64_t> versions;
+    REQUIRE_FALSE(complete_versions(st, "job", versions));
+    CHECK(versions == std::vector<std::uint64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
 }
 
 TEST_CASE("rm takes one version out of its bucket by a mark every reader honours",
@@ -665,8 +713,8 @@ TEST_CASE("a bucket's arrivals are refused when they cannot be a record's lines"
     auto& owned = third.st;
     REQUIRE_FALSE(try_complete_bucket(*owned, "job", 3, {"na", 2, 3, 4, 1}, 2, complete, why));
     std::uint64_t count = 0;
-    REQUIRE_FALSE(owned->arrive(bucket_arrivals_object("job", 3), "nb.3", "70000+3+2+00000002",
-                                count));
+    REQUIRE_FALSE(owned->arrive_keyed(bucket_arrivals_object("job", 3), "nb.3",
+                                      "70000+3+3+00000002", 3, 5, count));
     CHECK(try_complete_bucket(*owned, "job", 3, {"na", 2, 5, 5, 3}, 2, complete, why) ==
           errc::corrupt);
     CHECK_THAT(why, Catch::Contains("would not be read") && Catch::Contains("70000"));

@@ -80,11 +80,11 @@ TEST_CASE("report: versions, bytes and times per rank and node after a real job"
 
     // What the daemon asked of the store: per version two ranks' objects, the
     // manifest and COMPLETE (each created and committed), one arrival and,
-    // the only node, the look at the arrivals. Nothing listed or read.
+    // the only node, the look at the arrivals (its own). Nothing listed or read.
     CHECK(py(c, j.out, "[d['nodes'][0]['store_ops'][k] for k in ('created', 'writes', "
                        "'commits', 'reads', 'stats', 'lists', 'listed', 'removes', 'arrives', "
-                       "'arrival_reads', 'claims')]") ==
-          "[12, 12, 12, 0, 0, 0, 0, 0, 3, 3, 0]\n");
+                       "'arrival_reads', 'claims', 'arrival_entries')]") ==
+          "[12, 12, 12, 0, 0, 0, 0, 0, 3, 3, 0, 3]\n");
     // What each of the two pullers read: every write is one pushed chunk,
     // which goes to the rank's own puller (rank mod pullers).
     CHECK(py(c, j.out, "d['nodes'][0]['puller_bytes']") == "[300000, 300000]\n");
