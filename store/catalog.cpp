@@ -915,11 +915,12 @@ std::error_code try_complete_bucket(backend& st, const std::string& job, std::ui
     // Keyed by the versions it holds: whoever makes the count of one reach
     // `nodes` reads the tally, once per version or so, not every arrival
     // once `nodes` have come (with P parts a node, (nodes x P)^2 arrivals
-    // read per bucket).
+    // read per bucket). A node alone completes what each arrival holds:
+    // no key would spare it a read, and each costs a file per version.
     std::vector<backend::arrival> arrived;
     const key_range keys{part.first, part.last};
     if (auto ec = arrive_and_look(st, tally, member, bucket_note(part), nodes, "parts", arrived,
-                                  why, &keys))
+                                  why, nodes > 1 ? &keys : nullptr))
         return ec;
     std::map<std::string, std::vector<bucket_part>> parts;
     for (const auto& a : arrived) {

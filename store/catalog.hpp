@@ -206,9 +206,11 @@ std::string bucket_member(const std::string& node, std::uint64_t first);
 // parts holding the versions from the bucket's first on without a gap
 // writes the record of them, as a new object named by the last (a record
 // of as many already there is left alone). `complete` gives the last
-// version complete that this arrival found (0: none yet).
+// version complete that this arrival found (0: none yet, or none of the
+// versions it holds complete, so that it did not look).
 // Cost per arrival: one arrival, keyed by the versions the part holds
-// (backend::arrive_keyed); and for the arrival that makes some version's
+// (backend::arrive_keyed) when the job has several nodes; and for the
+// arrival (every one with a single node) that makes some version's
 // count reach `nodes` (about one per version), a read of the tally (its
 // every arrival: O(nodes x parts per node)) and a look at the size of the
 // record it would write, written only when none of its name is there:

@@ -512,6 +512,16 @@ TEST_CASE("a bucket's tally is read by the arrival that completes a version, not
     std::vector<std::uint64_t> versions;
     REQUIRE_FALSE(complete_versions(st, "job", versions));
     CHECK(versions == std::vector<std::uint64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+    const auto root = std::filesystem::path(fresh.tmp / "store");
+    CHECK(std::filesystem::is_directory(root / bucket_dir("job", 1) / ".ARRIVED" / ".keys"));
+    // A node alone completes what each arrival holds: it looks every time,
+    // and keeps no keys (a file per version).
+    REQUIRE_FALSE(try_complete_bucket(st, "solo", 1, {"n0", 1, 1, 2, 5}, 1, complete, why));
+    CHECK(complete == 2);
+    REQUIRE_FALSE(try_complete_bucket(st, "solo", 1, {"n0", 1, 3, 3, 6}, 1, complete, why));
+    CHECK(complete == 3);
+    CHECK(std::filesystem::is_directory(root / bucket_dir("solo", 1) / ".ARRIVED"));
+    CHECK_FALSE(std::filesystem::exists(root / bucket_dir("solo", 1) / ".ARRIVED" / ".keys"));
 }
 
 TEST_CASE("rm takes one version out of its bucket by a mark every reader honours",
