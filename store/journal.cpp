@@ -249,7 +249,11 @@ std::error_code journal::append(const origin& o, std::span<const std::byte> data
     std::unique_lock lock(mutex_);
     if (!ready() || need > capacity_ - header_bytes)
         return std::make_error_code(std::errc::no_buffer_space);
-    if (broken_ || tail_ + need > capacity_) {
+    // Started over when full, and early once past half with every record
+    // settled (between bursts): a burst that meets the end with records of
+    // its batch unsettled would go past the journal, object by object.
+    const bool past_half = tail_ - header_bytes > (capacity_ - header_bytes) / 2;
+    if (broken_ || tail_ + need > capacity_ || (past_half && unsettled_ == 0)) {
         // Only once every record is settled: one not settled yet may still
         // be all there is of its version after a crash.
         if (unsettled_ > 0)

@@ -351,6 +351,40 @@ TEST_CASE("journal: full of unsettled records it takes no more; settled, it star
     CHECK(found[0].data == bytes_of(4096, 5));
 }
 
+TEST_CASE("journal: past half and every record settled, it starts over before it fills",
+          "[journal]")
+{
+    // A burst that met the end with records unsettled would go past the
+    // journal; between bursts, with none unsettled, it starts over early.
+    test::temp_dir tmp;
+    const auto path = tmp / "j";
+    const std::uint64_t capacity = journal::header_bytes + 8 * journal::footprint(4096);
+    auto j = ready_journal(path, capacity);
+    for (unsigned v = 1; v <= 4; ++v)
+        REQUIRE(!append(*j, v, 0, bytes_of(4096, v)));
+    // Half: not past it. Settled, the next append goes after them.
+    for (unsigned v = 1; v <= 4; ++v)
+        j->settled();
+    REQUIRE(!append(*j, 5, 0, bytes_of(4096, 5)));
+    CHECK(replay(path, capacity).size() == 5);
+    // Past half, one unsettled: it goes on where it is.
+    REQUIRE(!append(*j, 6, 0, bytes_of(4096, 6)));
+    CHECK(replay(path, capacity).size() == 6);
+    // Past half and all settled: the next record is the first of the next
+    // generation, and the journal holds the whole of a burst again.
+    j->settled();
+    j->settled();
+    REQUIRE(!append(*j, 7, 0, bytes_of(4096, 7)));
+    auto found = replay(path, capacity);
+    REQUIRE(found.size() == 1);
+    CHECK(found[0].version == 7);
+    for (unsigned v = 8; v <= 14; ++v)
+        REQUIRE(!append(*j, v, 0, bytes_of(4096, v)));
+    found = replay(path, capacity);
+    REQUIRE(found.size() == 8);
+    CHECK(found.back().data == bytes_of(4096, 14));
+}
+
 TEST_CASE("journal: appends from several threads are all durable and all found",
           "[journal]")
 {
