@@ -369,11 +369,17 @@ void job::rearrive_manifests(const std::string& job, std::uint64_t first, bool n
                      opts_.node, m.bucket, store::failure(store_, tally, ec));
             return;
         }
+        // Arrived before the daemon stopped, perhaps not whole (its keys)
+        // or without the look its arrival was to make: again, which takes
+        // nothing twice and looks when the version's count is full; not
+        // when the bucket's record completes the version already.
         const auto member = store::bucket_member(opts_.node, v);
-        if (std::any_of(arrived.begin(), arrived.end(),
-                        [&](const auto& a) { return a.member == member; }))
-            return;  // arrived before the daemon stopped
-        if (m.nodes > 1 && !named) {
+        const bool again = std::any_of(arrived.begin(), arrived.end(),
+                                       [&](const auto& a) { return a.member == member; });
+        if (bool complete = false;
+            again && !store::in_bucket(store_, job, v, complete) && complete)
+            return;
+        if (!again && m.nodes > 1 && !named) {
             log_info("version {} of node {}: not arrived at bucket {} again: a job of several "
                      "nodes without a run name (IOFWD_RUN) may have numbered it anew on another "
                      "node",
@@ -390,14 +396,20 @@ void job::rearrive_manifests(const std::string& job, std::uint64_t first, bool n
                       v, opts_.node, m.bucket, reason);
             return;
         }
-        ++completed;
         job_wide = job_wide || complete >= v;
+        const std::string upto =
+            complete >= v
+                ? fmt::format(": complete on all {} nodes up to version {}", m.nodes, complete)
+                : std::string(", waiting for the job's other nodes");
+        if (again) {
+            log_info("version {} of node {} arrived at bucket {} again with its manifest{}", v,
+                     opts_.node, m.bucket, upto);
+            return;
+        }
+        ++completed;
         log_warn("version {} of node {} arrived at bucket {} with its manifest (the daemon "
                  "before stopped after writing it){}",
-                 v, opts_.node, m.bucket,
-                 complete >= v ? fmt::format(": complete on all {} nodes up to version {}",
-                                             m.nodes, complete)
-                               : std::string(", waiting for the job's other nodes"));
+                 v, opts_.node, m.bucket, upto);
         return;
     }
 }

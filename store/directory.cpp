@@ -679,37 +679,82 @@ std::string tally_dir(const std::string& tally)
 constexpr const char* tally_count = ".count";
 constexpr const char* tally_keys = ".keys";
 
-// Links `link` in `dir` to the counted file `counted` (made by whoever comes
-// first; nobody else can write to the directory, open_dir checked it, so
-// the name stays that file) and gives in `count` the links to it other
-// than its own name just after: every arrival before this one.
-std::error_code count_in(int dir, const std::string& counted, const std::string& link, bool group,
-                         std::uint64_t& count)
+// The counted files of `counted`: itself, then "<counted>.1" and on, each
+// taken once the one before has as many links as its file system allows
+// (65,000 on ext4: a bucket of 1,000 nodes' packs of one version each).
+std::string counted_file(const std::string& counted, unsigned i)
 {
-    unique_fd fd(::openat(dir, counted.c_str(),
-                          O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-                          group ? 0640 : 0600));
-    if (!fd)
-        return errno == ELOOP ? make_error_code(errc::unsafe_path) : last_system_error();
-    struct stat st {};
+    return i == 0 ? counted : fmt::format("{}.{}", counted, i);
+}
+constexpr unsigned max_counted_files = 1024;
+
+// Opens counted file `name` in `dir`, made by whoever comes first (nobody
+// else can write to the directory, open_dir checked it, so the name stays
+// that file); not_found when it is not there and `create` is false.
+std::error_code open_counted(int dir, const std::string& name, bool create, bool group,
+                             unique_fd& fd, struct stat& st)
+{
+    fd.reset(::openat(dir, name.c_str(),
+                      O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (create ? O_CREAT : 0),
+                      group ? 0640 : 0600));
+    if (!fd) {
+        if (errno == ENOENT && !create)
+            return make_error_code(errc::not_found);
+        // A link or a directory under the name: not a count anyone made.
+        return errno == ELOOP || errno == EISDIR ? make_error_code(errc::unsafe_path)
+                                                 : last_system_error();
+    }
     if (::fstat(fd.get(), &st) != 0)
         return last_system_error();
     if (!safe_file(st))
         return make_error_code(errc::unsafe_path);
-    if (::linkat(dir, counted.c_str(), dir, link.c_str(), 0) != 0) {
+    return {};
+}
+
+// Links `link` in `dir` to a counted file of `counted` and gives in `count`
+// the links to them all other than their own names just after: every
+// arrival before this one, and perhaps some after.
+std::error_code count_in(int dir, const std::string& counted, const std::string& link, bool group,
+                         std::uint64_t& count)
+{
+    bool again = false;  // arrived before (a retry)
+    for (unsigned i = 0;; ++i) {
+        if (i == max_counted_files)
+            return make_error_code(std::errc::too_many_links);
+        unique_fd fd;
+        struct stat st {};
+        if (auto ec = open_counted(dir, counted_file(counted, i), true, group, fd, st))
+            return ec;
+        if (sys::linkat(dir, counted_file(counted, i).c_str(), link.c_str()) == 0)
+            break;
+        if (errno == EMLINK)
+            continue;  // full: the next
         if (errno != EEXIST)
             return last_system_error();
-        // Arrived before (a retry): the same file, or not ours to count.
-        struct stat mine {};
-        if (::fstatat(dir, link.c_str(), &mine, AT_SYMLINK_NOFOLLOW) != 0)
-            return last_system_error();
-        if (mine.st_ino != st.st_ino || mine.st_dev != st.st_dev)
-            return make_error_code(errc::unsafe_path);
+        again = true;
+        break;
     }
-    // After the link: its count includes every link made before it.
-    if (::fstat(fd.get(), &st) != 0)
+    // After the link: the sum includes every link made before it. A retry's
+    // name must be a link to one of them, or it is not ours to count.
+    struct stat mine {};
+    if (again && ::fstatat(dir, link.c_str(), &mine, AT_SYMLINK_NOFOLLOW) != 0)
         return last_system_error();
-    count = st.st_nlink > 0 ? static_cast<std::uint64_t>(st.st_nlink) - 1 : 0;
+    bool found = false;
+    std::uint64_t sum = 0;
+    for (unsigned i = 0; i < max_counted_files; ++i) {
+        unique_fd fd;
+        struct stat st {};
+        if (auto ec = open_counted(dir, counted_file(counted, i), false, group, fd, st)) {
+            if (ec == errc::not_found)
+                break;
+            return ec;
+        }
+        sum += st.st_nlink > 0 ? static_cast<std::uint64_t>(st.st_nlink) - 1 : 0;
+        found = found || (mine.st_ino == st.st_ino && mine.st_dev == st.st_dev);
+    }
+    if (again && !found)
+        return make_error_code(errc::unsafe_path);
+    count = sum;
     return {};
 }
 
@@ -826,7 +871,7 @@ std::error_code directory_backend::remove_arrivals(const std::string& tally)
             return ec;
         for (const auto& n : names)
             if (n != tally_keys && ::unlinkat(dir.get(), n.c_str(), 0) != 0 && errno != ENOENT)
-                return last_system_error();
+                return errno == EISDIR ? make_error_code(errc::unsafe_path) : last_system_error();
         if (auto ec = remove_entry(d, false); ec && ec != errc::not_found)
             return ec;
     }

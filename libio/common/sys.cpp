@@ -56,6 +56,7 @@ bool parse_call(std::string_view s, call& out)
     else if (s == "rename") out = call::rename;
     else if (s == "open") out = call::open;
     else if (s == "fallocate") out = call::fallocate;
+    else if (s == "link") out = call::link;
     else return false;
     return true;
 }
@@ -66,6 +67,7 @@ int errno_named(std::string_view s)
     static constexpr struct { const char* name; int value; } names[] = {
         {"ENOSPC", ENOSPC}, {"EIO", EIO}, {"EINTR", EINTR}, {"EDQUOT", EDQUOT},
         {"EROFS", EROFS}, {"EACCES", EACCES}, {"ENOENT", ENOENT}, {"EAGAIN", EAGAIN},
+        {"EMLINK", EMLINK},
     };
     for (const auto& n : names)
         if (s == n.name)
@@ -128,7 +130,7 @@ bool inject_from_env(std::string& why)
     fault f;
     const auto c1 = spec.find(':');
     if (c1 == std::string_view::npos || !parse_call(spec.substr(0, c1), f.which)) {
-        why = "IOFWD_FAULT must look like pwrite:ENOSPC[:N[:once]] (calls: pwrite pread fsync fdatasync rename open fallocate)";
+        why = "IOFWD_FAULT must look like pwrite:ENOSPC[:N[:once]] (calls: pwrite pread fsync fdatasync rename open fallocate link)";
         return false;
     }
     auto rest = spec.substr(c1 + 1);
@@ -229,6 +231,13 @@ int posix_fallocate(int fd, off_t offset, off_t length)
     if (check(call::fallocate) == verdict::fail)
         return errno;
     return ::posix_fallocate(fd, offset, length);
+}
+
+int linkat(int dirfd, const char* from, const char* to)
+{
+    if (check(call::link) == verdict::fail)
+        return -1;
+    return ::linkat(dirfd, from, dirfd, to, 0);
 }
 
 int pwrite_all(int fd, const void* buf, std::size_t n, off_t offset)

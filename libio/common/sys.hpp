@@ -7,7 +7,7 @@
 //
 //   IOFWD_FAULT=<call>:<errno name>[:<successful calls before failing>]
 //   e.g. IOFWD_FAULT=pwrite:ENOSPC:3   IOFWD_FAULT=fsync:EIO   IOFWD_FAULT=pwrite:SHORT
-//   (calls: pwrite pread fsync fdatasync rename open fallocate)
+//   (calls: pwrite pread fsync fdatasync rename open fallocate link)
 //   DELAY instead of an errno makes the call succeed one second late (a slow disk),
 //   DELAYn n seconds late (1-60); DELAYn+<errno name> fails n seconds late (a
 //   full disk found slowly: posix_fallocate of a large file on ext4).
@@ -20,7 +20,7 @@
 
 namespace iofwd::sys {
 
-enum class call { pwrite, fsync, rename, open, pread, fdatasync, fallocate };
+enum class call { pwrite, fsync, rename, open, pread, fdatasync, fallocate, link };
 
 struct fault {
     call which = call::pwrite;
@@ -53,6 +53,9 @@ int renameat(int dirfd, const char* from, const char* to, bool replace = true);
 int openat(int dirfd, const char* name, int flags, mode_t mode = 0);
 // posix_fallocate(3): 0 or the error number (not -1 and errno).
 int posix_fallocate(int fd, off_t offset, off_t length);
+// linkat(2) within one directory, no flags: a tally's arrival (EMLINK when
+// the file has as many links as its file system takes).
+int linkat(int dirfd, const char* from, const char* to);
 
 // Loops over short transfers and EINTR; -1 and errno on failure.
 int pwrite_all(int fd, const void* buf, std::size_t n, off_t offset);

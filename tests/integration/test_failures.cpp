@@ -820,6 +820,78 @@ TEST_CASE("a version whose manifest was written but not arrived with is complete
     CHECK(c.verify(3, 1, out) == 0);
 }
 
+TEST_CASE("a node killed after its arrival's links, before it looked, completes the version at "
+          "its next claim",
+          "[failure][packs-crash-keys]")
+{
+    // Two nodes without journals commit each version with a manifest that
+    // arrives at the bucket. B's version 1 arrives first (one of two: no
+    // look). A's arrival makes version 1's count two, and A's daemon is
+    // killed at the fsync right after its links (the tally's keys),
+    // before it reads the tally. Nobody else will: B's version 2 counts
+    // under version 2 only. A's next daemon finds its manifest arrived
+    // and arrives again, which looks, and version 1 completes.
+    cluster c;
+    auto common = packing();
+    common["IOFWD_NODES"] = "2";
+    common["IOFWD_RUN"] = "r1";  // both number from 1
+    common["IOFWD_JOURNAL_MAX"] = "0";
+    auto a = common, b = common;
+    a.insert({{"IOFWD_NODE", "nodeA"}, {"IOFWD_SESSION", "sa"}});
+    b.insert({{"IOFWD_NODE", "nodeB"}, {"IOFWD_SESSION", "sb"}});
+    const std::string keys = c.store() + "/itest/packs/b00000001/.ARRIVED/.keys/";
+    const std::string record = c.store() + "/itest/packs/b00000001/COMPLETE.v00000001";
+    const std::string gate_b = c.runtime_dir() + "/b2";
+    // (B's io_finalize would wait for the versions to complete on A too.)
+    auto rb = c.rank(0, 1,
+                     {"--size", "5000", "--versions", "2", "--gate-at", "1", gate_b,
+                      "--skip-finalize"},
+                     b);
+    REQUIRE(wait_until([&] { return std::filesystem::exists(keys + "1=nodeB.1"); }, 30s));
+    {
+        // The ninth fsync: the keys' directory, after the links (before
+        // it: the claim's, the object's and the manifest's, and their
+        // directories').
+        auto fa = a;
+        fa["IOFWD_FAULT"] = "fsync:DELAY30:8";
+        auto ra = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--skip-finalize"}, fa);
+        const bool linked =
+            wait_until([&] { return std::filesystem::exists(keys + "1=nodeA.1"); }, 30s);
+        INFO("rank A:\n" << ra.output() << "log A:\n" << read_file(c.runtime_dir() + "/sa.log"));
+        REQUIRE(linked);
+        std::this_thread::sleep_for(500ms);  // stopped there, not passing by
+        REQUIRE_FALSE(std::filesystem::exists(record));
+        const auto pids = daemon_pids(read_file(c.runtime_dir() + "/sa.log"));
+        REQUIRE(pids.size() == 1);
+        ::kill(pids[0], SIGKILL);
+        ra.signal(SIGKILL);
+        REQUIRE(ra.wait(10s).has_value());
+    }
+    std::FILE* f = std::fopen(gate_b.c_str(), "w");
+    REQUIRE(f);
+    std::fclose(f);
+    const bool arrived =
+        wait_until([&] { return std::filesystem::exists(keys + "2=nodeB.2"); }, 30s);
+    INFO("rank B:\n" << rb.output() << "log B:\n" << read_file(c.runtime_dir() + "/sb.log"));
+    REQUIRE(arrived);
+    std::this_thread::sleep_for(500ms);  // its arrival done, and no look
+    REQUIRE_FALSE(std::filesystem::exists(record));
+    // A's next claim, in the job's next run; it writes nothing.
+    const std::size_t before = read_file(c.runtime_dir() + "/sa.log").size();
+    a["IOFWD_RUN"] = "r2";
+    auto next = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", "1"}, a);
+    const auto sn = next.wait(60s);
+    const std::string log = read_file(c.runtime_dir() + "/sa.log").substr(before);
+    INFO("next rank A:\n" << next.output() << "log A:\n" << log);
+    REQUIRE(sn.has_value());
+    CHECK(exit_code(*sn) == 0);
+    CHECK(log.find("version 1 of node nodeA arrived at bucket 1 again with its manifest: "
+                   "complete on all 2 nodes up to version 1") != std::string::npos);
+    CHECK(has_line(next, "latest 0 1"));
+    CHECK(has_line(next, "read 0 5000"));
+    CHECK(std::filesystem::exists(record));
+}
+
 TEST_CASE("a version one node will never have does not stop the rest of its bucket",
           "[failure][packs-skip]")
 {

@@ -851,6 +851,61 @@ TEST_CASE("a tally counts an arrival under each of its keys, once per member", "
     CHECK(most == 1);
 }
 
+TEST_CASE("a tally whose counted file is full of links counts on in the next", "[store]")
+{
+    // ext4 takes 65,000 links per file: a bucket of 1,000 nodes' packs of
+    // one version each. The seam fails the second arrival's link with
+    // EMLINK, as a full file would.
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    fault_guard guard;
+    const std::string tally = store::bucket_arrivals_object("job", 1);
+    const auto dir = std::filesystem::path(tmp / "store") / store::bucket_dir("job", 1) / ".ARRIVED";
+    std::uint64_t count = 0;
+    REQUIRE_FALSE(st->arrive(tally, "a.1", "n", count));
+    CHECK(count == 1);
+    sys::inject(sys::fault{sys::call::link, EMLINK, false, 0, false});
+    REQUIRE_FALSE(st->arrive(tally, "b.1", "n", count));
+    CHECK(count == 2);
+    CHECK(std::filesystem::hard_link_count(dir / ".count.1") == 2);
+    REQUIRE_FALSE(st->arrive(tally, "c.1", "n", count));
+    CHECK(count == 3);
+    // A retry of b, whose link is to the second file: counted once.
+    REQUIRE_FALSE(st->arrive(tally, "b.1", "n", count));
+    CHECK(count == 3);
+    std::vector<store::backend::arrival> arrived;
+    REQUIRE_FALSE(st->arrivals(tally, arrived));
+    CHECK(arrived.size() == 3);
+    // Keys count on the same way (d's second link is its "keyed" one).
+    // a, b and c came without keys: the whole count is the bound.
+    sys::inject(sys::fault{sys::call::link, EMLINK, false, 1, false});
+    std::uint64_t most = 0;
+    REQUIRE_FALSE(st->arrive_keyed(tally, "d.1", "n", 1, 1, most));
+    CHECK(most == 4);
+    CHECK(std::filesystem::hard_link_count(dir / ".keys" / "keyed.1") == 2);
+    REQUIRE_FALSE(st->arrive_keyed(tally, "e.1", "n", 1, 1, most));
+    CHECK(most == 5);
+    CHECK(std::filesystem::hard_link_count(dir / ".keys" / "keyed") == 2);
+    CHECK(std::filesystem::hard_link_count(dir / ".keys" / "c1") == 3);
+    // Every link failing: refused in words, not a loop.
+    sys::inject(sys::fault{sys::call::link, EMLINK, false, 0, true});
+    CHECK(st->arrive(tally, "f.1", "n", count) == std::errc::too_many_links);
+    sys::inject(std::nullopt);
+    // A directory where a counted file belongs is not ours to count, nor
+    // to remove.
+    const std::string other = store::bucket_arrivals_object("job", 9);
+    REQUIRE_FALSE(st->arrive(other, "a.9", "n", count));
+    const auto other_dir =
+        std::filesystem::path(tmp / "store") / store::bucket_dir("job", 9) / ".ARRIVED";
+    std::filesystem::remove(other_dir / ".count");
+    std::filesystem::remove(other_dir / "a.9=n");
+    std::filesystem::create_directory(other_dir / ".count");
+    CHECK(st->arrive(other, "b.9", "n", count) == errc::unsafe_path);
+    CHECK(st->remove_arrivals(other) == errc::unsafe_path);
+    REQUIRE_FALSE(st->remove_arrivals(tally));
+    CHECK_FALSE(std::filesystem::exists(dir));
+}
+
 TEST_CASE("a tally refuses bad names and notes, a stranger's entry and two notes of one member",
           "[store]")
 {
