@@ -104,7 +104,7 @@ python3 - "$results" "$csv" <<'PY'
 import collections, json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 metadata = ["created", "commits", "reads", "stats", "lists", "removes", "arrives",
-            "arrival_reads", "claims"]
+            "arrival_reads", "claims", "arrival_keys"]
 runs = collections.defaultdict(list)
 for r in rows:
     runs[(r["store"], r["nodes"], r["versions"])].append(r["ops"])

@@ -371,13 +371,24 @@ void job::rearrive_manifests(const std::string& job, std::uint64_t first, bool n
         }
         // Arrived before the daemon stopped, perhaps not whole (its keys)
         // or without the look its arrival was to make: again, which takes
-        // nothing twice and looks when the version's count is full; not
-        // when the bucket's record completes the version already.
+        // nothing twice and looks when the version's count is full (its
+        // numbering was the job's then, named or not); not when the
+        // bucket's record completes the version already, and never with
+        // another note, which would make the tally refuse every reader.
+        const std::uint32_t crc = crc32c(std::as_bytes(std::span(text)));
+        const store::bucket_part part{opts_.node, m.ranks, v, v, crc, true};
         const auto member = store::bucket_member(opts_.node, v);
-        const bool again = std::any_of(arrived.begin(), arrived.end(),
-                                       [&](const auto& a) { return a.member == member; });
-        if (bool complete = false;
-            again && !store::in_bucket(store_, job, v, complete) && complete)
+        const auto before = std::find_if(arrived.begin(), arrived.end(),
+                                         [&](const auto& a) { return a.member == member; });
+        const bool again = before != arrived.end();
+        if (again && before->note != store::bucket_note(part)) {
+            log_warn("version {} of node {}: its arrival at bucket {} brought '{}', not what "
+                     "{} says ('{}'); not arriving with it again",
+                     v, opts_.node, m.bucket, before->note, name, store::bucket_note(part));
+            return;
+        }
+        if (bool recorded = false;
+            again && !store::in_bucket(store_, job, v, recorded) && recorded)
             return;
         if (!again && m.nodes > 1 && !named) {
             log_info("version {} of node {}: not arrived at bucket {} again: a job of several "
@@ -387,10 +398,8 @@ void job::rearrive_manifests(const std::string& job, std::uint64_t first, bool n
             return;
         }
         std::uint64_t complete = 0;
-        const std::uint32_t crc = crc32c(std::as_bytes(std::span(text)));
-        if (auto ec = store::try_complete_bucket(store_, job, m.bucket,
-                                                 {opts_.node, m.ranks, v, v, crc, true}, m.nodes,
-                                                 complete, reason)) {
+        if (auto ec = store::try_complete_bucket(store_, job, m.bucket, part, m.nodes, complete,
+                                                 reason)) {
             log_error("version {} of node {}: arriving at bucket {} with its manifest failed: "
                       "{}; the version stays incomplete",
                       v, opts_.node, m.bucket, reason);

@@ -185,11 +185,15 @@ public:
     // that keeps no keys gives the tally's whole count, which is never
     // lower: as sound, though every arrival from the Nth on then reads.
     static constexpr std::uint64_t max_keys = 1u << 16;
+    static bool keys_taken(std::uint64_t first, std::uint64_t last) noexcept
+    {
+        return first <= last && last - first < max_keys;
+    }
     virtual std::error_code arrive_keyed(const std::string& tally, const std::string& member,
                                          const std::string& note, std::uint64_t first,
                                          std::uint64_t last, std::uint64_t& most)
     {
-        if (last < first || last - first >= max_keys)
+        if (!keys_taken(first, last))
             return std::make_error_code(std::errc::invalid_argument);
         return arrive(tally, member, note, most);
     }

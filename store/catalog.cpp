@@ -769,7 +769,12 @@ std::error_code arrive_and_look(backend& st, const std::string& tally, const std
     std::uint64_t count = 0;
     if (auto ec = keys ? st.arrive_keyed(tally, member, note, keys->first, keys->last, count)
                        : st.arrive(tally, member, note, count)) {
-        why = fmt::format("counting {} in at {}: {}", member, tally, failure(st, tally, ec));
+        why = fmt::format("counting {} in at {}: {}{}", member, tally, failure(st, tally, ec),
+                          ec == std::errc::too_many_links
+                              ? " (its files take no more links: the file system refuses hard "
+                                "links, or the tally holds more arrivals than 1,024 files of "
+                                "its limit)"
+                              : "");
         return ec;
     }
     if (count < nodes)
@@ -851,6 +856,8 @@ std::string bucket_member(const bucket_part& p)
     return store::bucket_member(p.node, p.first);
 }
 
+}  // namespace
+
 std::string bucket_note(const bucket_part& p)
 {
     return p.skip       ? fmt::format("{}+s{}", p.ranks, p.first)
@@ -858,6 +865,8 @@ std::string bucket_note(const bucket_part& p)
                         : fmt::format("{}+{}+{}+{:08x}", p.ranks, p.first, p.last - p.first + 1,
                                       p.crc32c);
 }
+
+namespace {
 
 // The line an arrival brought; false for one that bucket_member and
 // bucket_note did not write.
@@ -969,8 +978,8 @@ std::error_code try_complete_bucket(backend& st, const std::string& job, std::ui
     // A record of this name is the same record (the tally only grows, so
     // whoever saw as far saw the same parts up to it): one look at its
     // size, not a listing of the bucket, which would cost every arrival
-    // the bucket's every pack (O(nodes x packs) names). One that says less
-    // than a newer record is passed over by readers.
+    // that looks the bucket's every pack (O(nodes x packs) names). One
+    // that says less than a newer record is passed over by readers.
     if (std::uint64_t size = 0; !st.size(bucket_complete_object(job, bucket, last), size)) {
         complete = last;
         return {};

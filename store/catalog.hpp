@@ -195,8 +195,12 @@ std::error_code find_own_packed(backend& st, const std::string& job, std::uint64
                                 std::uint64_t& size, std::uint32_t& crc, std::string& why);
 
 // The member of node `node`'s arrival at a bucket's tally with its part
-// from version `first` on ("<node>.<first>").
+// from version `first` on ("<node>.<first>"), and the note it brings, its
+// line of the record: "<ranks>+<first>+<count>+<index crc32c>" for a pack,
+// "<ranks>+m<version>+<manifest crc32c>" for a manifest, "<ranks>+s<version>"
+// for a skip.
 std::string bucket_member(const std::string& node, std::uint64_t first);
+std::string bucket_note(const bucket_part& p);
 
 // The job-wide commit of a bucket of versions (docs/small-versions.md):
 // after node `part.node`'s pack of the bucket (or, for a version too large

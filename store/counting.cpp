@@ -66,7 +66,8 @@ op_counts counting_backend::counts() const noexcept
     };
     return {get(n_->created), get(n_->writes),  get(n_->commits),      get(n_->reads),
             get(n_->stats),   get(n_->lists),   get(n_->listed),       get(n_->removes),
-            get(n_->arrives), get(n_->arrival_reads), get(n_->claims), get(n_->arrival_entries)};
+            get(n_->arrives), get(n_->arrival_reads), get(n_->claims), get(n_->arrival_entries),
+            get(n_->arrival_keys)};
 }
 
 std::error_code counting_backend::create(const std::string& name, std::uint64_t size,
@@ -158,6 +159,9 @@ std::error_code counting_backend::arrive_keyed(const std::string& tally,
                                                std::uint64_t& most)
 {
     bump(n_->arrives);
+    // Each key a link (and, for the first node under it, a file) more.
+    if (last >= first)
+        bump(n_->arrival_keys, last - first + 1);
     return inner_->arrive_keyed(tally, member, note, first, last, most);
 }
 

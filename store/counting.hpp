@@ -28,24 +28,25 @@ struct op_counts {
     std::uint64_t arrival_reads = 0;  // arrivals()
     std::uint64_t claims = 0;         // claim_job, claimants, leftovers (scans)
     std::uint64_t arrival_entries = 0;  // the arrivals those reads returned
+    std::uint64_t arrival_keys = 0;     // keys an arrival counted under (arrive_keyed)
 
     // Everything but the data writes: the operations on names and small
     // objects whose number, not size, makes a commit slow at scale.
     std::uint64_t metadata() const noexcept
     {
         return created + commits + reads + stats + lists + removes + arrives + arrival_reads +
-               claims;
+               claims + arrival_keys;
     }
     op_counts operator-(const op_counts& o) const noexcept;
     bool operator==(const op_counts&) const = default;
 };
 
 // Every count by name, in the order a job's summary writes them; one
-// `since` a later daemon may be missing from a summary (read as 0).
+// `added_later` may be missing from an older daemon's summary (read as 0).
 struct op_field {
     const char* name;
     std::uint64_t op_counts::*count;
-    bool since = false;
+    bool added_later = false;
 };
 inline constexpr op_field op_fields[] = {
     {"created", &op_counts::created}, {"writes", &op_counts::writes},
@@ -54,6 +55,7 @@ inline constexpr op_field op_fields[] = {
     {"listed", &op_counts::listed},   {"removes", &op_counts::removes},
     {"arrives", &op_counts::arrives}, {"arrival_reads", &op_counts::arrival_reads},
     {"claims", &op_counts::claims},   {"arrival_entries", &op_counts::arrival_entries, true},
+    {"arrival_keys", &op_counts::arrival_keys, true},
 };
 
 class counting_backend final : public backend {
@@ -106,7 +108,7 @@ public:
     struct counters {
         std::atomic<std::uint64_t> created{0}, writes{0}, commits{0}, reads{0}, stats{0},
             lists{0}, listed{0}, removes{0}, arrives{0}, arrival_reads{0}, claims{0},
-            arrival_entries{0};
+            arrival_entries{0}, arrival_keys{0};
     };
 
 private:

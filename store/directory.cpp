@@ -686,6 +686,8 @@ std::string counted_file(const std::string& counted, unsigned i)
 {
     return i == 0 ? counted : fmt::format("{}.{}", counted, i);
 }
+// Enough for 66 million arrivals at ext4's limit; a bound, so that a file
+// system that fails every link with EMLINK ends in an error, not a loop.
 constexpr unsigned max_counted_files = 1024;
 
 // Opens counted file `name` in `dir`, made by whoever comes first (nobody
@@ -727,8 +729,10 @@ std::error_code count_in(int dir, const std::string& counted, const std::string&
             return ec;
         if (sys::linkat(dir, counted_file(counted, i).c_str(), link.c_str()) == 0)
             break;
-        if (errno == EMLINK)
-            continue;  // full: the next
+        // Full: the next. A file with no link but its name is not full: a
+        // file system that takes no more (hard links refused) ends here.
+        if (errno == EMLINK && st.st_nlink > 1)
+            continue;
         if (errno != EEXIST)
             return last_system_error();
         again = true;
@@ -788,8 +792,8 @@ std::error_code directory_backend::arrive_keyed(const std::string& tally,
                                                 std::uint64_t last, std::uint64_t& most)
 {
     std::string link;
-    if (!format_arrival(member, note, link) || components(tally).empty() || last < first ||
-        last - first >= max_keys)
+    if (!format_arrival(member, note, link) || components(tally).empty() ||
+        !keys_taken(first, last))
         return make_error_code(errc::invalid_argument);
     const std::string rel = tally_dir(tally), keys_rel = rel + "/" + tally_keys;
     unique_fd dir, keys;
@@ -815,11 +819,11 @@ std::error_code directory_backend::arrive_keyed(const std::string& tally,
         if (k == last)
             break;
     }
-    // Durable before it is counted on, keys and all: a key short for good
-    // would keep whoever arrives last from ever reading.
-    if (auto ec = dirs_->sync(keys_rel, keys.get()))
-        return ec;
+    // Durable before it is counted on, keys and all (a key short for good
+    // would keep whoever arrives last from ever reading), in the order made.
     if (auto ec = dirs_->sync(rel, dir.get()))
+        return ec;
+    if (auto ec = dirs_->sync(keys_rel, keys.get()))
         return ec;
     most = highest;
     return {};

@@ -63,7 +63,9 @@ public:
     // member, named "<member>=<note>": link() takes a name atomically and
     // st_nlink counts the links, on local file systems and on NFS and
     // parallel file systems alike (the way open(2) recommends for an
-    // exclusive lock file over NFS). Reading the arrivals is one listing.
+    // exclusive lock file over NFS). A file full of links (EMLINK: 65,000
+    // on ext4) is followed by ".count.1" and on; the count is their sum.
+    // Reading the arrivals is one listing.
     std::error_code arrive(const std::string& tally, const std::string& member,
                            const std::string& note, std::uint64_t& count) override;
     // Keys live in the tally's subdirectory ".keys", out of the listing

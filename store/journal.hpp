@@ -121,7 +121,7 @@ public:
     // One appended record is no longer needed: its object is committed and
     // the node's manifest that lists it is durable and counted at the
     // version's tally (or its version was abandoned; job::rank_durable).
-    // When every record is settled and the next does not fit, or the
+    // When every record is settled, and the next does not fit or the
     // journal is past half full, it starts over (reset()) at that append.
     void settled();
     // Records appended and not settled.

@@ -60,7 +60,8 @@ std::string bucket_retired_object(const std::string& job, std::uint64_t bucket,
 std::string bucket_removed_object(const std::string& job, std::uint64_t bucket,
                                   std::uint64_t version);
 // The tally of the nodes' packs and manifests committed in a bucket
-// (backend::arrive; catalog.hpp's try_complete_bucket).
+// (backend::arrive_keyed, keyed by version; catalog.hpp's
+// try_complete_bucket).
 std::string bucket_arrivals_object(const std::string& job, std::uint64_t bucket);
 // A node's journal of the job (the directory store's open_journal): not an
 // object list() shows.

@@ -238,7 +238,7 @@ std::error_code parse_report(std::string_view text, node_report& out, std::strin
         if (d->is_object() && d->contains("store_ops"))
             if (const json* o = rd.member(*d, "store_ops", "daemon"))
                 for (const auto& f : op_fields)
-                    if (!f.since || (o->is_object() && o->contains(f.name)))
+                    if (!f.added_later || (o->is_object() && o->contains(f.name)))
                         rd.whole(*o, f.name, r.store_ops.*f.count, UINT64_MAX, "store_ops");
         if (d->is_object() && d->contains("puller_bytes"))
             rd.wholes(*d, "puller_bytes", r.puller_bytes, max_report_pullers, "daemon");

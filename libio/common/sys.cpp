@@ -137,7 +137,7 @@ bool inject_from_env(std::string& why)
     const auto c2 = rest.find(':');
     if (!parse_errno(rest.substr(0, c2), f)) {
         why = "IOFWD_FAULT: unknown error name '" + std::string(rest.substr(0, c2)) +
-              "' (ENOSPC EIO EINTR EDQUOT EROFS EACCES ENOENT EAGAIN SHORT DELAY DELAYn with n 1-60 seconds, DELAYn+errno)";
+              "' (ENOSPC EIO EINTR EDQUOT EROFS EACCES ENOENT EAGAIN EMLINK SHORT DELAY DELAYn with n 1-60 seconds, DELAYn+errno)";
         return false;
     }
     if (f.short_io && f.which != call::pwrite && f.which != call::pread) {

@@ -876,21 +876,23 @@ TEST_CASE("a tally whose counted file is full of links counts on in the next", "
     std::vector<store::backend::arrival> arrived;
     REQUIRE_FALSE(st->arrivals(tally, arrived));
     CHECK(arrived.size() == 3);
-    // Keys count on the same way (d's second link is its "keyed" one).
-    // a, b and c came without keys: the whole count is the bound.
-    sys::inject(sys::fault{sys::call::link, EMLINK, false, 1, false});
+    // Keys count on the same way (e's second link is its "keyed" one). a,
+    // b and c came without keys: the whole count is the bound.
     std::uint64_t most = 0;
     REQUIRE_FALSE(st->arrive_keyed(tally, "d.1", "n", 1, 1, most));
     CHECK(most == 4);
-    CHECK(std::filesystem::hard_link_count(dir / ".keys" / "keyed.1") == 2);
+    sys::inject(sys::fault{sys::call::link, EMLINK, false, 1, false});
     REQUIRE_FALSE(st->arrive_keyed(tally, "e.1", "n", 1, 1, most));
     CHECK(most == 5);
     CHECK(std::filesystem::hard_link_count(dir / ".keys" / "keyed") == 2);
+    CHECK(std::filesystem::hard_link_count(dir / ".keys" / "keyed.1") == 2);
     CHECK(std::filesystem::hard_link_count(dir / ".keys" / "c1") == 3);
-    // Every link failing: refused in words, not a loop.
+    // Every link failing: an error (the catalog says why in words), not a loop.
     sys::inject(sys::fault{sys::call::link, EMLINK, false, 0, true});
     CHECK(st->arrive(tally, "f.1", "n", count) == std::errc::too_many_links);
     sys::inject(std::nullopt);
+    CHECK(std::filesystem::hard_link_count(dir / ".count.2") == 1);  // new, and the last
+    CHECK_FALSE(std::filesystem::exists(dir / ".count.3"));
     // A directory where a counted file belongs is not ours to count, nor
     // to remove.
     const std::string other = store::bucket_arrivals_object("job", 9);

@@ -26,7 +26,7 @@ node_report sample()
     r.cpu_user = 0.25;
     r.cpu_system = 0.5;
     r.peak_rss_bytes = 300ull << 20;
-    r.store_ops = {40, 41, 42, 3, 4, 5, 60, 7, 8, 9, 1, 12};
+    r.store_ops = {40, 41, 42, 3, 4, 5, 60, 7, 8, 9, 1, 12, 13};
     r.puller_bytes = {3ull << 30, (2ull << 30) + 100};
     r.lost_versions = 1;
     r.per_rank = {{0, 2, 5ull << 30, {300, 200, 150}, {9000, 5000, 4500}},
@@ -63,7 +63,7 @@ TEST_CASE("a summary round-trips through its JSON", "[report]")
                     "[0,9,2684354560,200,5000]]") != std::string::npos);
     CHECK(text.find("\"store_ops\":{\"created\":40,\"writes\":41,\"commits\":42,\"reads\":3,"
                     "\"stats\":4,\"lists\":5,\"listed\":60,\"removes\":7,\"arrives\":8,"
-                    "\"arrival_reads\":9,\"claims\":1,\"arrival_entries\":12},\"puller_bytes\":[3221225472,2147483748]}") !=
+                    "\"arrival_reads\":9,\"claims\":1,\"arrival_entries\":12,\"arrival_keys\":13},\"puller_bytes\":[3221225472,2147483748]}") !=
           std::string::npos);
     CHECK(text.back() == '\n');
     // A summary of a daemon from before the counts: read, with none.
@@ -75,7 +75,7 @@ TEST_CASE("a summary round-trips through its JSON", "[report]")
                                   ",\"store_ops\":{\"created\":0,\"writes\":0,\"commits\":0,"
                                   "\"reads\":0,\"stats\":0,\"lists\":0,\"listed\":0,"
                                   "\"removes\":0,\"arrives\":0,\"arrival_reads\":0,"
-                                  "\"claims\":0,\"arrival_entries\":0},\"puller_bytes\":[]",
+                                  "\"claims\":0,\"arrival_entries\":0,\"arrival_keys\":0},\"puller_bytes\":[]",
                                   "");
         node_report back;
         std::string why;
@@ -86,9 +86,11 @@ TEST_CASE("a summary round-trips through its JSON", "[report]")
     {
         node_report back;
         std::string why;
-        REQUIRE_FALSE(parse_report(edit(text, ",\"arrival_entries\":12", ""), back, why));
+        REQUIRE_FALSE(parse_report(edit(text, ",\"arrival_entries\":12,\"arrival_keys\":13", ""),
+                                   back, why));
         auto want = r;
         want.store_ops.arrival_entries = 0;
+        want.store_ops.arrival_keys = 0;
         CHECK(back == want);
     }
     node_report back;
