@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <utility>
 
 namespace iofwd::iod {
 
@@ -89,10 +90,8 @@ void flusher::run()
 flush_policy::flush_policy(boost::asio::io_context& loop, unsigned threads, staging& slots,
                            std::function<void()> on_busy, std::function<void()> on_idle)
     : loop_(loop), slots_(slots), on_busy_(std::move(on_busy)), on_idle_(std::move(on_idle)),
-      // As many as the flush threads, two at least: the appends made
-      // meanwhile share one fdatasync (store::journal), as many as there are
-      // threads making them.
-      journal_pool_(loop, std::max(2u, threads), [this] { became_idle(); }),
+      // One: a batch at a time (start_appends).
+      journal_pool_(loop, 1, [this] { became_idle(); }),
       pool_(loop, threads, [this] { became_idle(); })
 {
 }
@@ -133,9 +132,38 @@ void flush_policy::commit(std::uint64_t order, flusher::work w, flusher::done d)
     pool_.submit(order, std::move(w), std::move(d));
 }
 
-void flush_policy::append(flusher::work w, flusher::done d)
+void flush_policy::append(flusher::work write, flusher::work durable, flusher::done d)
 {
-    journal_pool_.submit(std::move(w), std::move(d));
+    appends_.push_back({std::move(write), std::move(durable), std::move(d), {}});
+    if (!appending_)
+        start_appends();
+}
+
+void flush_policy::start_appends()
+{
+    appending_ = true;
+    // Swapped, not moved: both keep their capacity from batch to batch.
+    std::swap(appends_, batch_);
+    journal_pool_.submit(
+        [this] {
+            for (auto& a : batch_)
+                a.ec = a.write();
+            // The first durable() syncs them all; the rest find it done.
+            for (auto& a : batch_)
+                if (!a.ec)
+                    a.ec = a.durable();
+            return std::error_code{};
+        },
+        [this](std::error_code) {
+            std::swap(batch_, answering_);
+            appending_ = false;
+            // The next batch is written while these answers go out.
+            if (!appends_.empty())
+                start_appends();
+            for (auto& a : answering_)
+                a.done(a.ec);
+            answering_.clear();
+        });
 }
 
 void flush_policy::pull_started()

@@ -325,13 +325,17 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
         // is written from this copy (a version here is at most
         // IOFWD_JOURNAL_MAX, and the journal bounds how many wait).
         auto packed = journal_->bucket ? std::make_shared<std::vector<std::byte>>() : nullptr;
+        auto seq = std::make_shared<std::uint64_t>(0);
         r_.flushes.append(
-            [t = target_, jj = journal_, s, c, crc, packed] {
+            [t = target_, jj = journal_, s, c, crc, seq] {
                 t->job_started();
                 *crc = crc32c({s.data, c.size});
-                auto ec = jj->log->append({jj->job, jj->node, jj->version, jj->rank, jj->ranks,
-                                           jj->nodes, jj->bucket},
-                                          {s.data, c.size}, *crc);
+                return jj->log->write({jj->job, jj->node, jj->version, jj->rank, jj->ranks,
+                                       jj->nodes, jj->bucket},
+                                      {s.data, c.size}, *crc, *seq);
+            },
+            [jj = journal_, s, c, seq, packed] {
+                auto ec = jj->log->durable(*seq);
                 if (!ec && packed)
                     packed->assign(s.data, s.data + c.size);
                 return ec;

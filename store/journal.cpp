@@ -242,6 +242,15 @@ void journal::settled()
 std::error_code journal::append(const origin& o, std::span<const std::byte> data,
                                 std::uint32_t crc)
 {
+    std::uint64_t seq = 0;
+    if (auto ec = write(o, data, crc, seq))
+        return ec;
+    return durable(seq);
+}
+
+std::error_code journal::write(const origin& o, std::span<const std::byte> data,
+                               std::uint32_t crc, std::uint64_t& seq)
+{
     const std::string_view job = o.job, node = o.node;
     if (job.size() > max_name || node.size() > max_name)
         return make_error_code(errc::invalid_argument);
@@ -262,7 +271,7 @@ std::error_code journal::append(const origin& o, std::span<const std::byte> data
             return ec;
     }
     const std::uint64_t at = tail_;
-    const std::uint64_t seq = ++reserved_;
+    seq = ++reserved_;
     const std::uint64_t generation = generation_;
     tail_ += need;
     ++unsettled_;
@@ -316,6 +325,17 @@ std::error_code journal::append(const origin& o, std::span<const std::byte> data
         done_.erase(done_.begin());
     }
     cv_.notify_all();
+    return {};
+}
+
+std::error_code journal::durable(std::uint64_t seq)
+{
+    std::unique_lock lock(mutex_);
+    auto fail = [&](std::error_code ec) {
+        --unsettled_;
+        cv_.notify_all();
+        return ec;
+    };
     while (synced_ < seq) {
         if (seq >= first_broken_)
             return fail(sync_error_ ? sync_error_ : std::make_error_code(std::errc::io_error));

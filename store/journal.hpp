@@ -118,6 +118,15 @@ public:
     // settled): the caller commits the version without it. Any other error
     // is the file's (the record counts as not written).
     std::error_code append(const origin& o, std::span<const std::byte> data, std::uint32_t crc);
+    // append() in two steps, for a caller that writes several records and
+    // then waits once for them all: write() puts the record in the file
+    // (not durable yet) and numbers it in `seq`; durable(seq) returns once a
+    // fdatasync covers it. Every record write() took must be waited for
+    // (until then it counts as unsettled); errors as append()'s, each step's
+    // own.
+    std::error_code write(const origin& o, std::span<const std::byte> data, std::uint32_t crc,
+                          std::uint64_t& seq);
+    std::error_code durable(std::uint64_t seq);
     // One appended record is no longer needed: its object is committed and
     // the node's manifest that lists it is durable and counted at the
     // version's tally (or its version was abandoned; job::rank_durable).

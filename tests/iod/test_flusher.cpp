@@ -140,7 +140,8 @@ TEST_CASE("an append to the journal does not wait for the flushes and commits be
             return std::error_code{};
         }, [&](std::error_code) { committed = true; });
         commit_started.wait();
-        data.append([] { return std::error_code{}; }, [&](std::error_code) { appended = true; });
+        data.append([] { return std::error_code{}; }, [] { return std::error_code{}; },
+                    [&](std::error_code) { appended = true; });
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
         while (!appended && std::chrono::steady_clock::now() < until)
             loop.run_for(std::chrono::milliseconds(10));
@@ -153,4 +154,62 @@ TEST_CASE("an append to the journal does not wait for the flushes and commits be
         CHECK(committed);
         CHECK(data.idle());
     }
+}
+
+TEST_CASE("appends made while a batch is in the journal go together, each with its own error",
+          "[flusher]")
+{
+    // The first append's write is held; three more come meanwhile. They go
+    // as one batch after it: every write, then the durables of the writes
+    // that succeeded (the first syncs them all in store::journal), then
+    // each handler with its own append's error.
+    boost::asio::io_context loop;
+    auto keep = boost::asio::make_work_guard(loop);
+    iofwd::iod::staging slots;
+    std::latch first_started(1), first_go(1);
+    std::mutex m;
+    std::vector<std::string> ran;
+    std::vector<std::pair<int, std::error_code>> answers;
+    auto note = [&](std::string what) {
+        std::lock_guard lock(m);
+        ran.push_back(std::move(what));
+    };
+    const auto refused = std::make_error_code(std::errc::no_buffer_space);
+    const auto sync_failed = std::make_error_code(std::errc::io_error);
+    {
+        flush_policy data(loop, 2, slots, {}, {});
+        auto append = [&](int k, std::error_code write_ec, std::error_code durable_ec) {
+            data.append(
+                [&, k, write_ec] {
+                    note("w" + std::to_string(k));
+                    if (k == 1) {
+                        first_started.count_down();
+                        first_go.wait();
+                    }
+                    return write_ec;
+                },
+                [&, k, durable_ec] {
+                    note("d" + std::to_string(k));
+                    return durable_ec;
+                },
+                [&, k](std::error_code ec) { answers.emplace_back(k, ec); });
+        };
+        append(1, {}, {});
+        first_started.wait();
+        append(2, {}, {});
+        append(3, refused, {});
+        append(4, {}, sync_failed);
+        CHECK_FALSE(data.idle());
+        first_go.count_down();
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (answers.size() < 4 && std::chrono::steady_clock::now() < until)
+            loop.run_for(std::chrono::milliseconds(10));
+        CHECK(data.idle());
+    }
+    CHECK(ran == std::vector<std::string>{"w1", "d1", "w2", "w3", "w4", "d2", "d4"});
+    REQUIRE(answers.size() == 4);
+    CHECK(answers[0] == std::pair<int, std::error_code>{1, {}});
+    CHECK(answers[1] == std::pair<int, std::error_code>{2, {}});
+    CHECK(answers[2] == std::pair<int, std::error_code>{3, refused});
+    CHECK(answers[3] == std::pair<int, std::error_code>{4, sync_failed});
 }

@@ -440,6 +440,50 @@ TEST_CASE("journal: a failed fdatasync fails its appends until the journal start
     CHECK(found[0].version == 4);
 }
 
+TEST_CASE("journal: records written together are made durable by one fdatasync, or fail together",
+          "[journal]")
+{
+    test::temp_dir tmp;
+    const auto path = tmp / "j";
+    auto j = ready_journal(path, 1u << 20);
+    auto write = [&](std::uint64_t v) {
+        const auto data = bytes_of(100, static_cast<unsigned>(v));
+        std::uint64_t seq = 0;
+        REQUIRE(!j->write({"job", "node7", v, 0, 8, 2, 0}, data, crc32c(data), seq));
+        return seq;
+    };
+    const std::uint64_t s1 = write(1), s2 = write(2), s3 = write(3);
+    CHECK(j->unsettled() == 3);
+    // Every fdatasync after the first fails: the three records need one.
+    sys::fault f;
+    f.which = sys::call::fdatasync;
+    f.error = EIO;
+    f.after = 1;
+    sys::inject(f);
+    CHECK(!j->durable(s3));
+    CHECK(!j->durable(s1));
+    CHECK(!j->durable(s2));
+    sys::inject(std::nullopt);
+    CHECK(j->unsettled() == 3);
+
+    // A failed fdatasync fails every record it was to cover, the earlier
+    // ones waited for after it too.
+    const std::uint64_t s4 = write(4), s5 = write(5);
+    f.after = 0;
+    sys::inject(f);
+    CHECK(j->durable(s5) == std::errc::io_error);
+    sys::inject(std::nullopt);
+    CHECK(j->durable(s4) == std::errc::io_error);
+    CHECK(j->unsettled() == 3);
+
+    const auto found = replay(path, 1u << 20);
+    REQUIRE(found.size() >= 3);
+    for (std::uint64_t v = 1; v <= 3; ++v) {
+        CHECK(found[v - 1].version == v);
+        CHECK(found[v - 1].data == bytes_of(100, static_cast<unsigned>(v)));
+    }
+}
+
 TEST_CASE("journal: a fill that fails leaves it unused and says why", "[journal]")
 {
     // The file may not grow past 256 KiB (as on a full disk): the zeros
