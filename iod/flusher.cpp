@@ -148,7 +148,8 @@ void flush_policy::start_appends()
         [this] {
             for (auto& a : batch_)
                 a.ec = a.write();
-            // The first durable() syncs them all; the rest find it done.
+            // The first durable() of each journal syncs its records; the
+            // rest find them done.
             for (auto& a : batch_)
                 if (!a.ec)
                     a.ec = a.durable();

@@ -122,7 +122,8 @@ public:
     // Nothing pulled, held or being flushed.
     bool idle() const noexcept
     {
-        return pulls_ == 0 && held_.empty() && !pool_.busy() && !journal_pool_.busy();
+        return pulls_ == 0 && held_.empty() && !appending_ && appends_.empty() && !pool_.busy() &&
+               !journal_pool_.busy();
     }
     // Whether a pull started since clear_disturbed(): read by the retention
     // thread, which pauses between versions when one did.

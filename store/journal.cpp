@@ -163,7 +163,7 @@ std::error_code journal::write_header(std::uint64_t generation)
 std::error_code journal::reset()
 {
     std::lock_guard lock(mutex_);
-    if (unsettled_ > 0)
+    if (unsettled_ > 0 || awaiting_ > 0)
         return std::make_error_code(std::errc::device_or_resource_busy);
     return start_over();
 }
@@ -264,8 +264,11 @@ std::error_code journal::write(const origin& o, std::span<const std::byte> data,
     const bool past_half = tail_ - header_bytes > (capacity_ - header_bytes) / 2;
     if (broken_ || tail_ + need > capacity_ || (past_half && unsettled_ == 0)) {
         // Only once every record is settled: one not settled yet may still
-        // be all there is of its version after a crash.
-        if (unsettled_ > 0)
+        // be all there is of its version after a crash. Nor while one
+        // written waits for durable(): a new generation would answer it
+        // durable with no fdatasync (whatever a count of settled records
+        // says).
+        if (unsettled_ > 0 || awaiting_ > 0)
             return std::make_error_code(std::errc::no_buffer_space);
         if (auto ec = start_over())
             return ec;
@@ -275,6 +278,7 @@ std::error_code journal::write(const origin& o, std::span<const std::byte> data,
     const std::uint64_t generation = generation_;
     tail_ += need;
     ++unsettled_;
+    ++awaiting_;
     lock.unlock();
 
     auto& buf = scratch(need);
@@ -308,6 +312,7 @@ std::error_code journal::write(const origin& o, std::span<const std::byte> data,
     lock.lock();
     auto fail = [&](std::error_code ec) {
         --unsettled_;
+        --awaiting_;
         cv_.notify_all();
         return ec;
     };
@@ -333,6 +338,7 @@ std::error_code journal::durable(std::uint64_t seq)
     std::unique_lock lock(mutex_);
     auto fail = [&](std::error_code ec) {
         --unsettled_;
+        --awaiting_;
         cv_.notify_all();
         return ec;
     };
@@ -362,6 +368,7 @@ std::error_code journal::durable(std::uint64_t seq)
         }
         cv_.wait(lock);
     }
+    --awaiting_;
     return {};
 }
 

@@ -156,6 +156,7 @@ private:
     std::uint64_t generation_ = 0;
     std::uint64_t tail_ = header_bytes;  // where the next record goes
     std::uint64_t unsettled_ = 0;        // appended (or being appended), not settled
+    std::uint64_t awaiting_ = 0;         // reserved by write(), durable() not returned
     // Group commit: appends are numbered in the order of their place in the
     // file. written_: every append up to it is in the file (done_: those
     // beyond, out of order); a fdatasync begun then covers them all, and
