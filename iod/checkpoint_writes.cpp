@@ -93,6 +93,7 @@ void checkpoint_writes::begin(std::uint64_t cookie, std::uint64_t length, held_b
             if (packed)
                 packed_[version] = std::move(packed);
             versions_.journaled(version, crc, span.start_ns, span.durable_ns);
+            s_.publish_durable(versions_.durable_through());
             send_all(versions_.answer_waits(version, s_.rank()));
         };
     }
@@ -160,6 +161,7 @@ void checkpoint_writes::begin(std::uint64_t cookie, std::uint64_t length, held_b
             d.job().version_failed(ec, version);
         } else {
             versions_.durable(version, entry.crc32c, span.start_ns, span.durable_ns);
+            s_.publish_durable(versions_.durable_through());
             log_info("flushed {} ({}, crc32c {:08x})", object, human_bytes(entry.size),
                      entry.crc32c);
             const auto* rec = versions_.find(version);

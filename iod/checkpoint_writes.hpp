@@ -25,7 +25,11 @@ public:
     explicit checkpoint_writes(session& s) : s_(s) {}
 
     // At CONNECT: where this rank's versions start.
-    void first_version(std::uint64_t v) noexcept { next_version_ = v; }
+    void first_version(std::uint64_t v) noexcept
+    {
+        next_version_ = v;
+        versions_.first_version(v);
+    }
     std::uint64_t next_version() const noexcept { return next_version_; }
 
     void on_write_req(proto::write_req_msg& m);

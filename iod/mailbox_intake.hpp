@@ -48,6 +48,9 @@ public:
     // that did not come from the mailbox): its space goes back to the rank,
     // and the records behind it may go on (on the loop, soon).
     void staged(std::uint64_t end);
+    // Every version of the rank's run up to `version` is durable: the rank's
+    // io_wait on one asks nothing (mailbox::reader::publish_durable).
+    void publish_durable(std::uint64_t version) noexcept { reader_.publish_durable(version); }
     // The socket closed: what the rank published so far is still taken,
     // nothing later; messages waiting are dropped.
     void close();

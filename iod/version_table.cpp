@@ -35,6 +35,10 @@ void version_table::durable(std::uint64_t version, std::uint32_t crc32c,
     rec.durable_ns = durable_ns;
     ++durable_count_;
     durable_bytes_ += rec.size;
+    for (auto it = versions_.find(through_ + 1);
+         it != versions_.end() && it->first == through_ + 1 && it->second.state == state::durable;
+         ++it)
+        ++through_;
 }
 
 void version_table::journaled(std::uint64_t version, std::uint32_t crc32c,

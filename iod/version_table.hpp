@@ -80,6 +80,13 @@ public:
     std::shared_ptr<transfer> in_flight(std::uint64_t version) const;
     void each_in_flight(const std::function<void(const std::shared_ptr<transfer>&)>& fn) const;
 
+    // Where the rank's versions start in this connection (checkpoint_writes).
+    void first_version(std::uint64_t v) noexcept { through_ = v - 1; }
+    // The newest version that every version from the first up to it is
+    // durable (first - 1: none yet). A version io_write failed for, or one
+    // that failed, stops it there.
+    std::uint64_t durable_through() const noexcept { return through_; }
+
     std::uint64_t durable_count() const noexcept { return durable_count_; }
     std::uint64_t durable_bytes() const noexcept { return durable_bytes_; }
 
@@ -89,6 +96,7 @@ private:
     std::map<std::uint64_t, std::weak_ptr<transfer>> flight_;  // versions still on their way
     std::uint64_t durable_count_ = 0;
     std::uint64_t durable_bytes_ = 0;
+    std::uint64_t through_ = 0;
 };
 
 }  // namespace iofwd::iod

@@ -71,6 +71,9 @@ public:
     // finalize, without waiting for a daemon this process launched to exit
     // (it goes on alone): for a process that stops using iofwd early.
     std::error_code detach();
+    // Both answered here, without asking the daemon, for a version its
+    // mailbox says is durable (known_durable); `out` then holds the version
+    // and its state only.
     std::error_code wait(std::uint64_t version, proto::version_state_msg& out);
     std::error_code test(std::uint64_t version, proto::version_state_t& out);
     // The daemon's first write of a durable version and its commit (monotonic ns).
@@ -119,6 +122,9 @@ public:
     std::string context() const;
 
 private:
+    // A version of this run, written by this rank, that the daemon said
+    // is durable through the mailbox.
+    bool known_durable(std::uint64_t version) const noexcept;
     std::error_code fail(std::error_code ec, std::string why);
     // Sends CONNECT and takes the answer, trying a daemon again that died
     // between accepting and answering (or one still finishing the last job).

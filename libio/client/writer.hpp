@@ -59,6 +59,9 @@ public:
     // one the mailbox may take goes over UCX when the mailbox is full.)
     bool travels_inline(std::uint64_t len) const noexcept { return len <= inline_limit(); }
     bool has_mailbox() const noexcept { return static_cast<bool>(mailbox_); }
+    // What the daemon said is durable through the mailbox
+    // (mailbox::writer::durable_through); 0 without one.
+    std::uint64_t durable_through() const noexcept { return mailbox_.durable_through(); }
     // Faults in the mailbox's pages (mailbox::writer::prefault): from any
     // thread, beside write().
     std::error_code prefault_mailbox(const std::stop_token& stop,

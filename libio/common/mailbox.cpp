@@ -42,6 +42,8 @@ struct layout {
     alignas(64) std::atomic<std::uint64_t> tail;  // written by the rank
     alignas(64) std::atomic<std::uint64_t> head;  // written by the daemon
     alignas(64) std::atomic<std::uint32_t> asleep;
+    // Written by the daemon: reader::publish_durable.
+    alignas(64) std::atomic<std::uint64_t> durable_through;
 };
 static_assert(sizeof(layout) <= header_bytes);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
@@ -191,6 +193,12 @@ void reader::set_asleep(bool asleep) noexcept
         s_->asleep.store(asleep ? 1 : 0, std::memory_order_seq_cst);
 }
 
+void reader::publish_durable(std::uint64_t version) noexcept
+{
+    if (s_)
+        s_->durable_through.store(version, std::memory_order_release);
+}
+
 void reader::freeze() noexcept
 {
     if (s_ && frozen_ == UINT64_MAX)
@@ -274,6 +282,11 @@ std::error_code writer::open(int memfd, std::size_t capacity, writer& out, std::
     out.capacity_ = capacity;
     out.tail_ = tail;
     return {};
+}
+
+std::uint64_t writer::durable_through() const noexcept
+{
+    return s_ ? s_->durable_through.load(std::memory_order_acquire) : 0;
 }
 
 std::size_t writer::max_length() const noexcept

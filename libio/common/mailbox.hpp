@@ -15,7 +15,10 @@
 // the area instead.
 // `tail` (written by the rank) and `head` (by the daemon) count bytes ever
 // published and released. When the daemon's `asleep` word is set the rank
-// writes the daemon's eventfd after publishing.
+// writes the daemon's eventfd after publishing. `durable_through` (by the
+// daemon) is the rank's newest version that every version of its run up to
+// it is durable, so that io_wait on one of those asks nothing (0: none said;
+// an older daemon never says).
 //
 // The daemon never trusts what the rank wrote: it reads `tail` once, checks it
 // against its own copy of `head`, and rejects a record that does not fit.
@@ -98,6 +101,9 @@ public:
     void freeze() noexcept;
     // Nothing more is read (the rank broke the format; the session ends).
     void discard() noexcept;
+    // Tells the rank that every version of its run up to `version` is
+    // durable (version_table::durable_through).
+    void publish_durable(std::uint64_t version) noexcept;
 
 private:
     // The end of what the rank published: its tail, or where it was frozen.
@@ -134,6 +140,9 @@ public:
                              const std::function<void()>& between = {}) const;
     // The largest write one record can carry.
     std::size_t max_length() const noexcept;
+    // What the daemon said is durable (reader::publish_durable); 0 without
+    // a mailbox. The rank's own memory: it only ever informs the rank.
+    std::uint64_t durable_through() const noexcept;
     // Copies `data` into a new record and publishes it; false when there is
     // not room right now (the caller uses the socket). `wake`: the daemon
     // asked to be signalled.

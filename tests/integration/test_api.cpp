@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <sys/mman.h>
+#include <signal.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -77,6 +78,51 @@ TEST_CASE("calls out of order and bad lengths return the documented codes", "[ap
         CHECK(std::memcmp(stored.data(), buf.data(), buf.size()) == 0);
         CHECK(exists(c.store() + "/itest/" + v + "/nodeA.manifest"));
     }
+}
+
+TEST_CASE("io_wait and io_test on a version the mailbox says is durable ask the daemon nothing",
+          "[api]")
+{
+    // Three 4 KiB versions, waited for (the daemon answers, and says
+    // through the rank's mailbox that versions 1 to 3 are durable); then the
+    // daemon is killed. io_wait and io_test on those still succeed: they
+    // read the mailbox and ask nothing. A version beyond them must ask, and
+    // fails in words; so does io_flush_span, which always asks.
+    cluster c;
+    for (const auto& [k, v] : c.env)
+        ::setenv(k.c_str(), v.c_str(), 1);
+    std::vector<std::byte> buf(4096);
+    example::fill_pattern(buf.data(), buf.size(), example::pattern_seed("nodeA", 0, 1));
+    REQUIRE(io_init(buf.data(), buf.size(), 0, 1, nullptr, 1) == 0);
+    std::uint64_t v = 0;
+    for (int i = 0; i < 3; ++i)
+        REQUIRE(io_write_version(buf.size(), &v) == 0);
+    REQUIRE(v == 3);
+    REQUIRE(io_wait(3) == 0);
+    const auto pids = daemon_pids(c.log());
+    REQUIRE(pids.size() == 1);
+    REQUIRE(::kill(pids[0], SIGKILL) == 0);
+    // Gone, or a zombie (io_init launched it: this process is its parent).
+    const std::string stat = fmt::format("/proc/{}/stat", pids[0]);
+    REQUIRE(wait_until(
+        [&] {
+            const std::string text = exists(stat) ? read_file(stat) : std::string();
+            const auto paren = text.rfind(')');
+            return paren == std::string::npos || text.compare(paren, 3, ") Z") == 0;
+        },
+        std::chrono::seconds(10)));
+    for (std::uint64_t k = 1; k <= 3; ++k)
+        CHECK(io_wait(k) == 0);
+    int state = -1;
+    CHECK(io_test(2, &state) == 0);
+    CHECK(state == IO_STATE_DURABLE);
+    CHECK(io_wait(4) != 0);
+    double start = 0, durable = 0;
+    CHECK(io_flush_span(3, &start, &durable) != 0);
+    CHECK(std::string(io_last_error()).size() > 0);
+    CHECK(io_finalize() != 0);
+    for (const auto& [k, v2] : c.env)
+        ::unsetenv(k.c_str());
 }
 
 namespace {

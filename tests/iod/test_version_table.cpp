@@ -101,3 +101,28 @@ TEST_CASE("a forgotten version (io_write failed) never existed", "[version-table
     CHECK(t.find(9) == nullptr);
     CHECK(t.in_flight(9) == nullptr);
 }
+
+TEST_CASE("durable_through: every version from the first up to it is durable", "[version-table]")
+{
+    version_table t;
+    t.first_version(5);
+    CHECK(t.durable_through() == 4);
+    for (std::uint64_t v = 5; v <= 9; ++v)
+        t.pulling(v, 4096, {}, 0);
+    // Out of order: 6 durable before 5 says nothing yet.
+    t.durable(6, 1, 0, 1);
+    CHECK(t.durable_through() == 4);
+    t.journaled(5, 1, 0, 1);
+    CHECK(t.durable_through() == 6);
+    // A version that failed stops it, and so does one io_write failed for.
+    t.failed(7, std::make_error_code(std::errc::io_error), "disk");
+    t.durable(8, 1, 0, 1);
+    CHECK(t.durable_through() == 6);
+    version_table u;
+    u.first_version(1);
+    u.pulling(1, 10, {}, 0);
+    u.pulling(2, 10, {}, 0);
+    u.forget(1);
+    u.durable(2, 1, 0, 1);
+    CHECK(u.durable_through() == 0);
+}

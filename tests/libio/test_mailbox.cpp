@@ -197,6 +197,17 @@ TEST_CASE("a mailbox refuses what does not fit and says when to ring", "[mailbox
     CHECK(p.w.put(3, 3, pattern(400, 3), wake));
 }
 
+TEST_CASE("the daemon tells the rank through the mailbox what is durable", "[mailbox]")
+{
+    pair p(1024);
+    CHECK(p.w.durable_through() == 0);
+    p.r.publish_durable(41);
+    CHECK(p.w.durable_through() == 41);
+    p.r.publish_durable(42);
+    CHECK(p.w.durable_through() == 42);
+    CHECK(mailbox::writer{}.durable_through() == 0);
+}
+
 TEST_CASE("a frozen mailbox yields only what was published before", "[mailbox]")
 {
     pair p(4096);
