@@ -84,7 +84,10 @@ public:
     void first_version(std::uint64_t v) noexcept { through_ = v - 1; }
     // The newest version that every version from the first up to it is
     // durable (first - 1: none yet). A version io_write failed for, or one
-    // that failed, stops it there.
+    // that failed, stops it there. It never goes back: the rank answers its
+    // io_wait from it (the mailbox), so failed() and forget() must never
+    // come for a durable version (checkpoint_writes: a durable version's
+    // end takes the branch that commits its object, never those).
     std::uint64_t durable_through() const noexcept { return through_; }
 
     std::uint64_t durable_count() const noexcept { return durable_count_; }

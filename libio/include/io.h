@@ -85,7 +85,10 @@ IO_API int io_write_version(uint64_t len, uint64_t *version);
 
 /* Blocks until `version` of this process's data is durable in the store.
  * Errors: the version could not be made durable (the store's errno, e.g.
- * ENOSPC), or ENOENT for a version this process did not write. */
+ * ENOSPC), or ENOENT for a version this process did not write. A version the
+ * daemon already said is durable (every one of this run up to it is) is
+ * answered without asking it: 0 even if the daemon has gone since, as the
+ * data is durable. io_test() likewise. */
 IO_API int io_wait(uint64_t version);
 
 /* Where `version` of this process's data is, without blocking. */

@@ -5,12 +5,14 @@
 #include <sys/mman.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -80,30 +82,17 @@ TEST_CASE("calls out of order and bad lengths return the documented codes", "[ap
     }
 }
 
-TEST_CASE("io_wait and io_test on a version the mailbox says is durable ask the daemon nothing",
-          "[api]")
+namespace {
+
+// The daemon that wrote its pid last in the cluster's log, killed; returns
+// once it is gone or a zombie (io_init launched it: this process is its
+// parent).
+void kill_newest_daemon(const cluster& c)
 {
-    // Three 4 KiB versions, waited for (the daemon answers, and says
-    // through the rank's mailbox that versions 1 to 3 are durable); then the
-    // daemon is killed. io_wait and io_test on those still succeed: they
-    // read the mailbox and ask nothing. A version beyond them must ask, and
-    // fails in words; so does io_flush_span, which always asks.
-    cluster c;
-    for (const auto& [k, v] : c.env)
-        ::setenv(k.c_str(), v.c_str(), 1);
-    std::vector<std::byte> buf(4096);
-    example::fill_pattern(buf.data(), buf.size(), example::pattern_seed("nodeA", 0, 1));
-    REQUIRE(io_init(buf.data(), buf.size(), 0, 1, nullptr, 1) == 0);
-    std::uint64_t v = 0;
-    for (int i = 0; i < 3; ++i)
-        REQUIRE(io_write_version(buf.size(), &v) == 0);
-    REQUIRE(v == 3);
-    REQUIRE(io_wait(3) == 0);
     const auto pids = daemon_pids(c.log());
-    REQUIRE(pids.size() == 1);
-    REQUIRE(::kill(pids[0], SIGKILL) == 0);
-    // Gone, or a zombie (io_init launched it: this process is its parent).
-    const std::string stat = fmt::format("/proc/{}/stat", pids[0]);
+    REQUIRE(!pids.empty());
+    REQUIRE(::kill(pids.back(), SIGKILL) == 0);
+    const std::string stat = fmt::format("/proc/{}/stat", pids.back());
     REQUIRE(wait_until(
         [&] {
             const std::string text = exists(stat) ? read_file(stat) : std::string();
@@ -111,18 +100,109 @@ TEST_CASE("io_wait and io_test on a version the mailbox says is durable ask the 
             return paren == std::string::npos || text.compare(paren, 3, ") Z") == 0;
         },
         std::chrono::seconds(10)));
-    for (std::uint64_t k = 1; k <= 3; ++k)
+}
+
+void set_env(const std::map<std::string, std::string>& env, bool on)
+{
+    for (const auto& [k, v] : env)
+        if (on)
+            ::setenv(k.c_str(), v.c_str(), 1);
+        else
+            ::unsetenv(k.c_str());
+}
+
+}  // namespace
+
+TEST_CASE("io_wait and io_test on a version the mailbox says is durable ask the daemon nothing",
+          "[api]")
+{
+    // Versions 2 to 4 of 4 KiB, each waited for: durable in the node's
+    // journal (filled by a first run), and the daemon says so through the
+    // rank's mailbox. Then the daemon is killed: io_wait and io_test on
+    // those still succeed, from the mailbox. io_flush_span always asks, and
+    // a version this rank never wrote is not taken as durable: both fail.
+    cluster c;
+    fill_journal(c, 1);
+    auto env = c.env;
+    env.insert(small_journal.begin(), small_journal.end());
+    set_env(env, true);
+    std::vector<std::byte> buf(4096);
+    example::fill_pattern(buf.data(), buf.size(), example::pattern_seed("nodeA", 0, 2));
+    REQUIRE(io_init(buf.data(), buf.size(), 0, 1, nullptr, 1) == 0);
+    std::uint64_t v = 0;
+    for (int i = 0; i < 3; ++i)
+        REQUIRE(io_write_version(buf.size(), &v) == 0);
+    REQUIRE(v == 4);
+    for (std::uint64_t k = 2; k <= 4; ++k)
+        REQUIRE(io_wait(k) == 0);
+    // Through the journal: each logged as such once its object is
+    // committed after the answer.
+    auto through_journal = [&](std::uint64_t k) {
+        const std::string log = c.log();
+        const auto at = log.find(fmt::format("flushed itest/v{:08}/nodeA.r0000 (", k));
+        return at != std::string::npos &&
+               log.substr(at, log.find('\n', at) - at).ends_with("in the journal first)");
+    };
+    const bool journaled = wait_until(
+        [&] { return through_journal(2) && through_journal(3) && through_journal(4); }, 10s);
+    INFO("log:\n" << c.log());
+    CHECK(journaled);
+    kill_newest_daemon(c);
+    for (std::uint64_t k = 2; k <= 4; ++k)
         CHECK(io_wait(k) == 0);
     int state = -1;
-    CHECK(io_test(2, &state) == 0);
+    CHECK(io_test(3, &state) == 0);
     CHECK(state == IO_STATE_DURABLE);
-    CHECK(io_wait(4) != 0);
+    CHECK(io_wait(5) != 0);
+    CHECK(io_wait(1) != 0);  // the first run's
     double start = 0, durable = 0;
-    CHECK(io_flush_span(3, &start, &durable) != 0);
-    CHECK(std::string(io_last_error()).size() > 0);
+    CHECK(io_flush_span(4, &start, &durable) != 0);
     CHECK(io_finalize() != 0);
-    for (const auto& [k, v2] : c.env)
-        ::unsetenv(k.c_str());
+    set_env(env, false);
+}
+
+TEST_CASE("a version that failed stops what the mailbox says is durable", "[api]")
+{
+    // Without the journal, one store write fails once: one of the three
+    // versions fails, the others are durable. The daemon never says in the
+    // mailbox that a version after the failed one is durable (io_wait
+    // answers each from the daemon): once it is killed, io_test on those
+    // must ask, and fails; on one before it, the mailbox answers.
+    cluster c;
+    auto env = c.env;
+    env["IOFWD_JOURNAL_MAX"] = "0";
+    env["IOFWD_FAULT"] = "pwrite:EIO:1:once";
+    set_env(env, true);
+    std::vector<std::byte> buf(4096);
+    example::fill_pattern(buf.data(), buf.size(), example::pattern_seed("nodeA", 0, 1));
+    REQUIRE(io_init(buf.data(), buf.size(), 0, 1, nullptr, 1) == 0);
+    std::uint64_t v = 0;
+    for (int i = 0; i < 3; ++i)
+        REQUIRE(io_write_version(buf.size(), &v) == 0);
+    REQUIRE(v == 3);
+    std::vector<int> waited;
+    for (std::uint64_t k = 1; k <= 3; ++k)
+        waited.push_back(io_wait(k));
+    INFO("io_wait of 1, 2, 3: " << waited[0] << " " << waited[1] << " " << waited[2]
+                               << "\nlog:\n" << c.log());
+    const auto failed = std::find_if(waited.begin(), waited.end(), [](int rc) { return rc; });
+    REQUIRE(std::count(waited.begin(), waited.end(), 0) == 2);
+    REQUIRE(failed != waited.end());
+    CHECK(*failed == EIO);
+    const auto first_failed = static_cast<std::uint64_t>(failed - waited.begin()) + 1;
+    kill_newest_daemon(c);
+    for (std::uint64_t k = 1; k <= 3; ++k) {
+        int state = -1;
+        INFO("version " << k);
+        if (k < first_failed) {
+            CHECK(io_test(k, &state) == 0);
+            CHECK(state == IO_STATE_DURABLE);
+        } else {
+            CHECK(io_test(k, &state) != 0);
+        }
+    }
+    CHECK(io_finalize() != 0);
+    set_env(env, false);
 }
 
 namespace {
