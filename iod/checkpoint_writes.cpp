@@ -92,8 +92,7 @@ void checkpoint_writes::begin(std::uint64_t cookie, std::uint64_t length, held_b
                                    transfer::handlers::packed_bytes packed) {
             if (packed)
                 packed_[version] = std::move(packed);
-            versions_.journaled(version, crc, span.start_ns, span.durable_ns);
-            s_.publish_durable(versions_.durable_through());
+            now_durable(version, crc, span.start_ns, span.durable_ns, true);
             send_all(versions_.answer_waits(version, s_.rank()));
         };
     }
@@ -160,8 +159,7 @@ void checkpoint_writes::begin(std::uint64_t cookie, std::uint64_t length, held_b
                 s_.remember_failure(ec, why);
             d.job().version_failed(ec, version);
         } else {
-            versions_.durable(version, entry.crc32c, span.start_ns, span.durable_ns);
-            s_.publish_durable(versions_.durable_through());
+            now_durable(version, entry.crc32c, span.start_ns, span.durable_ns, false);
             log_info("flushed {} ({}, crc32c {:08x})", object, human_bytes(entry.size),
                      entry.crc32c);
             const auto* rec = versions_.find(version);
@@ -173,6 +171,17 @@ void checkpoint_writes::begin(std::uint64_t cookie, std::uint64_t length, held_b
         send_all(versions_.answer_waits(version, s_.rank()));
     };
     s_.writes().start(std::move(r));
+}
+
+void checkpoint_writes::now_durable(std::uint64_t version, std::uint32_t crc,
+                                    std::uint64_t flush_start_ns, std::uint64_t durable_ns,
+                                    bool journaled)
+{
+    if (journaled)
+        versions_.journaled(version, crc, flush_start_ns, durable_ns);
+    else
+        versions_.durable(version, crc, flush_start_ns, durable_ns);
+    s_.mail_durable(versions_.durable_through());
 }
 
 void checkpoint_writes::send_all(std::vector<proto::message> answers)

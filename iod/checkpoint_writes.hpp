@@ -47,6 +47,10 @@ private:
     // pulled; from the mailbox when mail_end > 0.
     void begin(std::uint64_t cookie, std::uint64_t length, held_bytes data,
                std::uint64_t mail_end);
+    // The version is durable (in the node's journal, its object still to
+    // come, or in its object): in the table, and said in the rank's mailbox.
+    void now_durable(std::uint64_t version, std::uint32_t crc, std::uint64_t flush_start_ns,
+                     std::uint64_t durable_ns, bool journaled);
     void send_all(std::vector<proto::message> answers);
 
     session& s_;

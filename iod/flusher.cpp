@@ -142,7 +142,6 @@ void flush_policy::append(flusher::work write, flusher::work durable, flusher::d
 void flush_policy::start_appends()
 {
     appending_ = true;
-    // Swapped, not moved: both keep their capacity from batch to batch.
     std::swap(appends_, batch_);
     journal_pool_.submit(
         [this] {

@@ -155,9 +155,10 @@ private:
         flusher::done done;
         std::error_code ec;
     };
+    // Swapped from one to the next, each keeping its capacity: waiting
+    // (loop thread), in flight (the journal thread's until its handler
+    // runs), answered (loop thread).
     std::vector<journal_append> appends_;
-    // Swapped from one to the next, each keeping its capacity: waiting,
-    // in flight (the journal thread's until its handler runs), answered.
     std::vector<journal_append> batch_;
     std::vector<journal_append> answering_;
     bool appending_ = false;

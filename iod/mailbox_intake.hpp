@@ -49,7 +49,7 @@ public:
     // and the records behind it may go on (on the loop, soon).
     void staged(std::uint64_t end);
     // Every version of the rank's run up to `version` is durable: the rank's
-    // io_wait on one asks nothing (mailbox::reader::publish_durable).
+    // io_wait and io_test on one ask nothing (mailbox::reader::publish_durable).
     void publish_durable(std::uint64_t version) noexcept { reader_.publish_durable(version); }
     // The socket closed: what the rank published so far is still taken,
     // nothing later; messages waiting are dropped.

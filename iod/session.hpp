@@ -126,8 +126,9 @@ public:
     void remember_failure(std::error_code ec, const std::string& why);
     // The mailbox's side of the write path.
     void mail_staged(std::uint64_t end) { intake_.staged(end); }
-    // Through the mailbox, when the rank has one (mailbox_intake).
-    void publish_durable(std::uint64_t version) { intake_.publish_durable(version); }
+    // Every version of the rank's run up to `version` is durable: said
+    // through the mailbox, when the rank has one (mailbox_intake).
+    void mail_durable(std::uint64_t version) { intake_.publish_durable(version); }
     std::string mail_problem(const mailbox::reader::record& r) const;
     void start_mail(mailbox::reader::record& r);
     // Every record taken and the messages behind them dispatched.

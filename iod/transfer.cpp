@@ -317,8 +317,8 @@ void transfer::on_pulled(slot s, chunk c, ucs_status_t st)
     // loop and out to a flusher thread again between its write and its fsync.
     const bool commit = crcs_.size() == 1;
     // And one small enough for the node's journal is made durable there
-    // first, on the journal's own threads: the rank is told, then its object
-    // is written and committed as any other.
+    // first, on the journal's thread, in a batch (flush_policy::append): the
+    // rank is told, then its object is written and committed as any other.
     if (commit && h_.logged && journal_) {
         auto crc = std::make_shared<std::uint32_t>(0);
         // A packed version's bytes leave staging with the append: the pack

@@ -35,10 +35,13 @@ void version_table::durable(std::uint64_t version, std::uint32_t crc32c,
     rec.durable_ns = durable_ns;
     ++durable_count_;
     durable_bytes_ += rec.size;
-    for (auto it = versions_.find(through_ + 1);
-         it != versions_.end() && it->first == through_ + 1 && it->second.state == state::durable;
-         ++it)
-        ++through_;
+    // The newest of an unbroken run of durable versions from the first.
+    auto next = versions_.find(durable_through_ + 1);
+    while (next != versions_.end() && next->first == durable_through_ + 1 &&
+           next->second.state == state::durable) {
+        ++durable_through_;
+        ++next;
+    }
 }
 
 void version_table::journaled(std::uint64_t version, std::uint32_t crc32c,

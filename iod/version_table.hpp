@@ -2,7 +2,9 @@
 // What became of each version one rank wrote through its connection, and the
 // io_wait calls waiting on one: the answers to QUERY (io_test, io_wait,
 // io_flush_span) and the transfers still in flight (READ_REQ reads a version
-// from staging memory while it is there).
+// from staging memory while it is there); and durable_through(), which the
+// session writes into the rank's mailbox so that io_wait and io_test on those
+// versions ask nothing.
 //
 // A version's states, in order:
 //
@@ -81,14 +83,14 @@ public:
     void each_in_flight(const std::function<void(const std::shared_ptr<transfer>&)>& fn) const;
 
     // Where the rank's versions start in this connection (checkpoint_writes).
-    void first_version(std::uint64_t v) noexcept { through_ = v - 1; }
+    void first_version(std::uint64_t v) noexcept { durable_through_ = v - 1; }
     // The newest version that every version from the first up to it is
     // durable (first - 1: none yet). A version io_write failed for, or one
     // that failed, stops it there. It never goes back: the rank answers its
     // io_wait from it (the mailbox), so failed() and forget() must never
     // come for a durable version (checkpoint_writes: a durable version's
     // end takes the branch that commits its object, never those).
-    std::uint64_t durable_through() const noexcept { return through_; }
+    std::uint64_t durable_through() const noexcept { return durable_through_; }
 
     std::uint64_t durable_count() const noexcept { return durable_count_; }
     std::uint64_t durable_bytes() const noexcept { return durable_bytes_; }
@@ -99,7 +101,7 @@ private:
     std::map<std::uint64_t, std::weak_ptr<transfer>> flight_;  // versions still on their way
     std::uint64_t durable_count_ = 0;
     std::uint64_t durable_bytes_ = 0;
-    std::uint64_t through_ = 0;
+    std::uint64_t durable_through_ = 0;
 };
 
 }  // namespace iofwd::iod

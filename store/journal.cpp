@@ -174,7 +174,8 @@ std::error_code journal::start_over()
         return ec;
     ++generation_;
     tail_ = header_bytes;
-    // No append is in flight (none is unsettled): the counts start afresh.
+    // No record is in flight (none is unsettled or awaiting durable()): the
+    // counts start afresh.
     written_ = synced_ = reserved_;
     done_.clear();
     broken_ = false;
@@ -274,7 +275,7 @@ std::error_code journal::write(const origin& o, std::span<const std::byte> data,
             return ec;
     }
     const std::uint64_t at = tail_;
-    seq = ++reserved_;
+    const std::uint64_t taken = ++reserved_;
     const std::uint64_t generation = generation_;
     tail_ += need;
     ++unsettled_;
@@ -310,41 +311,38 @@ std::error_code journal::write(const origin& o, std::span<const std::byte> data,
     const std::error_code wec = rc != 0 ? last_system_error() : std::error_code{};
 
     lock.lock();
-    auto fail = [&](std::error_code ec) {
-        --unsettled_;
-        --awaiting_;
-        cv_.notify_all();
-        return ec;
-    };
     if (wec) {
         // Records after this one would never be found (replay ends here):
         // none counts until the journal starts over.
         broken_ = true;
-        first_broken_ = std::min(first_broken_, seq);
-        return fail(wec);
+        first_broken_ = std::min(first_broken_, taken);
+        return abandon(wec);
     }
-    done_.push_back(seq);
+    done_.push_back(taken);
     std::sort(done_.begin(), done_.end());
     while (!done_.empty() && done_.front() == written_ + 1) {
         ++written_;
         done_.erase(done_.begin());
     }
     cv_.notify_all();
+    seq = taken;
     return {};
+}
+
+std::error_code journal::abandon(std::error_code ec)
+{
+    --unsettled_;
+    --awaiting_;
+    cv_.notify_all();
+    return ec;
 }
 
 std::error_code journal::durable(std::uint64_t seq)
 {
     std::unique_lock lock(mutex_);
-    auto fail = [&](std::error_code ec) {
-        --unsettled_;
-        --awaiting_;
-        cv_.notify_all();
-        return ec;
-    };
     while (synced_ < seq) {
         if (seq >= first_broken_)
-            return fail(sync_error_ ? sync_error_ : std::make_error_code(std::errc::io_error));
+            return abandon(sync_error_ ? sync_error_ : std::make_error_code(std::errc::io_error));
         if (!syncing_ && written_ >= seq) {
             // The leader: one fdatasync for every append written by now.
             syncing_ = true;

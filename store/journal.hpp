@@ -101,7 +101,8 @@ public:
     // for a read that fails.
     std::error_code replay(std::vector<record>& out);
     // Forgets every record: the next generation, durable when it returns.
-    // Refused (device_or_resource_busy) while an append is not settled.
+    // Refused (device_or_resource_busy) while a record is not settled, or
+    // is written and not yet waited for (durable()).
     std::error_code reset();
     // Fills the file with zeros up to its capacity on a thread of its own,
     // unless it is that large already; appends are taken once it is.
@@ -111,8 +112,8 @@ public:
     // empty otherwise.
     std::string fill_error() const;
 
-    // Appends a record and returns once it is durable, with every append
-    // made meanwhile by other threads under the same fdatasync. `crc` is
+    // Appends a record and returns once it is durable, with every record
+    // written meanwhile under the same fdatasync. `crc` is
     // data's crc32c. std::errc::no_buffer_space: it does not fit now (not prepared yet,
     // larger than the journal, or the journal full of records not yet
     // settled): the caller commits the version without it. Any other error
@@ -121,17 +122,20 @@ public:
     // append() in two steps, for a caller that writes several records and
     // then waits once for them all: write() puts the record in the file
     // (not durable yet) and numbers it in `seq`; durable(seq) returns once a
-    // fdatasync covers it. Every record write() took must be waited for
-    // (until then it counts as unsettled); errors as append()'s, each step's
-    // own.
+    // fdatasync covers it. Every record write() took must be waited for:
+    // until durable() returns for it the journal does not start over
+    // (reset() is refused, and write() returns no_buffer_space where it
+    // would). Errors as append()'s, each step's own; `seq` is set only
+    // when write() succeeds.
     std::error_code write(const origin& o, std::span<const std::byte> data, std::uint32_t crc,
                           std::uint64_t& seq);
     std::error_code durable(std::uint64_t seq);
     // One appended record is no longer needed: its object is committed and
     // the node's manifest that lists it is durable and counted at the
     // version's tally (or its version was abandoned; job::rank_durable).
-    // When every record is settled, and the next does not fit or the
-    // journal is past half full, it starts over (reset()) at that append.
+    // When every record is settled and none awaits durable(), and the next
+    // does not fit or the journal is past half full, it starts over
+    // (reset()) at that append.
     void settled();
     // Records appended and not settled.
     std::uint64_t unsettled() const;
@@ -143,6 +147,9 @@ private:
     std::error_code write_header(std::uint64_t generation);
     // reset() with the mutex held.
     std::error_code start_over();
+    // A record written (or being written) that will never count: its
+    // counts go back, with the mutex held; returns `ec`.
+    std::error_code abandon(std::error_code ec);
 
     unique_fd fd_;
     const std::uint64_t capacity_;
@@ -162,7 +169,8 @@ private:
     // beyond, out of order); a fdatasync begun then covers them all, and
     // synced_ is the highest one covered. An append that failed, or a
     // fdatasync that did, breaks the journal from first_broken_ on: those
-    // appends fail, and the journal starts over once none is unsettled.
+    // appends fail, and the journal starts over once none is unsettled or
+    // awaiting durable().
     std::uint64_t reserved_ = 0;
     std::uint64_t written_ = 0;
     std::vector<std::uint64_t> done_;

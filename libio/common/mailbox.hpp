@@ -17,8 +17,8 @@
 // published and released. When the daemon's `asleep` word is set the rank
 // writes the daemon's eventfd after publishing. `durable_through` (by the
 // daemon) is the rank's newest version that every version of its run up to
-// it is durable, so that io_wait on one of those asks nothing (0: none said;
-// an older daemon never says).
+// it is durable, so that io_wait and io_test on one of those ask nothing
+// (below the run's first version: none yet; 0 from an older daemon).
 //
 // The daemon never trusts what the rank wrote: it reads `tail` once, checks it
 // against its own copy of `head`, and rejects a record that does not fit.
@@ -102,7 +102,8 @@ public:
     // Nothing more is read (the rank broke the format; the session ends).
     void discard() noexcept;
     // Tells the rank that every version of its run up to `version` is
-    // durable (version_table::durable_through).
+    // durable (version_table::durable_through); never less than a value
+    // published before.
     void publish_durable(std::uint64_t version) noexcept;
 
 private:

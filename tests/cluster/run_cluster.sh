@@ -131,7 +131,8 @@ node-killed)
   #    3 must never become complete, and every node restarts from 2;
   #  - with the journal (the default), killed once its ranks' records of
   #    version 3 are in the node's journal (they were told it was durable;
-  #    the journal's own threads may have appended later versions too):
+  #    the journal's thread may have appended later versions too, in the
+  #    same batch):
   #    the next claim on the node completes the versions each of whose
   #    ranks is in the journal or committed, and every rank must restart
   #    from the newest one the journal holds whole (the example fails when

@@ -4,6 +4,7 @@
 #include <latch>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <utility>  // before Asio (Boost 1.74 needs it)
@@ -13,6 +14,23 @@
 
 using iofwd::iod::flusher;
 using iofwd::iod::flush_policy;
+
+namespace {
+
+// A latch's wait, 20 s at most (a test that goes wrong fails, not hangs):
+// whether it opened.
+bool opened(std::latch& l)
+{
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!l.try_wait()) {
+        if (std::chrono::steady_clock::now() > until)
+            return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+}
+
+}  // namespace
 
 TEST_CASE("the flusher runs jobs by order, lowest first, in the order submitted among equals",
           "[flusher]")
@@ -40,10 +58,10 @@ TEST_CASE("the flusher runs jobs by order, lowest first, in the order submitted 
                 ran.push_back("first");
             }
             started.count_down();
-            go.wait();
+            opened(go);
             return std::error_code{};
         }, count);
-        started.wait();
+        REQUIRE(opened(started));
         pool.submit(30, job("30"), count);
         pool.submit(10, job("10a"), count);
         pool.submit(20, job("20"), count);
@@ -89,12 +107,12 @@ TEST_CASE("the flusher never runs two jobs of one key at once, and runs other jo
                 a_running = true;
             }
             a1_started.count_down();
-            a1_go.wait();
+            opened(a1_go);
             std::lock_guard lock(m);
             a_running = false;
             return std::error_code{};
         }, count, &key_a);
-        a1_started.wait();
+        REQUIRE(opened(a1_started));
         pool.submit(2, [&] {
             std::lock_guard lock(m);
             overlap = overlap || a_running;
@@ -136,10 +154,10 @@ TEST_CASE("an append to the journal does not wait for the flushes and commits be
         flush_policy data(loop, 1, slots, {}, {});
         data.commit(1, [&] {
             commit_started.count_down();
-            commit_go.wait();
+            opened(commit_go);
             return std::error_code{};
         }, [&](std::error_code) { committed = true; });
-        commit_started.wait();
+        REQUIRE(opened(commit_started));
         data.append([] { return std::error_code{}; }, [] { return std::error_code{}; },
                     [&](std::error_code) { appended = true; });
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -184,7 +202,7 @@ TEST_CASE("appends made while a batch is in the journal go together, each with i
                     note("w" + std::to_string(k));
                     if (k == 1) {
                         first_started.count_down();
-                        first_go.wait();
+                        opened(first_go);
                     }
                     return write_ec;
                 },
@@ -195,7 +213,7 @@ TEST_CASE("appends made while a batch is in the journal go together, each with i
                 [&, k](std::error_code ec) { answers.emplace_back(k, ec); });
         };
         append(1, {}, {});
-        first_started.wait();
+        REQUIRE(opened(first_started));
         append(2, {}, {});
         append(3, refused, {});
         append(4, {}, sync_failed);

@@ -1,5 +1,5 @@
 // The version table (iod/version_table.hpp): a version's states, the waits
-// on it, and QUERY's answers.
+// on it, QUERY's answers, and durable_through.
 #include "version_table.hpp"
 
 #include <catch2/catch.hpp>

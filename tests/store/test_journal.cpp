@@ -1,6 +1,7 @@
 // The node's journal of small versions (store/journal.hpp) on a real file:
 // what replay finds after appends, torn records, a new generation, a full
-// journal, appends from several threads, and a failing fdatasync.
+// journal, appends from several threads, records written and then waited for
+// once (write/durable), and a failing fdatasync.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -482,7 +483,7 @@ TEST_CASE("journal: records written together are made durable by one fdatasync, 
     // there): replay reads them; the journal took 4 and 5 as not written.
     const auto found = replay(path, 1u << 20);
     REQUIRE(found.size() == 5);
-    for (std::uint64_t v = 1; v <= 3; ++v) {
+    for (std::uint64_t v = 1; v <= 5; ++v) {
         CHECK(found[v - 1].version == v);
         CHECK(found[v - 1].data == bytes_of(100, static_cast<unsigned>(v)));
     }
@@ -502,10 +503,21 @@ TEST_CASE("journal: a record written and not yet waited for keeps it from starti
     REQUIRE(!j->write({"job", "node7", 1, 0, 8, 2, 0}, data, crc32c(data), seq));
     j->settled();
     CHECK(j->reset() == std::errc::device_or_resource_busy);
+    // Nor does a write that finds it past half full start it over (it would
+    // with every record settled and none awaited): it is refused instead.
+    const auto big = bytes_of(600000, 2);
+    std::uint64_t seq2 = 0;
+    REQUIRE(!j->write({"job", "node7", 2, 0, 8, 2, 0}, big, crc32c(big), seq2));
+    j->settled();
+    std::uint64_t seq3 = 0;
+    CHECK(j->write({"job", "node7", 3, 0, 8, 2, 0}, data, crc32c(data), seq3) ==
+          std::errc::no_buffer_space);
     REQUIRE(!j->durable(seq));
+    REQUIRE(!j->durable(seq2));
     const auto found = replay(path, 1u << 20);
-    REQUIRE(found.size() == 1);
+    REQUIRE(found.size() == 2);
     CHECK(found[0].data == data);
+    CHECK(found[1].data == big);
 }
 
 TEST_CASE("journal: a fill that fails leaves it unused and says why", "[journal]")
