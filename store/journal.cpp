@@ -163,7 +163,7 @@ std::error_code journal::write_header(std::uint64_t generation)
 std::error_code journal::reset()
 {
     std::lock_guard lock(mutex_);
-    if (unsettled_ > 0 || awaiting_ > 0)
+    if (held())
         return std::make_error_code(std::errc::device_or_resource_busy);
     return start_over();
 }
@@ -269,7 +269,7 @@ std::error_code journal::write(const origin& o, std::span<const std::byte> data,
         // written waits for durable(): a new generation would answer it
         // durable with no fdatasync (whatever a count of settled records
         // says).
-        if (unsettled_ > 0 || awaiting_ > 0)
+        if (held())
             return std::make_error_code(std::errc::no_buffer_space);
         if (auto ec = start_over())
             return ec;

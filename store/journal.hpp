@@ -147,6 +147,9 @@ private:
     std::error_code write_header(std::uint64_t generation);
     // reset() with the mutex held.
     std::error_code start_over();
+    // A record is unsettled or awaits durable(): the journal may not start
+    // over (with the mutex held).
+    bool held() const noexcept { return unsettled_ > 0 || awaiting_ > 0; }
     // A record written (or being written) that will never count: its
     // counts go back, with the mutex held; returns `ec`.
     std::error_code abandon(std::error_code ec);

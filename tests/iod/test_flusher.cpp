@@ -30,6 +30,15 @@ bool opened(std::latch& l)
     return true;
 }
 
+// Runs the loop in steps of 10 ms until `done` or `until`.
+template <typename Pred>
+void run_until(boost::asio::io_context& loop, std::chrono::steady_clock::time_point until,
+               Pred done)
+{
+    while (!done() && std::chrono::steady_clock::now() < until)
+        loop.run_for(std::chrono::milliseconds(10));
+}
+
 }  // namespace
 
 TEST_CASE("the flusher runs jobs by order, lowest first, in the order submitted among equals",
@@ -69,8 +78,7 @@ TEST_CASE("the flusher runs jobs by order, lowest first, in the order submitted 
         pool.submit(job("fifo"), count);  // order 0
         go.count_down();
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-        while (done < 6 && std::chrono::steady_clock::now() < until)
-            loop.run_for(std::chrono::milliseconds(10));
+        run_until(loop, until, [&] { return done >= 6; });
     }
     CHECK(done == 6);
     CHECK(ran == std::vector<std::string>{"first", "fifo", "10a", "10b", "20", "30"});
@@ -124,15 +132,13 @@ TEST_CASE("the flusher never runs two jobs of one key at once, and runs other jo
         // b and the unkeyed job run on the second thread while a1 holds
         // the first; a2 does not.
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-        while (done < 2 && std::chrono::steady_clock::now() < until)
-            loop.run_for(std::chrono::milliseconds(10));
+        run_until(loop, until, [&] { return done >= 2; });
         {
             std::lock_guard lock(m);
             CHECK(ran == std::vector<std::string>{"a1", "b", "none"});
         }
         a1_go.count_down();
-        while (done < 4 && std::chrono::steady_clock::now() < until)
-            loop.run_for(std::chrono::milliseconds(10));
+        run_until(loop, until, [&] { return done >= 4; });
     }
     CHECK(done == 4);
     CHECK_FALSE(overlap);
@@ -161,14 +167,12 @@ TEST_CASE("an append to the journal does not wait for the flushes and commits be
         data.append([] { return std::error_code{}; }, [] { return std::error_code{}; },
                     [&](std::error_code) { appended = true; });
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-        while (!appended && std::chrono::steady_clock::now() < until)
-            loop.run_for(std::chrono::milliseconds(10));
+        run_until(loop, until, [&] { return appended; });
         CHECK(appended);
         CHECK_FALSE(committed);
         CHECK_FALSE(data.idle());
         commit_go.count_down();
-        while (!committed && std::chrono::steady_clock::now() < until)
-            loop.run_for(std::chrono::milliseconds(10));
+        run_until(loop, until, [&] { return committed; });
         CHECK(committed);
         CHECK(data.idle());
     }
@@ -220,8 +224,7 @@ TEST_CASE("appends made while a batch is in the journal go together, each with i
         CHECK_FALSE(data.idle());
         first_go.count_down();
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-        while (answers.size() < 4 && std::chrono::steady_clock::now() < until)
-            loop.run_for(std::chrono::milliseconds(10));
+        run_until(loop, until, [&] { return answers.size() >= 4; });
         CHECK(data.idle());
     }
     CHECK(ran == std::vector<std::string>{"w1", "d1", "w2", "w3", "w4", "d2", "d4"});
