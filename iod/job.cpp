@@ -134,6 +134,16 @@ std::error_code job::claim_store(const std::string& job, std::uint64_t& last,
         name_.clear();
         return ec;
     }
+    // A job kept in a newer format may hold versions where this daemon
+    // does not look: it would number them again.
+    const bool formatted = std::find(names.begin(), names.end(), store::format_name) != names.end();
+    if (formatted)
+        if (auto ec = store::check_format(store_, job, why)) {
+            why = fmt::format("cannot take job {} in {}: {}", job, store_.describe(), why);
+            claim.reset();
+            name_.clear();
+            return ec;
+        }
     claimed_dirs_.clear();
     for (const auto& n : names)
         if (auto v = store::parse_version_dir(n)) {
@@ -152,14 +162,14 @@ std::error_code job::claim_store(const std::string& job, std::uint64_t& last,
         }
         last = std::max(last, packed);
     }
-    if (auto ec = recover_journal(job, last, journal, why)) {
+    if (auto ec = recover_journal(job, formatted, last, journal, why)) {
         name_.clear();
         return ec;
     }
     return {};
 }
 
-std::error_code job::recover_journal(const std::string& job, std::uint64_t& last,
+std::error_code job::recover_journal(const std::string& job, bool formatted, std::uint64_t& last,
                                      std::shared_ptr<store::journal>& out, std::string& why)
 {
     out.reset();
@@ -175,6 +185,15 @@ std::error_code job::recover_journal(const std::string& job, std::uint64_t& last
         return ec;
     }
     store_journals_ = true;
+    // Before any pack: this daemon's (it packs), or the replay's (its
+    // records are a packing daemon's, which marked it). A node that packs
+    // because a run's record says so finds it marked by the record's
+    // creator, which packed.
+    if (!formatted && opts_.pack_versions != 0)
+        if (auto ec = store::mark_format(store_, job, why)) {
+            why = fmt::format("cannot take job {} in {}: {}", job, store_.describe(), why);
+            return ec;
+        }
     auto j = std::make_shared<store::journal>(std::move(fd), opts_.journal_bytes);
     std::vector<store::journal::record> records;
     if (auto ec = j->replay(records)) {

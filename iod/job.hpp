@@ -210,8 +210,10 @@ private:
     // versions its records hold that a daemon before this one reported
     // durable and died before committing; `last` grows to the newest
     // version in it. Refuses the job when that fails (the records would be
-    // lost, or their versions numbered again).
-    std::error_code recover_journal(const std::string& job, std::uint64_t& last,
+    // lost, or their versions numbered again). With a journal and
+    // IOFWD_PACK_VERSIONS, packs may be written: the job's FORMAT says so
+    // first, unless `formatted` (it is there, and was checked).
+    std::error_code recover_journal(const std::string& job, bool formatted, std::uint64_t& last,
                                     std::shared_ptr<store::journal>& out, std::string& why);
     // What recover_journal found of a version newer than the newest
     // complete one: the parts the journal holds (their objects committed by

@@ -1,8 +1,10 @@
 #include "store/catalog.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -27,6 +29,65 @@ std::error_code read_all(backend& st, const std::string& name, std::string& out)
         return ec;
     out = std::move(text);
     return {};
+}
+
+namespace {
+
+constexpr std::string_view format_head = "iofwd-job-format ";
+
+// "iofwd-job-format 2\n" -> 2; nullopt for anything else.
+std::optional<std::uint32_t> parse_format(std::string_view text)
+{
+    if (!text.starts_with(format_head) || !text.ends_with('\n'))
+        return std::nullopt;
+    text.remove_prefix(format_head.size());
+    text.remove_suffix(1);
+    std::uint32_t n = 0;
+    const auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (err != std::errc{} || end != text.data() + text.size() || text.empty() ||
+        (text.size() > 1 && text.front() == '0'))
+        return std::nullopt;
+    return n;
+}
+
+}  // namespace
+
+std::error_code check_format(backend& st, const std::string& job, std::string& why)
+{
+    const auto name = format_object(job);
+    std::string text;
+    if (auto ec = read_all(st, name, text)) {
+        if (ec == errc::not_found)
+            return {};  // format 1: version directories only
+        why = fmt::format("cannot read {}: {}", name, failure(st, name, ec));
+        return ec;
+    }
+    const auto n = parse_format(text);
+    if (!n) {
+        why = fmt::format("{} does not read as \"{}N\"; cannot tell where job {} keeps its "
+                          "versions",
+                          name, format_head, job);
+        return make_error_code(errc::corrupt);
+    }
+    if (*n > job_format) {
+        why = fmt::format("job {} is kept in store format {} ({}), newer than format {}, the "
+                          "newest this iofwd reads: use the iofwd that wrote it, or a newer one",
+                          job, *n, name, job_format);
+        return make_error_code(errc::newer_format);
+    }
+    return {};
+}
+
+std::error_code mark_format(backend& st, const std::string& job, std::string& why)
+{
+    const auto name = format_object(job);
+    const auto text = fmt::format("{}{}\n", format_head, job_format);
+    const auto ec = st.put_new(name, std::as_bytes(std::span(text)));
+    if (ec == errc::exists)
+        return check_format(st, job, why);  // another node's, or an earlier run's
+    if (ec)
+        why = fmt::format("cannot write {}: {}", name, failure(st, name, ec));
+    return ec;
 }
 
 namespace {
@@ -163,6 +224,10 @@ std::error_code buckets(backend& st, const std::string& job, std::vector<std::ui
 std::error_code find_bucket(backend& st, const std::string& job, std::uint64_t version,
                             bucket_record& out, std::string& why)
 {
+    // A version found nowhere this iofwd looks may be where a newer format
+    // keeps it.
+    if (auto ec = check_format(st, job, why))
+        return ec;
     std::vector<std::uint64_t> all;
     if (auto ec = buckets(st, job, all)) {
         why = fmt::format("listing the packs of job {}: {}", job, ec.message());
@@ -243,6 +308,11 @@ std::error_code with_packed_versions(backend& st, const std::string& job,
                                      const std::vector<std::string>& listing,
                                      std::vector<std::uint64_t>& versions)
 {
+    if (std::find(listing.begin(), listing.end(), format_name) != listing.end()) {
+        std::string why;
+        if (auto ec = check_format(st, job, why))
+            return ec;
+    }
     if (std::find(listing.begin(), listing.end(), packs_dir) != listing.end()) {
         std::vector<std::uint64_t> packed;
         if (auto ec = packed_versions(st, job, packed))

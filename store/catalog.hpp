@@ -20,6 +20,15 @@ namespace iofwd::store {
 // A small object, whole.
 std::error_code read_all(backend& st, const std::string& name, std::string& out);
 
+// The job's FORMAT (layout.hpp), when there: refused with
+// errc::newer_format when it says more than job_format, errc::corrupt when
+// it does not read; `why` says so, naming the object.
+std::error_code check_format(backend& st, const std::string& job, std::string& why);
+
+// Makes the job's FORMAT say job_format unless it is there already (then
+// checked as above): before the first pack a daemon writes.
+std::error_code mark_format(backend& st, const std::string& job, std::string& why);
+
 // Whether a bucket's record says `version` is complete (in a pack, or its
 // part of a bucket's commit).
 std::error_code in_bucket(backend& st, const std::string& job, std::uint64_t version, bool& yes);

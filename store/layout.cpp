@@ -42,6 +42,11 @@ std::string run_object(const std::string& job, const std::string& run)
     return fmt::format("{}/{}/{}", job, runs_dir, run);
 }
 
+std::string format_object(const std::string& job)
+{
+    return fmt::format("{}/{}", job, format_name);
+}
+
 std::string report_object(const std::string& job, const std::string& key, const std::string& node)
 {
     return fmt::format("{}/{}/{}/{}{}", job, reports_dir, key, node, report_suffix);

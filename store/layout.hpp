@@ -2,6 +2,7 @@
 // How checkpoint data is named in a store, and the manifest that describes a
 // version. The layout (documented in README.md):
 //
+//   <job>/FORMAT                                        the job's store format (job_format)
 //   <job>/v<version, 8 digits>/<node>.r<rank>          a rank's bytes, exactly as written
 //   <job>/v<version, 8 digits>/<node>.manifest         that node's ranks: sizes, crc32c
 //   <job>/v<version, 8 digits>/COMPLETE                 the version is complete job-wide
@@ -10,6 +11,12 @@
 //   <job>/packs/b<bucket, 8 digits>/<node>.v<first>-<last>  a node's small versions (pack.hpp)
 //   <job>/packs/b<bucket, 8 digits>/COMPLETE.v<last, 8 digits>
 //                                                       which of them are complete job-wide
+//
+// A job's FORMAT ("iofwd-job-format N") says which of these layouts its
+// objects may use: absent, 1 (version directories only); 2, packs too. A
+// daemon that packs writes it at its claim, before any pack; every reader that finds a number above the one
+// it knows refuses the job in words (catalog.hpp's check_format) rather
+// than miss versions kept where it does not look.
 //
 // A bucket is named by its first version. Its records are never replaced:
 // each names the last version it says is complete, and the one with the
@@ -47,6 +54,9 @@ std::string complete_object(const std::string& job, std::uint64_t version);
 // (backend::arrive): not an object list() shows.
 std::string arrivals_object(const std::string& job, std::uint64_t version);
 std::string run_object(const std::string& job, const std::string& run);
+std::string format_object(const std::string& job);
+// The newest job format this iofwd reads and writes (above).
+inline constexpr std::uint32_t job_format = 2;
 std::string bucket_dir(const std::string& job, std::uint64_t bucket);
 std::string pack_object(const std::string& job, std::uint64_t bucket, const std::string& node,
                         std::uint64_t first, std::uint64_t last);
@@ -72,6 +82,7 @@ inline constexpr const char* complete_name = "COMPLETE";
 inline constexpr const char* arrivals_name = "ARRIVED";
 inline constexpr const char* retired_name = "RETIRED";
 inline constexpr const char* removed_name = "REMOVED";
+inline constexpr const char* format_name = "FORMAT";
 inline constexpr const char* runs_dir = "runs";
 inline constexpr const char* packs_dir = "packs";
 inline constexpr const char* reports_dir = "reports";

@@ -32,6 +32,9 @@ public:
         case errc::exists: return "the object exists already";
         case errc::incomplete: return "a checkpoint version is not complete on every node";
         case errc::job_finishing: return "the daemon is finishing the previous job";
+        case errc::newer_format:
+            return "the job is kept in a store format newer than this iofwd reads (the job's "
+                   "FORMAT object says which): use a newer iofwd";
         case errc::unsafe_path:
             return "refused a store path that is not the user's own (another user's, writable by "
                    "others, a symlink, or not a regular file)";
@@ -95,6 +98,7 @@ int runtime_to_errno(errc e)
     case errc::incomplete: return EIO;
     case errc::unsafe_path: return EACCES;
     case errc::job_finishing: return EBUSY;
+    case errc::newer_format: return EPROTONOSUPPORT;
     }
     return EIO;
 }

@@ -36,6 +36,7 @@ enum class errc : int {
     incomplete,            // a version this rank wrote is not complete job-wide
     unsafe_path,           // (store) another user's, writable by others, a symlink, not a file
     job_finishing,         // the daemon still finishes the previous job; try again shortly
+    newer_format,          // (store) a job kept in a layout newer than this iofwd reads
 };
 
 const std::error_category& runtime_category() noexcept;

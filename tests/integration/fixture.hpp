@@ -61,7 +61,8 @@ void fill_journal(cluster& c, unsigned ranks,
 process faulty_daemon(cluster& c, const std::string& fault,
                       const std::map<std::string, std::string>& env);
 // A daemon whose first `passing` store writes pass (the journal's record of
-// the next version, by default) and every later one hangs for 30 s (an
+// the next version, by default; a daemon that packs writes the job's FORMAT
+// at its claim first, one more) and every later one hangs for 30 s (an
 // object's bytes).
 process stalling_daemon(cluster& c, unsigned passing = 1,
                         const std::map<std::string, std::string>& env = small_journal);

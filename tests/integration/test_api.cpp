@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 #include <map>
 #include <string>
@@ -112,6 +114,48 @@ void set_env(const std::map<std::string, std::string>& env, bool on)
 }
 
 }  // namespace
+
+TEST_CASE("the daemon writes the format of a job it takes, and refuses a newer one in words",
+          "[api]")
+{
+    cluster c;
+    auto env = c.env;
+    env["IOFWD_PACK_VERSIONS"] = "4";
+    set_env(env, true);
+    std::vector<std::byte> buf(1 << 12);
+    example::fill_pattern(buf.data(), buf.size(), example::pattern_seed("nodeA", 0, 1));
+    REQUIRE(io_init(buf.data(), buf.size(), 0, 1, nullptr, 1) == 0);
+    REQUIRE(io_write(buf.size()) == 0);
+    CHECK(io_finalize() == 0);
+    // Written at the claim of a daemon that packs, before any pack.
+    CHECK(read_file(c.store() + "/itest/FORMAT") == "iofwd-job-format 2\n");
+    CHECK(std::filesystem::exists(c.store() + "/itest/packs/b00000001/COMPLETE.v00000001"));
+    set_env(env, false);
+
+    // As a newer iofwd would leave it: refused before a version is
+    // numbered, so nothing of the job is written over or beside it.
+    const auto listing = [](const std::string& dir) {
+        std::vector<std::string> names;
+        for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+            names.push_back(e.path().string());
+        std::sort(names.begin(), names.end());
+        return names;
+    };
+    const auto before = listing(c.store() + "/itest");
+    {
+        std::ofstream out(c.store() + "/itest/FORMAT", std::ios::trunc);
+        out << "iofwd-job-format 3\n";
+    }
+    // A daemon that does not pack refuses it too.
+    set_env(c.env, true);
+    CHECK(io_init(buf.data(), buf.size(), 0, 1, nullptr, 1) == EPROTONOSUPPORT);
+    CHECK_THAT(std::string(io_last_error()),
+               Catch::Contains("job itest is kept in store format 3 (itest/FORMAT), newer than "
+                               "format 2, the newest this iofwd reads"));
+    set_env(c.env, false);
+    CHECK(listing(c.store() + "/itest") == before);
+    CHECK(read_file(c.store() + "/itest/FORMAT") == "iofwd-job-format 3\n");
+}
 
 TEST_CASE("io_wait and io_test on a version the mailbox says is durable ask the daemon nothing",
           "[api]")

@@ -666,8 +666,9 @@ namespace {
 
 // Version 2 of a job of one rank, packed with buckets of 4, is answered
 // durable from the journal while a store write after it hangs
-// (`fault`, IOFWD_FAULT); once `reached` holds, the daemon and the rank
-// are killed.
+// (`fault`, IOFWD_FAULT, whose counts take in the job's FORMAT, written at
+// the claim: one pwrite and three fsyncs); once `reached` holds, the daemon
+// and the rank are killed.
 void crash_packing(cluster& c, const std::string& fault, const std::function<bool()>& reached)
 {
     fill_journal(c, 1);
@@ -725,7 +726,7 @@ TEST_CASE("a packed version durable in the journal is packed by the next daemon 
     // after the journal's record hangs): no pack. The next daemon writes it
     // from the journal, byte for byte, and completes the bucket.
     cluster c;
-    const auto log = crash_while_packing(c, "pwrite:DELAY30:1", [&] {
+    const auto log = crash_while_packing(c, "pwrite:DELAY30:2", [&] {
         return std::filesystem::exists(c.store() + bucket_2) &&
                !temporaries(c.store() + bucket_2).empty() &&
                !std::filesystem::exists(c.store() + bucket_2 + "/nodeA.v00000002-00000002");
@@ -739,12 +740,13 @@ TEST_CASE("a pack renamed before the daemon's death is taken, not written again"
           "[failure][packs-crash-renamed]")
 {
     // Killed after the pack's rename, at the fsync of its directory (the
-    // pack's own fsync passes): no arrival at the bucket yet. The next
+    // job's FORMAT's three fsyncs at the claim and the pack's own pass): no
+    // arrival at the bucket yet. The next
     // daemon finds the node's pack, arrives with it and completes the
     // bucket without writing it again.
     cluster c;
     const std::string pack = c.store() + bucket_2 + "/nodeA.v00000002-00000002";
-    const auto log = crash_while_packing(c, "fsync:DELAY30:1",
+    const auto log = crash_while_packing(c, "fsync:DELAY30:4",
                                          [&] { return std::filesystem::exists(pack); });
     CHECK(log.find("wrote itest/packs/") == std::string::npos);
     CHECK(log.find(replayed_pack) != std::string::npos);
@@ -776,10 +778,11 @@ TEST_CASE("a version whose manifest was written but not arrived with is complete
         return true;
     };
     {
-        // The seventh fsync: the manifest's directory (before it: the
-        // claim's, the object's and the manifest's own, their directories').
+        // The ninth fsync: the manifest's directory (before it: the
+        // claim's, the job's FORMAT's and its directory's, the object's and
+        // the manifest's own, their directories').
         auto denv = env;
-        denv["IOFWD_FAULT"] = "fsync:DELAY30:7";
+        denv["IOFWD_FAULT"] = "fsync:DELAY30:9";
         auto d = c.daemon({}, denv);
         REQUIRE(wait_until([&] { return count(c.log(), "ready:") == 1 || !d.running(); }, 20s));
         REQUIRE(d.running());
@@ -908,11 +911,12 @@ TEST_CASE("a version one node will never have does not stop the rest of its buck
     auto env = packing();
     env["IOFWD_JOURNAL_MAX"] = "0";
     auto denv = env;
-    // The fourth pwrite is version 2's object: version 1 takes three, all
+    // The fifth pwrite is version 2's object: the job's FORMAT at the
+    // claim takes one, version 1 three, all
     // done before version 2 is written (counted; the log line checked
     // below says if that changes). One flush thread: with two, version 3's
     // object was written first now and then, and failed instead.
-    denv["IOFWD_FAULT"] = "pwrite:EIO:3:once";
+    denv["IOFWD_FAULT"] = "pwrite:EIO:4:once";
     denv["IOFWD_FLUSH_THREADS"] = "1";
     auto d = c.daemon({}, denv);
     REQUIRE(wait_until([&] { return count(c.log(), "ready:") == 1 || !d.running(); }, 20s));
@@ -961,7 +965,7 @@ TEST_CASE("a version the journal holds in part is skipped by the next daemon",
     // with a skip, so that the bucket's record says so and goes on.
     cluster c;
     fill_journal(c, 2);
-    auto d = stalling_daemon(c, 1, packing());
+    auto d = stalling_daemon(c, 2, packing());
     auto r0 = c.rank(0, 2, {"--size", "5000", "--versions", "1", "--wait", "--skip-finalize"},
                      packing());
     auto r1 = c.rank(1, 2, {"--size", "5000", "--versions", "0", "--skip-finalize"}, packing());
@@ -1001,7 +1005,7 @@ TEST_CASE("a pack that arrived before the daemon's death is completed by the nex
     cluster c;
     const std::string arrived = c.store() + bucket_2 + "/.ARRIVED";
     const std::string record = c.store() + bucket_2 + "/COMPLETE.v00000002";
-    const auto log = crash_while_packing(c, "pwrite:DELAY30:2", [&] {
+    const auto log = crash_while_packing(c, "pwrite:DELAY30:3", [&] {
         std::error_code ec;
         for (const auto& e : std::filesystem::directory_iterator(arrived, ec))
             if (e.path().filename().string().rfind("nodeA.2=", 0) == 0)
@@ -1021,7 +1025,7 @@ TEST_CASE("a pack of the node that does not read refuses the claim and keeps the
     // refuses in words and leaves the records; once the file is moved
     // aside, the claim after packs version 2 from them.
     cluster c;
-    crash_packing(c, "pwrite:DELAY30:1", [&] {
+    crash_packing(c, "pwrite:DELAY30:2", [&] {
         return std::filesystem::exists(c.store() + bucket_2) &&
                !temporaries(c.store() + bucket_2).empty();
     });
@@ -1055,7 +1059,7 @@ TEST_CASE("a packed node's version of journaled and committed parts is completed
     // it: the bucket's record names the manifest.
     cluster c;
     fill_journal(c, 2);
-    auto d = stalling_daemon(c, 2, packing());
+    auto d = stalling_daemon(c, 3, packing());
     auto r1 = c.rank(1, 2, {"--size", std::to_string(2u << 20), "--versions", "1", "--wait",
                             "--skip-finalize"},
                      packing());

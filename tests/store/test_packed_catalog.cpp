@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -953,4 +954,69 @@ TEST_CASE("a bucket a crash left half removed, or whose record does not read", "
     CHECK_FALSE(std::filesystem::exists(s.path(bucket_dir("job", 8))));
     // Bucket 3 is untouched.
     CHECK(std::filesystem::exists(s.path(pack_object("job", 3, "nb", 3, 6))));
+}
+
+TEST_CASE("a job's FORMAT is written once, and a newer one is refused in words by every reader",
+          "[packed]")
+{
+    packed_store s;
+    auto& st = *s.st;
+    std::string why;
+    const auto read_format = [&] {
+        std::ifstream in(s.path(format_object("job")));
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    // None: format 1, read as before.
+    REQUIRE_FALSE(check_format(st, "job", why));
+    REQUIRE_FALSE(mark_format(st, "job", why));
+    CHECK(read_format() == "iofwd-job-format 2\n");
+    REQUIRE_FALSE(mark_format(st, "job", why));  // there: checked, kept
+    CHECK(read_format() == "iofwd-job-format 2\n");
+    std::vector<std::uint64_t> versions;
+    REQUIRE_FALSE(complete_versions(st, "job", versions));
+    CHECK(versions == std::vector<std::uint64_t>{1, 3, 4, 5});
+    check_reads(st, 5);
+
+    // A newer iofwd's job: nothing that lists it, or looks for a version
+    // in packs, goes on as if it knew where the versions are.
+    REQUIRE_FALSE(st.remove(format_object("job")));
+    put_text(st, format_object("job"), "iofwd-job-format 3\n");
+    CHECK(check_format(st, "job", why) == errc::newer_format);
+    CHECK_THAT(why, Catch::Contains("job job is kept in store format 3 (job/FORMAT), newer than "
+                                    "format 2, the newest this iofwd reads"));
+    CHECK(to_errno(errc::newer_format) == EPROTONOSUPPORT);
+    CHECK(mark_format(st, "job", why) == errc::newer_format);
+    CHECK(read_format() == "iofwd-job-format 3\n");
+    CHECK(complete_versions(st, "job", versions) == errc::newer_format);
+    CHECK(job_versions(st, "job", versions) == errc::newer_format);
+    version_info info;
+    CHECK(load_version(st, "job", 5, info, why) == errc::newer_format);
+    CHECK_THAT(why, Catch::Contains("store format 3"));
+    CHECK(load_node(st, "job", 5, "nb", info, why) == errc::newer_format);
+    bool yes = true;
+    CHECK(in_bucket(st, "job", 5, yes) == errc::newer_format);
+    std::uint64_t newest = 0;
+    std::string skipped;
+    CHECK(latest(st, "job", false, newest, skipped, why) == errc::newer_format);
+    std::vector<std::uint64_t> doomed;
+    std::vector<bucket_span> doomed_buckets;
+    retirement retire;
+    CHECK(prune_plan(st, "job", 1, UINT64_MAX, doomed, doomed_buckets, retire) ==
+          errc::newer_format);
+    CHECK(doomed.empty());
+    verify_report report;
+    CHECK(verify_job(st, "job", {}, {}, report, why) == errc::newer_format);
+    // A version in its own directory is where every format keeps it.
+    REQUIRE_FALSE(load_version(st, "job", 1, info, why));
+
+    // One that does not read says so, and is refused as well.
+    for (const std::string bad : {"iofwd-job-format 02\n", "iofwd-job-format 2", "iofwd-job-format \n",
+                                  "iofwd-job-format 99999999999\n", "format 2\n"}) {
+        INFO(bad);
+        REQUIRE_FALSE(st.remove(format_object("job")));
+        put_text(st, format_object("job"), bad);
+        CHECK(check_format(st, "job", why) == errc::corrupt);
+        CHECK_THAT(why, Catch::Contains("job/FORMAT does not read as \"iofwd-job-format N\""));
+        CHECK(complete_versions(st, "job", versions) == errc::corrupt);
+    }
 }

@@ -5,6 +5,8 @@
 // and temporary names, which differ run by run, are masked); --json output
 // is read back by python3's json module.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <signal.h>
 
@@ -390,6 +392,41 @@ TEST_CASE("a version in a pack: ls, verify, cat and restore read it; rm removes 
     CHECK(verify_bad.out.find(", 1 damaged object or record;") != std::string::npos);
 }
 
+TEST_CASE("every command refuses a job kept in a newer store format, in words",
+          "[tools][packed]")
+{
+    // A run that packs marks the job's format (2); as a newer iofwd would
+    // leave it (3), no command lists, reads, removes or collects anything
+    // of it.
+    cluster c;
+    c.packed(4);
+    {
+        auto r0 = c.rank(0, 1, {"--size", "1000", "--versions", "2"});
+        require_exit(r0, 0);
+    }
+    CHECK(read_file(c.store() + "/itest/FORMAT") == "iofwd-job-format 2\n");
+    CHECK(run_iofwd(c, {"ls", "itest"}).code == 0);
+    {
+        std::ofstream out(c.store() + "/itest/FORMAT", std::ios::trunc);
+        out << "iofwd-job-format 3\n";
+    }
+    const auto before = names_in(c.store() + "/itest/packs/b00000001");
+    const std::string why = "the job is kept in a store format newer than this iofwd reads (the "
+                            "job's FORMAT object says which): use a newer iofwd\n";
+    for (const std::vector<std::string> cmd :
+         {std::vector<std::string>{"ls", "itest"}, {"ls"}, {"verify", "itest"},
+          {"rm", "itest", "1"}, {"keep", "itest", "1"}, {"gc"}, {"cat", "itest", "2", "0"},
+          {"restore", "itest", "2", c.tmp / "restored"}}) {
+        INFO(fmt::format("{}", fmt::join(cmd, " ")));
+        const auto r = run_iofwd(c, cmd);
+        CHECK(r.code == 1);
+        CHECK(r.err.size() >= why.size());
+        CHECK(r.err.substr(r.err.size() - std::min(r.err.size(), why.size())) == why);
+    }
+    CHECK(names_in(c.store() + "/itest/packs/b00000001") == before);
+    CHECK_FALSE(std::filesystem::exists(c.tmp / "restored"));
+}
+
 TEST_CASE("ls names a version a node skipped", "[tools][packed]")
 {
     // Version 1 by a real run; version 2, which node nodeA will never have,
@@ -502,8 +539,9 @@ std::map<std::string, std::string> crash_one_node_of_two(cluster& c, bool packs)
     b["IOFWD_SESSION"] = "sb";
     b["IOFWD_JOURNAL_MAX"] = "0";
     // Two store writes pass: the run's record and the journal's record of
-    // version 2; its object (or pack) hangs.
-    auto d = stalling_daemon(c, 2, a);
+    // version 2 (with packs, the job's FORMAT first: three); its object
+    // (or pack) hangs.
+    auto d = stalling_daemon(c, packs ? 3 : 2, a);
     auto ra = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--wait", "--skip-finalize"}, a);
     const bool answered = wait_until([&] { return has_line(ra, "durable 0 "); }, 20s);
     INFO("rank of nodeA:\n" << ra.output() << "log:\n" << c.log());
