@@ -35,7 +35,8 @@ namespace {
 
 constexpr std::string_view format_head = "iofwd-job-format ";
 
-// "iofwd-job-format 2\n" -> 2; nullopt for anything else.
+// "iofwd-job-format 2\n" -> 2; nullopt for anything else (1 too: a job
+// without FORMAT is format 1, and no iofwd writes one that says so).
 std::optional<std::uint32_t> parse_format(std::string_view text)
 {
     if (!text.starts_with(format_head) || !text.ends_with('\n'))
@@ -45,7 +46,7 @@ std::optional<std::uint32_t> parse_format(std::string_view text)
     std::uint32_t n = 0;
     const auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), n);
     if (err != std::errc{} || end != text.data() + text.size() || text.empty() ||
-        (text.size() > 1 && text.front() == '0'))
+        text.front() == '0' || n < 2)
         return std::nullopt;
     return n;
 }
@@ -55,10 +56,20 @@ std::optional<std::uint32_t> parse_format(std::string_view text)
 std::error_code check_format(backend& st, const std::string& job, std::string& why)
 {
     const auto name = format_object(job);
+    std::uint64_t size = 0;
     std::string text;
-    if (auto ec = read_all(st, name, text)) {
-        if (ec == errc::not_found)
-            return {};  // format 1: version directories only
+    auto ec = st.size(name, size);
+    if (ec == errc::not_found)
+        return {};  // format 1: version directories only
+    if (!ec && size > 64) {
+        why = fmt::format("{} is {} bytes, not the line \"{}N\" of a job's format; cannot "
+                          "tell where job {} keeps its versions",
+                          name, size, format_head, job);
+        return make_error_code(errc::corrupt);
+    }
+    if (!ec)
+        ec = read_all(st, name, text);
+    if (ec) {
         why = fmt::format("cannot read {}: {}", name, failure(st, name, ec));
         return ec;
     }
@@ -787,9 +798,15 @@ std::error_code latest(backend& st, const std::string& job, bool verify, std::ui
                        std::string& skipped, std::string& why)
 {
     std::vector<std::uint64_t> versions;
+    if (auto ec = check_format(st, job, why))
+        return ec;
     if (auto ec = complete_versions(st, job, versions)) {
-        why = fmt::format("job {} has no checkpoints in {} ({})", job, st.describe(), ec.message());
-        return ec == errc::not_found ? make_error_code(errc::not_found) : ec;
+        why = ec == errc::not_found
+                  ? fmt::format("job {} has no checkpoints in {} ({})", job, st.describe(),
+                                ec.message())
+                  : fmt::format("cannot list job {} in {}: {}", job, st.describe(),
+                                failure(st, job, ec));
+        return ec;
     }
     for (auto it = versions.rbegin(); it != versions.rend(); ++it) {
         version_info info;
@@ -1609,7 +1626,11 @@ std::error_code committed(backend& st, const std::string& job, std::uint64_t ver
         std::string why;
         const auto bec = find_bucket(st, job, version, b, why);
         yes = !bec;
-        // A damaged bucket's record completes nothing, as complete_versions says.
+        // A damaged bucket's record completes nothing, as complete_versions
+        // says; a FORMAT that does not read is not a version not yet there.
+        if (bec == errc::corrupt)
+            if (auto fec = check_format(st, job, why))
+                return fec;
         if (bec && bec != errc::not_found && bec != errc::corrupt)
             return bec;
     }

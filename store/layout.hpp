@@ -13,8 +13,9 @@
 //                                                       which of them are complete job-wide
 //
 // A job's FORMAT ("iofwd-job-format N") says which of these layouts its
-// objects may use: absent, 1 (version directories only); 2, packs too. A
-// daemon that packs writes it at its claim, before any pack; every reader that finds a number above the one
+// objects may use: absent, 1 (version directories only: none says 1); 2,
+// packs too. A daemon that packs writes it at its claim, before any pack
+// (one of a newer layout must raise it, never lower it); every reader that finds a number above the one
 // it knows refuses the job in words (catalog.hpp's check_format) rather
 // than miss versions kept where it does not look.
 //

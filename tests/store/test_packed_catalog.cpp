@@ -998,6 +998,8 @@ TEST_CASE("a job's FORMAT is written once, and a newer one is refused in words b
     std::uint64_t newest = 0;
     std::string skipped;
     CHECK(latest(st, "job", false, newest, skipped, why) == errc::newer_format);
+    CHECK_THAT(why, Catch::StartsWith("job job is kept in store format 3"));
+    CHECK(committed(st, "job", 5, yes) == errc::newer_format);
     std::vector<std::uint64_t> doomed;
     std::vector<bucket_span> doomed_buckets;
     retirement retire;
@@ -1010,13 +1012,23 @@ TEST_CASE("a job's FORMAT is written once, and a newer one is refused in words b
     REQUIRE_FALSE(load_version(st, "job", 1, info, why));
 
     // One that does not read says so, and is refused as well.
-    for (const std::string bad : {"iofwd-job-format 02\n", "iofwd-job-format 2", "iofwd-job-format \n",
-                                  "iofwd-job-format 99999999999\n", "format 2\n"}) {
+    // (1 is what no FORMAT means: none says so.)
+    for (const std::string bad : std::vector<std::string>{
+             "iofwd-job-format 02\n", "iofwd-job-format 2", "iofwd-job-format \n",
+          "iofwd-job-format 1\n", "iofwd-job-format 0\n", "iofwd-job-format 99999999999\n",
+          "iofwd-job-format 2\n\n", std::string("iofwd-job-format 2\0\n", 20), "format 2\n"}) {
         INFO(bad);
         REQUIRE_FALSE(st.remove(format_object("job")));
         put_text(st, format_object("job"), bad);
         CHECK(check_format(st, "job", why) == errc::corrupt);
         CHECK_THAT(why, Catch::Contains("job/FORMAT does not read as \"iofwd-job-format N\""));
         CHECK(complete_versions(st, "job", versions) == errc::corrupt);
+        // Not taken for a version not complete yet (io_finalize would wait).
+        CHECK(committed(st, "job", 5, yes) == errc::corrupt);
     }
+    REQUIRE_FALSE(st.remove(format_object("job")));
+    put_text(st, format_object("job"), std::string(65, 'x'));
+    CHECK(check_format(st, "job", why) == errc::corrupt);
+    CHECK(why == "job/FORMAT is 65 bytes, not the line \"iofwd-job-format N\" of a job's format; "
+                 "cannot tell where job job keeps its versions");
 }

@@ -410,21 +410,39 @@ TEST_CASE("every command refuses a job kept in a newer store format, in words",
         std::ofstream out(c.store() + "/itest/FORMAT", std::ios::trunc);
         out << "iofwd-job-format 3\n";
     }
+    // Another job beside it, with a version that never completed.
+    {
+        auto r0 = c.rank(0, 1, {"--size", "1000", "--versions", "1"}, {{"IOFWD_JOB", "other"}});
+        require_exit(r0, 0);
+    }
+    REQUIRE(std::filesystem::create_directory(c.store() + "/other/v00000009"));
     const auto before = names_in(c.store() + "/itest/packs/b00000001");
-    const std::string why = "the job is kept in a store format newer than this iofwd reads (the "
-                            "job's FORMAT object says which): use a newer iofwd\n";
+    const std::string why = "job itest is kept in store format 3 (itest/FORMAT), newer than "
+                            "format 2, the newest this iofwd reads: use the iofwd that wrote "
+                            "it, or a newer one\n";
     for (const std::vector<std::string> cmd :
-         {std::vector<std::string>{"ls", "itest"}, {"ls"}, {"verify", "itest"},
-          {"rm", "itest", "1"}, {"keep", "itest", "1"}, {"gc"}, {"cat", "itest", "2", "0"},
-          {"restore", "itest", "2", c.tmp / "restored"}}) {
+         {std::vector<std::string>{"ls", "itest"}, {"verify", "itest"}, {"rm", "itest", "1"},
+          {"keep", "itest", "1"}, {"gc", "itest"}, {"cat", "itest", "2", "0"},
+          {"restore", "itest", "2", c.tmp / "restored"}, {"report", "itest"}}) {
         INFO(fmt::format("{}", fmt::join(cmd, " ")));
         const auto r = run_iofwd(c, cmd);
         CHECK(r.code == 1);
-        CHECK(r.err.size() >= why.size());
-        CHECK(r.err.substr(r.err.size() - std::min(r.err.size(), why.size())) == why);
+        CHECK(r.err == fmt::format("iofwd {}: cannot read job itest in directory {}: {}", cmd[0],
+                                   c.store(), why));
     }
     CHECK(names_in(c.store() + "/itest/packs/b00000001") == before);
     CHECK_FALSE(std::filesystem::exists(c.tmp / "restored"));
+    // The whole store: that job named, the other listed and collected.
+    auto ls = run_iofwd(c, {"ls"});
+    CHECK(ls.code == 1);
+    CHECK(ls.out.find("itest                    not read: " + why) != std::string::npos);
+    CHECK(ls.out.find("\nother ") != std::string::npos);
+    auto gc = run_iofwd(c, {"gc", "--json"});
+    CHECK(gc.code == 1);
+    CHECK(py(c, gc.out, "[(j['job'], j['refused'], j['removed_versions']) for j in d['jobs']]") ==
+          "[('itest', '" + why.substr(0, why.size() - 1) + "', []), ('other', None, [9])]\n");
+    CHECK_FALSE(std::filesystem::exists(c.store() + "/other/v00000009"));
+    CHECK(names_in(c.store() + "/itest/packs/b00000001") == before);
 }
 
 TEST_CASE("ls names a version a node skipped", "[tools][packed]")
@@ -539,8 +557,8 @@ std::map<std::string, std::string> crash_one_node_of_two(cluster& c, bool packs)
     b["IOFWD_SESSION"] = "sb";
     b["IOFWD_JOURNAL_MAX"] = "0";
     // Two store writes pass: the run's record and the journal's record of
-    // version 2 (with packs, the job's FORMAT first: three); its object
-    // (or pack) hangs.
+    // version 2 (with packs, the job's FORMAT first, at the claim: the
+    // first run was unpacked); its object (or pack) hangs.
     auto d = stalling_daemon(c, packs ? 3 : 2, a);
     auto ra = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--wait", "--skip-finalize"}, a);
     const bool answered = wait_until([&] { return has_line(ra, "durable 0 "); }, 20s);

@@ -223,13 +223,15 @@ int gc(const clean_args& a)
     std::size_t versions_removed = 0, leftovers_removed = 0, buckets_removed = 0;
     nlohmann::json out = {{"store", st->location()}, {"jobs", nlohmann::json::array()}};
     for (const auto& job : jobs) {
+        std::string format_why;
         std::vector<std::uint64_t> all;
-        if (auto ec = store::job_versions(*st, job, all)) {
-            if (ec == errc::not_found || ec == std::errc::not_a_directory)
-                continue;  // not a job
-            throw failure(damaged, fmt::format("cannot list job {}: {}", job,
-                                               store::failure(*st, job, ec)));
-        }
+        if (!store::check_format(*st, job, format_why))
+            if (auto ec = store::job_versions(*st, job, all)) {
+                if (ec == errc::not_found || ec == std::errc::not_a_directory)
+                    continue;  // not a job
+                throw failure(damaged, fmt::format("cannot list job {}: {}", job,
+                                                   store::failure(*st, job, ec)));
+            }
         nlohmann::json j = {{"job", job},
                             {"removed_versions", nlohmann::json::array()},
                             {"removed_leftovers", nlohmann::json::array()},
@@ -239,6 +241,15 @@ int gc(const clean_args& a)
                             {"kept_buckets", nlohmann::json::array()},
                             {"discarded_versions", nlohmann::json::array()},
                             {"refused", nullptr}};
+        if (!format_why.empty()) {
+            // Not this iofwd's to judge: the others are collected.
+            status = damaged;
+            j["refused"] = format_why;
+            if (!a.store.json)
+                fmt::print(stderr, "iofwd gc: not touching job {}: {}\n", job, format_why);
+            out["jobs"].push_back(std::move(j));
+            continue;
+        }
         // Leftovers and incomplete versions are exactly what a live daemon
         // may be writing: with one, the job is not touched at all.
         store::job_hold hold;

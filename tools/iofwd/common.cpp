@@ -80,6 +80,10 @@ std::unique_ptr<store::backend> open_store(const store_options& o)
 
 void require_job(store::backend& st, const std::string& job)
 {
+    std::string why;
+    if (store::check_format(st, job, why))
+        throw failure(damaged, fmt::format("cannot read job {} in {}: {}", job, st.describe(),
+                                           why));
     std::vector<std::uint64_t> versions;
     const auto ec = store::job_versions(st, job, versions);
     if (!ec)

@@ -48,7 +48,16 @@ int list_store(store::backend& st, const ls_args& a)
     if (!a.store.json && !jobs.empty())
         fmt::print("{:<24} {:>8} {:>8} {:>8}  {}\n", "JOB", "VERSIONS", "COMPLETE", "LATEST",
                    "LATEST AT");
+    int status = ok;
     for (const auto& job : jobs) {
+        // A job this iofwd cannot read is named, and the others listed.
+        if (std::string why; store::check_format(st, job, why)) {
+            status = damaged;
+            out["jobs"].push_back({{"job", job}, {"refused", why}});
+            if (!a.store.json)
+                fmt::print("{:<24} not read: {}\n", job, why);
+            continue;
+        }
         std::vector<std::uint64_t> all, complete;
         auto ec = store::job_versions(st, job, all);
         if (!ec)
@@ -78,7 +87,7 @@ int list_store(store::backend& st, const ls_args& a)
     }
     if (a.store.json)
         print_json(out);
-    return ok;
+    return status;
 }
 
 int list_job(store::backend& st, const ls_args& a)
