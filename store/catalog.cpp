@@ -67,8 +67,10 @@ std::error_code check_format(backend& st, const std::string& job, std::string& w
                           name, size, format_head, job);
         return make_error_code(errc::corrupt);
     }
-    if (!ec)
-        ec = read_all(st, name, text);
+    if (!ec) {
+        text.resize(size);
+        ec = st.read(name, 0, std::as_writable_bytes(std::span(text)));
+    }
     if (ec) {
         why = fmt::format("cannot read {}: {}", name, failure(st, name, ec));
         return ec;
