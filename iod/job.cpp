@@ -805,14 +805,16 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
                          opts_.pack_versions);
             first = rec.first_version;
             pack_versions = rec.pack_versions;
-        } else if (m.nodes > 1 && pack_versions != 0) {
+        } else if (m.nodes > 1 && store_journals_ && !files_only &&
+                   opts_.pack_versions != options{}.pack_versions) {
             // Each node packs as its own setting says, which no record
-            // makes alike.
-            log_warn("job {}: {} nodes and no run name, and this node packs versions in buckets "
-                     "of {} (IOFWD_PACK_VERSIONS): a version completes only if every node packs "
-                     "it alike; set the same value on every node, or name the run (io_init_comm, "
+            // makes alike: the default is the same everywhere, a value set
+            // by hand may not be.
+            log_warn("job {}: {} nodes and no run name, and this node's IOFWD_PACK_VERSIONS={} "
+                     "is not the default {}: a version completes only if every node packs it "
+                     "alike; set the same value on every node, or name the run (io_init_comm, "
                      "IOFWD_RUN) for its record to hold one",
-                     m.job, m.nodes, pack_versions);
+                     m.job, m.nodes, opts_.pack_versions, options{}.pack_versions);
         }
         // The versions the journal held, then the journal started over: a
         // claim refused before this point (join_run) keeps the records for

@@ -21,7 +21,7 @@ struct options {
     std::uint64_t mailbox_bytes = 4ull << 20;  // per rank, for writes up to the eager limit; 0: none
     std::uint64_t journal_max = 1ull << 20;     // versions up to this go through the journal; 0: none
     std::uint64_t journal_bytes = 16ull << 20;  // the journal file's size
-    unsigned pack_versions = 0;  // versions per bucket of packs (docs/small-versions.md); 0: off
+    unsigned pack_versions = 64;  // versions per bucket of packs (docs/small-versions.md); 0: off
     double pack_wait = 0.02;     // seconds a batch waits for the next version
     double pack_age = 1;         // seconds a batch waits at most (at least pack_wait)
     unsigned keep = 0;         // complete versions to keep; 0: all

@@ -6,8 +6,8 @@
 //
 // Status: the format, its writer and its checked reader, and the bucket's
 // record; the catalog's readers find versions in packs (catalog.hpp); the
-// daemon writes packs with IOFWD_PACK_VERSIONS (iod/job.cpp), opt-in, for a
-// store with journals (docs/small-versions.md says what is left).
+// daemon writes packs with IOFWD_PACK_VERSIONS (iod/job.cpp), on by default
+// for a store with journals (docs/small-versions.md says what is left).
 //
 // The object, in order:
 //   parts     per version and rank of the node, ascending: a header of

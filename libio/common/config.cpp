@@ -118,14 +118,15 @@ const std::vector<variable> table = {
      "the journal's size on disk, filled with zeros once per job and node (a\n"
      "version that does not fit while the journal is full goes without it)",
      "--journal-size", "BYTES"},
-    {"IOFWD_PACK_VERSIONS", count, "0", 0, 4096, {}, reader::daemon,
-     "(opt-in) with a journal (the directory store), commit a node's versions\n"
-     "that went through it in packs, one object per bucket of N versions\n"
-     "instead of objects, a manifest and a COMPLETE record each; every version\n"
-     "of the job then completes through its bucket's record. Not yet with\n"
-     "packs: an iofwd older than 2026-11-27 reading the store\n"
-     "(docs/small-versions.md). 0: off; the nodes of a run use the N\n"
-     "of the first one to start it, other jobs set it alike on every node",
+    {"IOFWD_PACK_VERSIONS", count, "64", 0, 4096, {}, reader::daemon,
+     "with a journal (the directory store), commit a node's versions that\n"
+     "went through it in packs, one object per bucket of N versions instead\n"
+     "of objects, a manifest and a COMPLETE record each; every version of the\n"
+     "job then completes through its bucket's record, and the job's FORMAT\n"
+     "says so (an iofwd from before 2026-11-29 does not read it, and sees no\n"
+     "packed version: docs/small-versions.md). 0: off, every version its\n"
+     "own directory; the nodes of a run use the N of the first one to start\n"
+     "it, other jobs of several nodes set it alike on every node",
      "--pack-versions", "N"},
     {"IOFWD_PACK_WAIT", seconds, "0.02", 0, 60, {}, reader::daemon,
      "with IOFWD_PACK_VERSIONS, how long the node's batch of versions waits\n"

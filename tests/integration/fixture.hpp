@@ -31,7 +31,7 @@ struct cluster {
     // tests of its own (packs-*).
     void unpacked();
     // For a test of packs: every process the test starts packs in buckets
-    // of `versions` (IOFWD_PACK_VERSIONS, off by default).
+    // of `versions` (IOFWD_PACK_VERSIONS, 64 by default).
     void packed(unsigned versions);
     process rank(unsigned r, unsigned n, std::vector<std::string> args = {},
                  const std::map<std::string, std::string>& extra = {});
@@ -52,7 +52,9 @@ struct cluster {
 extern const std::map<std::string, std::string> small_journal;
 // A first run of `ranks` ranks of nodeA makes the job's directory, version
 // 1, and fills the node's journal with zeros, once: held at its gate until
-// the journal is whole. Returns when its daemon is gone.
+// the journal is whole. Returns when its daemon is gone. Unless the
+// cluster is unpacked(), its daemon packs, and so writes the job's FORMAT:
+// a daemon after it counts no store call for that (IOFWD_FAULT's counts).
 void fill_journal(cluster& c, unsigned ranks,
                   const std::map<std::string, std::string>& journal_env = small_journal,
                   std::uintmax_t journal_bytes = 1u << 20);

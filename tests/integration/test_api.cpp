@@ -165,7 +165,9 @@ TEST_CASE("io_wait and io_test on a version the mailbox says is durable ask the 
     // rank's mailbox. Then the daemon is killed: io_wait and io_test on
     // those still succeed, from the mailbox. io_flush_span always asks, and
     // a version this rank never wrote is not taken as durable: both fail.
+    // Unpacked: its log lines are the object's.
     cluster c;
+    c.unpacked();
     fill_journal(c, 1);
     auto env = c.env;
     env.insert(small_journal.begin(), small_journal.end());
@@ -213,8 +215,10 @@ TEST_CASE("a version that failed stops what the mailbox says is durable", "[api]
     // durable, each
     // written and waited for in turn. The daemon never says in the mailbox
     // that a version after the failed one is durable: once it is killed,
-    // io_test on 2 and 3 must ask, and fails.
+    // io_test on 2 and 3 must ask, and fails. Unpacked: a packing daemon
+    // writes the job's FORMAT first.
     cluster c;
+    c.unpacked();
     auto env = c.env;
     env["IOFWD_JOURNAL_MAX"] = "0";
     env["IOFWD_FLUSH_THREADS"] = "1";

@@ -639,8 +639,8 @@ TEST_CASE("two unnamed nodes that pack differently say so, and lose nothing sile
                       << read_file(log_a) << "log B:\n" << read_file(log_b));
     for (const auto& [log, n] : {std::pair{log_a, 4}, std::pair{log_b, 8}})
         CHECK(read_file(log).find(fmt::format(
-                  "job itest: 2 nodes and no run name, and this node packs versions in buckets "
-                  "of {} (IOFWD_PACK_VERSIONS): a version completes only if every node packs it "
+                  "job itest: 2 nodes and no run name, and this node's IOFWD_PACK_VERSIONS={} "
+                  "is not the default 64: a version completes only if every node packs it "
                   "alike",
                   n)) != std::string::npos);
     // Versions 1-4 are in bucket 1 for both nodes and complete; 5 and 6 are
@@ -666,12 +666,13 @@ namespace {
 
 // Version 2 of a job of one rank, packed with buckets of 4, is answered
 // durable from the journal while a store write after it hangs
-// (`fault`, IOFWD_FAULT, whose counts take in the job's FORMAT, written at
-// the claim: one pwrite and three fsyncs); once `reached` holds, the daemon
-// and the rank are killed.
+// (`fault`, IOFWD_FAULT; the job's FORMAT is written by the first run,
+// so the faulty daemon's counts start at version 2); once `reached` holds,
+// the daemon and the rank are killed.
 void crash_packing(cluster& c, const std::string& fault, const std::function<bool()>& reached)
 {
     fill_journal(c, 1);
+    REQUIRE(std::filesystem::exists(c.store() + "/itest/FORMAT"));
     auto d = faulty_daemon(c, fault, packing());
     auto r = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--wait", "--skip-finalize"},
                     packing());
@@ -726,7 +727,7 @@ TEST_CASE("a packed version durable in the journal is packed by the next daemon 
     // after the journal's record hangs): no pack. The next daemon writes it
     // from the journal, byte for byte, and completes the bucket.
     cluster c;
-    const auto log = crash_while_packing(c, "pwrite:DELAY30:2", [&] {
+    const auto log = crash_while_packing(c, "pwrite:DELAY30:1", [&] {
         return std::filesystem::exists(c.store() + bucket_2) &&
                !temporaries(c.store() + bucket_2).empty() &&
                !std::filesystem::exists(c.store() + bucket_2 + "/nodeA.v00000002-00000002");
@@ -740,13 +741,12 @@ TEST_CASE("a pack renamed before the daemon's death is taken, not written again"
           "[failure][packs-crash-renamed]")
 {
     // Killed after the pack's rename, at the fsync of its directory (the
-    // job's FORMAT's three fsyncs at the claim and the pack's own pass): no
-    // arrival at the bucket yet. The next
+    // pack's own fsync passes): no arrival at the bucket yet. The next
     // daemon finds the node's pack, arrives with it and completes the
     // bucket without writing it again.
     cluster c;
     const std::string pack = c.store() + bucket_2 + "/nodeA.v00000002-00000002";
-    const auto log = crash_while_packing(c, "fsync:DELAY30:4",
+    const auto log = crash_while_packing(c, "fsync:DELAY30:1",
                                          [&] { return std::filesystem::exists(pack); });
     CHECK(log.find("wrote itest/packs/") == std::string::npos);
     CHECK(log.find(replayed_pack) != std::string::npos);
@@ -965,7 +965,7 @@ TEST_CASE("a version the journal holds in part is skipped by the next daemon",
     // with a skip, so that the bucket's record says so and goes on.
     cluster c;
     fill_journal(c, 2);
-    auto d = stalling_daemon(c, 2, packing());
+    auto d = stalling_daemon(c, 1, packing());
     auto r0 = c.rank(0, 2, {"--size", "5000", "--versions", "1", "--wait", "--skip-finalize"},
                      packing());
     auto r1 = c.rank(1, 2, {"--size", "5000", "--versions", "0", "--skip-finalize"}, packing());
@@ -1005,7 +1005,7 @@ TEST_CASE("a pack that arrived before the daemon's death is completed by the nex
     cluster c;
     const std::string arrived = c.store() + bucket_2 + "/.ARRIVED";
     const std::string record = c.store() + bucket_2 + "/COMPLETE.v00000002";
-    const auto log = crash_while_packing(c, "pwrite:DELAY30:3", [&] {
+    const auto log = crash_while_packing(c, "pwrite:DELAY30:2", [&] {
         std::error_code ec;
         for (const auto& e : std::filesystem::directory_iterator(arrived, ec))
             if (e.path().filename().string().rfind("nodeA.2=", 0) == 0)
@@ -1025,7 +1025,7 @@ TEST_CASE("a pack of the node that does not read refuses the claim and keeps the
     // refuses in words and leaves the records; once the file is moved
     // aside, the claim after packs version 2 from them.
     cluster c;
-    crash_packing(c, "pwrite:DELAY30:2", [&] {
+    crash_packing(c, "pwrite:DELAY30:1", [&] {
         return std::filesystem::exists(c.store() + bucket_2) &&
                !temporaries(c.store() + bucket_2).empty();
     });
@@ -1059,7 +1059,7 @@ TEST_CASE("a packed node's version of journaled and committed parts is completed
     // it: the bucket's record names the manifest.
     cluster c;
     fill_journal(c, 2);
-    auto d = stalling_daemon(c, 3, packing());
+    auto d = stalling_daemon(c, 2, packing());
     auto r1 = c.rank(1, 2, {"--size", std::to_string(2u << 20), "--versions", "1", "--wait",
                             "--skip-finalize"},
                      packing());
@@ -1562,7 +1562,11 @@ TEST_CASE("a full disk found while a write larger than staging is pushed fails t
     // (the loop's worker does).
     const auto pull_threads = GENERATE(as<std::string>{}, "2", "0");
     INFO("pull threads " << pull_threads);
+    // Unpacked: a daemon that packs writes the job's FORMAT at the claim,
+    // and would refuse io_init with the full disk's ENOSPC (a test of its
+    // own, below), before any chunk.
     cluster c;
+    c.unpacked();
     const std::map<std::string, std::string> daemon_env{
         {"IOFWD_FAULT", "fallocate:DELAY2+ENOSPC"},
         {"IOFWD_CHUNK_SIZE", "1M"},
@@ -1589,6 +1593,41 @@ TEST_CASE("a full disk found while a write larger than staging is pushed fails t
     // After the daemon: the job's summary, written when the last rank left,
     // fails as slowly.
     CHECK(temporaries(c.store()) == std::vector<std::string>{});
+}
+
+TEST_CASE("a full disk at the claim of a daemon that packs refuses io_init in words",
+          "[failure][enospc-format]")
+{
+    // The job's FORMAT is written when a daemon that packs (the default)
+    // takes the job: its space reserved first, which fails on a full disk.
+    // The rank's io_init returns ENOSPC naming the object, nothing is left
+    // behind, and once there is room the next run takes the job.
+    cluster c;
+    auto d = c.daemon({}, {{"IOFWD_FAULT", "fallocate:ENOSPC:0:once"}});
+    REQUIRE(wait_until([&] { return count(c.log(), "ready:") == 1 || !d.running(); }, 20s));
+    REQUIRE(d.running());
+    {
+        auto r = c.rank(0, 1, {"--size", "5000", "--versions", "1"});
+        const auto st = r.wait(30s);
+        INFO(r.output() << "\nlog:\n" << c.log());
+        REQUIRE(st.has_value());
+        CHECK(exit_code(*st) == 1);
+        CHECK(has_line(r, "init 28"));
+        CHECK(r.output().find("cannot take job itest in directory " + c.store() +
+                              ": cannot write itest/FORMAT: No space left on device") !=
+              std::string::npos);
+    }
+    CHECK_FALSE(std::filesystem::exists(c.store() + "/itest/FORMAT"));
+    CHECK(temporaries(c.store()) == std::vector<std::string>{});
+    auto r = c.rank(0, 1, {"--size", "5000", "--versions", "2"});
+    const auto st = r.wait(30s);
+    INFO(r.output() << "\nlog:\n" << c.log());
+    REQUIRE(st.has_value());
+    CHECK(exit_code(*st) == 0);
+    CHECK(read_file(c.store() + "/itest/FORMAT") == "iofwd-job-format 2\n");
+    std::string out;
+    CHECK(c.verify(2, 1, out) == 0);
+    CHECK(out.find("2 complete versions, 0 incomplete") != std::string::npos);
 }
 
 TEST_CASE("iod --help documents every option and its environment variable", "[iod][cli]")
