@@ -29,7 +29,9 @@ using namespace test;
 
 TEST_CASE("calls out of order and bad lengths return the documented codes", "[api]")
 {
+    // Unpacked: it reads each version's objects and manifest below.
     cluster c;
+    c.unpacked();
     for (const auto& [k, v] : c.env)
         ::setenv(k.c_str(), v.c_str(), 1);
 

@@ -101,7 +101,9 @@ TEST_CASE("after the whole job is killed in version 4, a new job restarts from v
 TEST_CASE("a flipped bit is named by io_read and skipped by io_latest_verified",
           "[lifecycle][corrupt]")
 {
+    // Unpacked: it flips a byte of version 3's own object.
     cluster c;
+    c.unpacked();
     {
         auto r0 = c.rank(0, 2, {"--size", "100000", "--versions", "3"});
         auto r1 = c.rank(1, 2, {"--size", "100000", "--versions", "3"});

@@ -46,6 +46,7 @@ void flip_byte(const std::string& path, long at)
 // 1's data of version 2 and in the manifest of version 3.
 void damaged_store(cluster& c)
 {
+    c.unpacked();  // its damage is to objects, manifests and records of their own
     {
         auto r0 = c.rank(0, 2, {"--size", "100000", "--versions", "3"});
         auto r1 = c.rank(1, 2, {"--size", "100000", "--versions", "3"});
@@ -80,7 +81,6 @@ TEST_CASE("ls: jobs, and a job's versions complete, damaged and incomplete, and 
           "[tools][ls]")
 {
     cluster c;
-    c.unpacked();
     damaged_store(c);
     auto jobs = run_iofwd(c, {"ls"});
     CHECK(jobs.code == 0);
@@ -125,7 +125,6 @@ TEST_CASE("verify: names the flipped byte's object, expected and found; exit 1",
           "[tools][verify]")
 {
     cluster c;
-    c.unpacked();
     damaged_store(c);
     const auto manifest = read_file(c.store() + "/itest/v00000002/nodeA.manifest");
     const auto at = manifest.find("rank 1 size 100000 crc32c ");
@@ -420,7 +419,7 @@ TEST_CASE("every command refuses a job kept in a newer store format, in words",
     const std::string why = "job itest is kept in store format 3 (itest/FORMAT), newer than "
                             "format 2, the newest this iofwd reads: use the iofwd that wrote "
                             "it, or a newer one\n";
-    for (const std::vector<std::string> cmd :
+    for (const std::vector<std::string>& cmd :
          {std::vector<std::string>{"ls", "itest"}, {"verify", "itest"}, {"rm", "itest", "1"},
           {"keep", "itest", "1"}, {"gc", "itest"}, {"cat", "itest", "2", "0"},
           {"restore", "itest", "2", c.tmp / "restored"}, {"report", "itest"}}) {
