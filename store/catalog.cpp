@@ -1655,6 +1655,21 @@ std::error_code commit_state(backend& st, const std::string& job, std::uint64_t 
     const auto nodes = manifest_nodes(st, job, version);
     std::set<std::uint64_t> in_buckets;
     const auto packs = pack_holders(st, job, version, in_buckets);
+    // The nodes whose manifest names no bucket: they committed the version
+    // without packs, which the nodes that pack never complete with.
+    std::vector<std::string> unpacked;
+    bool bucketed = !packs.empty();
+    for (const auto& n : nodes) {
+        std::string text, ignored;
+        manifest m;
+        if (read_all(st, manifest_object(job, version, n), text) ||
+            parse_manifest(text, m, ignored))
+            continue;  // this only words a diagnosis
+        if (m.bucket)
+            bucketed = true;
+        else
+            unpacked.push_back(n);
+    }
     if (!packs.empty()) {
         why = fmt::format("version {} is in the packs of {} node{} ({})", version, packs.size(),
                           packs.size() == 1 ? "" : "s", fmt::join(packs, ", "));
@@ -1664,12 +1679,17 @@ std::error_code commit_state(backend& st, const std::string& job, std::uint64_t 
                    "and such a version never completes";
         if (!nodes.empty())
             why += fmt::format(", and in the manifests of {}", fmt::join(nodes, ", "));
-        return {};
+    } else {
+        why = nodes.empty() ? fmt::format("version {} has no node's manifest", version)
+                            : fmt::format("version {} has the manifests of {} node{} ({})",
+                                          version, nodes.size(), nodes.size() == 1 ? "" : "s",
+                                          fmt::join(nodes, ", "));
     }
-    why = nodes.empty() ? fmt::format("version {} has no node's manifest", version)
-                        : fmt::format("version {} has the manifests of {} node{} ({})", version,
-                                      nodes.size(), nodes.size() == 1 ? "" : "s",
-                                      fmt::join(nodes, ", "));
+    if (bucketed && !unpacked.empty())
+        why += fmt::format("; {} committed it without packs (IOFWD_PACK_VERSIONS=0 there) and "
+                           "the other nodes in packs, so it never completes: set "
+                           "IOFWD_PACK_VERSIONS alike on every node",
+                           fmt::join(unpacked, ", "));
     return {};
 }
 

@@ -664,6 +664,44 @@ TEST_CASE("two unnamed nodes that pack differently say so, and lose nothing sile
     CHECK(out.find("4 complete versions") != std::string::npos);
 }
 
+TEST_CASE("an unnamed node that does not pack beside one that does is named at io_finalize",
+          "[packs-unnamed-off]")
+{
+    // No run name: node A packs by the default, node B has packs off. No
+    // version can complete (A's waits for B's arrival at its bucket, B's
+    // for a COMPLETE record A never writes): both ranks' io_finalize says
+    // which node committed without packs, and what to set.
+    cluster c;
+    auto a = small_journal;
+    a.insert({{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeA"}, {"IOFWD_SESSION", "sa"},
+              {"IOFWD_FINALIZE_TIMEOUT", "5"}});
+    auto b = small_journal;
+    b.insert({{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeB"}, {"IOFWD_SESSION", "sb"},
+              {"IOFWD_PACK_VERSIONS", "0"}, {"IOFWD_FINALIZE_TIMEOUT", "5"}});
+    auto ra = c.rank(0, 1, {"--size", "5000", "--versions", "2", "--go-file", gate(c)}, a);
+    auto rb = c.rank(0, 1, {"--size", "5000", "--versions", "2", "--go-file", gate(c)}, b);
+    const std::string log_a = c.runtime_dir() + "/sa.log", log_b = c.runtime_dir() + "/sb.log";
+    open_when_both_ready(c, {"nodeA", "nodeB"});
+    for (auto* r : {&ra, &rb}) {
+        const auto st = r->wait(60s);
+        INFO("rank:\n" << r->output() << "log A:\n" << read_file(log_a) << "log B:\n"
+                        << read_file(log_b));
+        REQUIRE(st.has_value());
+        CHECK(exit_code(*st) == 1);  // io_finalize failed
+        CHECK(has_line(*r, "finalize 5 "));
+        CHECK(r->output().find("version 2 of job itest is durable on this node but not "
+                               "complete job-wide: ") != std::string::npos);
+        CHECK(r->output().find("; nodeB committed it without packs (IOFWD_PACK_VERSIONS=0 "
+                               "there) and the other nodes in packs, so it never completes: set "
+                               "IOFWD_PACK_VERSIONS alike on every node") != std::string::npos);
+    }
+    CHECK(read_file(log_b).find("job itest: 2 nodes and no run name, and this node's "
+                                "IOFWD_PACK_VERSIONS=0 is not the default 64") !=
+          std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(c.store() + "/itest/v00000002/COMPLETE"));
+    CHECK_FALSE(std::filesystem::exists(c.store() + "/itest/packs/b00000001/COMPLETE.v00000002"));
+}
+
 namespace {
 
 // Version 2 of a job of one rank, packed with buckets of 4, is answered
