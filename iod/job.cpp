@@ -27,6 +27,14 @@ constexpr std::chrono::milliseconds claim_patience{1000};
 // How long a job refused so is refused at once (its other ranks).
 constexpr std::chrono::seconds claim_memory{10};
 
+// Why a job's FORMAT keeps this daemon from taking it (`why`: the store's
+// words).
+std::string format_refusal(const store::backend& st, const std::string& job,
+                           const std::string& why)
+{
+    return fmt::format("cannot take job {} in {}: {}", job, st.describe(), why);
+}
+
 // Writes node `node`'s pack of `inputs` into `bucket` and gives its line of
 // the bucket's record. A pack of that name there already is taken when it
 // is byte for byte this one (a daemon before wrote it and stopped before
@@ -139,7 +147,7 @@ std::error_code job::claim_store(const std::string& job, std::uint64_t& last,
     const bool formatted = std::find(names.begin(), names.end(), store::format_name) != names.end();
     if (formatted)
         if (auto ec = store::check_format(store_, job, why)) {
-            why = fmt::format("cannot take job {} in {}: {}", job, store_.describe(), why);
+            why = format_refusal(store_, job, why);
             claim.reset();
             name_.clear();
             return ec;
@@ -191,7 +199,7 @@ std::error_code job::recover_journal(const std::string& job, bool formatted, std
     // creator, which packed.
     if (!formatted && opts_.pack_versions != 0)
         if (auto ec = store::mark_format(store_, job, why)) {
-            why = fmt::format("cannot take job {} in {}: {}", job, store_.describe(), why);
+            why = format_refusal(store_, job, why);
             return ec;
         }
     auto j = std::make_shared<store::journal>(std::move(fd), opts_.journal_bytes);

@@ -1,7 +1,6 @@
 #include "store/catalog.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -31,28 +30,6 @@ std::error_code read_all(backend& st, const std::string& name, std::string& out)
     return {};
 }
 
-namespace {
-
-constexpr std::string_view format_head = "iofwd-job-format ";
-
-// "iofwd-job-format 2\n" -> 2; nullopt for anything else (1 too: a job
-// without FORMAT is format 1, and no iofwd writes one that says so).
-std::optional<std::uint32_t> parse_format(std::string_view text)
-{
-    if (!text.starts_with(format_head) || !text.ends_with('\n'))
-        return std::nullopt;
-    text.remove_prefix(format_head.size());
-    text.remove_suffix(1);
-    std::uint32_t n = 0;
-    const auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), n);
-    if (err != std::errc{} || end != text.data() + text.size() || text.empty() ||
-        text.front() == '0' || n < 2)
-        return std::nullopt;
-    return n;
-}
-
-}  // namespace
-
 std::error_code check_format(backend& st, const std::string& job, std::string& why)
 {
     const auto name = format_object(job);
@@ -61,9 +38,10 @@ std::error_code check_format(backend& st, const std::string& job, std::string& w
     auto ec = st.size(name, size);
     if (ec == errc::not_found)
         return {};  // format 1: version directories only
-    if (!ec && size > 64) {
+    if (!ec && size > format_max_bytes) {
         why = fmt::format("{} is {} bytes, not the line \"{}N\" of a job's format; cannot "
-                          "tell where job {} keeps its versions",
+                          "tell where job {} keeps its versions (an iofwd writes that one "
+                          "line: restore it, or move the job aside)",
                           name, size, format_head, job);
         return make_error_code(errc::corrupt);
     }
@@ -75,10 +53,11 @@ std::error_code check_format(backend& st, const std::string& job, std::string& w
         why = fmt::format("cannot read {}: {}", name, failure(st, name, ec));
         return ec;
     }
-    const auto n = parse_format(text);
+    const auto n = parse_job_format(text);
     if (!n) {
         why = fmt::format("{} does not read as \"{}N\"; cannot tell where job {} keeps its "
-                          "versions",
+                          "versions (an iofwd writes that one line: restore it, or move the job "
+                          "aside)",
                           name, format_head, job);
         return make_error_code(errc::corrupt);
     }
@@ -94,7 +73,7 @@ std::error_code check_format(backend& st, const std::string& job, std::string& w
 std::error_code mark_format(backend& st, const std::string& job, std::string& why)
 {
     const auto name = format_object(job);
-    const auto text = fmt::format("{}{}\n", format_head, job_format);
+    const auto text = format_job_format(job_format);
     const auto ec = st.put_new(name, std::as_bytes(std::span(text)));
     if (ec == errc::exists)
         return check_format(st, job, why);  // another node's, or an earlier run's

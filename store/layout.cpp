@@ -47,6 +47,25 @@ std::string format_object(const std::string& job)
     return fmt::format("{}/{}", job, format_name);
 }
 
+std::string format_job_format(std::uint32_t format)
+{
+    return fmt::format("{}{}\n", format_head, format);
+}
+
+std::optional<std::uint32_t> parse_job_format(std::string_view text)
+{
+    if (!text.starts_with(format_head) || !text.ends_with('\n'))
+        return std::nullopt;
+    text.remove_prefix(format_head.size());
+    text.remove_suffix(1);
+    std::uint32_t n = 0;
+    const auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (err != std::errc{} || end != text.data() + text.size() || text.empty() ||
+        text.front() == '0' || n < 2)
+        return std::nullopt;
+    return n;
+}
+
 std::string report_object(const std::string& job, const std::string& key, const std::string& node)
 {
     return fmt::format("{}/{}/{}/{}{}", job, reports_dir, key, node, report_suffix);

@@ -15,9 +15,10 @@
 // A job's FORMAT ("iofwd-job-format N") says which of these layouts its
 // objects may use: absent, 1 (version directories only: none says 1); 2,
 // packs too. A daemon that packs writes it at its claim, before any pack
-// (one of a newer layout must raise it, never lower it); every reader that finds a number above the one
-// it knows refuses the job in words (catalog.hpp's check_format) rather
-// than miss versions kept where it does not look.
+// (one of a newer layout must raise it, never lower it); every reader
+// that finds a number above the one it knows refuses the job in words
+// (catalog.hpp's check_format) rather than miss versions kept where it
+// does not look.
 //
 // A bucket is named by its first version. Its records are never replaced:
 // each names the last version it says is complete, and the one with the
@@ -56,8 +57,6 @@ std::string complete_object(const std::string& job, std::uint64_t version);
 std::string arrivals_object(const std::string& job, std::uint64_t version);
 std::string run_object(const std::string& job, const std::string& run);
 std::string format_object(const std::string& job);
-// The newest job format this iofwd reads and writes (above).
-inline constexpr std::uint32_t job_format = 2;
 std::string bucket_dir(const std::string& job, std::uint64_t bucket);
 std::string pack_object(const std::string& job, std::uint64_t bucket, const std::string& node,
                         std::uint64_t first, std::uint64_t last);
@@ -84,6 +83,10 @@ inline constexpr const char* arrivals_name = "ARRIVED";
 inline constexpr const char* retired_name = "RETIRED";
 inline constexpr const char* removed_name = "REMOVED";
 inline constexpr const char* format_name = "FORMAT";
+// The newest job format this iofwd reads and writes (above).
+inline constexpr std::uint32_t job_format = 2;
+// A FORMAT is one short line; anything longer is refused unread.
+inline constexpr std::uint64_t format_max_bytes = 64;
 inline constexpr const char* runs_dir = "runs";
 inline constexpr const char* packs_dir = "packs";
 inline constexpr const char* reports_dir = "reports";
@@ -93,6 +96,11 @@ inline constexpr std::string_view journal_suffix = ".journal";
 
 // "v00000012" -> 12; nullopt for anything else.
 std::optional<std::uint64_t> parse_version_dir(std::string_view name);
+// A FORMAT's text: "iofwd-job-format 2\n" for 2; and back, nullopt for
+// anything else (1 too: a job without FORMAT is format 1, and none says so).
+inline constexpr std::string_view format_head = "iofwd-job-format ";
+std::string format_job_format(std::uint32_t format);
+std::optional<std::uint32_t> parse_job_format(std::string_view text);
 // "b00000065" -> 65; nullopt for anything else.
 std::optional<std::uint64_t> parse_bucket_dir(std::string_view name);
 // "COMPLETE.v00000070" -> 70; nullopt for anything else.

@@ -1013,7 +1013,7 @@ TEST_CASE("a job's FORMAT is written once, and a newer one is refused in words b
 
     // One that does not read says so, and is refused as well.
     // (1 is what no FORMAT means: none says so.)
-    for (const std::string bad : std::vector<std::string>{
+    for (const std::string& bad : std::vector<std::string>{
              "iofwd-job-format 02\n", "iofwd-job-format 2", "iofwd-job-format \n",
           "iofwd-job-format 1\n", "iofwd-job-format 0\n", "iofwd-job-format 99999999999\n",
           "iofwd-job-format 2\n\n", std::string("iofwd-job-format 2\0\n", 20), "format 2\n"}) {
@@ -1030,5 +1030,6 @@ TEST_CASE("a job's FORMAT is written once, and a newer one is refused in words b
     put_text(st, format_object("job"), std::string(65, 'x'));
     CHECK(check_format(st, "job", why) == errc::corrupt);
     CHECK(why == "job/FORMAT is 65 bytes, not the line \"iofwd-job-format N\" of a job's format; "
-                 "cannot tell where job job keeps its versions");
+                 "cannot tell where job job keeps its versions (an iofwd writes that one line: "
+                 "restore it, or move the job aside)");
 }
