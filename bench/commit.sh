@@ -14,7 +14,10 @@
 # operations together ("job"), the most one node did ("max node"), the
 # names listings returned across the job ("listed") and the arrivals reads
 # of tallies returned ("tallied"). The rados store needs scripts/setup.sh
-# --ceph; a throwaway cluster is started for it.
+# --ceph; a throwaway cluster is started for it. The daemons take the
+# environment: on the directory store they pack (IOFWD_PACK_VERSIONS, 64 by
+# default since 2026-11-29); IOFWD_PACK_VERSIONS=0 measures a directory per
+# version, as README's first table.
 # Counts, not times: this machine's noise does not touch them.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -110,9 +110,9 @@ const std::vector<variable> table = {
     {"IOFWD_JOURNAL_MAX", bytes, "1M", 0, 1ull << 30, {}, reader::daemon,
      "versions up to this size are made durable by an append to the node's\n"
      "journal in the directory store, one fdatasync shared by the versions\n"
-     "beside it, and committed as objects after the rank is answered; a\n"
-     "daemon that dies between the two leaves them to the next one to claim\n"
-     "the job on the node (0: no journal)",
+     "beside it, and committed (in packs, or as objects) after the rank is\n"
+     "answered; a daemon that dies between the two leaves them to the next\n"
+     "one to claim the job on the node (0: no journal)",
      "--journal-max", "BYTES"},
     {"IOFWD_JOURNAL_SIZE", bytes, "16M", 65536, 1ull << 40, {}, reader::daemon,
      "the journal's size on disk, filled with zeros once per job and node (a\n"
@@ -123,10 +123,11 @@ const std::vector<variable> table = {
      "went through it in packs, one object per bucket of N versions instead\n"
      "of objects, a manifest and a COMPLETE record each; every version of the\n"
      "job then completes through its bucket's record, and the job's FORMAT\n"
-     "says so (an iofwd from before 2026-11-29 does not read it, and sees no\n"
-     "packed version: docs/small-versions.md). 0: off, every version its\n"
-     "own directory; the nodes of a run use the N of the first one to start\n"
-     "it, other jobs of several nodes set it alike on every node",
+     "says so (an iofwd from before 2026-11-29 does not read it; one from\n"
+     "before 2026-11-27 sees no packed version: docs/small-versions.md).\n"
+     "0: off, every version its own directory; the nodes of a run use the N\n"
+     "of the first one to start it; a job of several nodes without a run\n"
+     "name must set it alike on every node (0 too), or no version completes",
      "--pack-versions", "N"},
     {"IOFWD_PACK_WAIT", seconds, "0.02", 0, 60, {}, reader::daemon,
      "with IOFWD_PACK_VERSIONS, how long the node's batch of versions waits\n"
