@@ -320,6 +320,28 @@ void open_when_both_ready(const cluster& c, const std::vector<std::string>& jour
     open_gate(c);
 }
 
+// A rank on each of nodes A and B (`a`, `b`: their environments), each
+// writing `versions` versions of 5000 bytes once both are ready; both
+// must end with io_finalize failed (exit 1). Returns them, ended.
+std::pair<process, process> two_failing_nodes(cluster& c,
+                                              const std::map<std::string, std::string>& a,
+                                              const std::map<std::string, std::string>& b,
+                                              unsigned versions)
+{
+    const std::vector<std::string> args = {"--size", "5000", "--versions",
+                                           std::to_string(versions), "--go-file", gate(c)};
+    std::pair<process, process> r{c.rank(0, 1, args, a), c.rank(0, 1, args, b)};
+    open_when_both_ready(c, {"nodeA", "nodeB"});
+    for (auto* p : {&r.first, &r.second}) {
+        const auto st = p->wait(60s);
+        INFO("rank:\n" << p->output() << "log A:\n" << read_file(c.runtime_dir() + "/sa.log")
+                        << "log B:\n" << read_file(c.runtime_dir() + "/sb.log"));
+        REQUIRE(st.has_value());
+        CHECK(exit_code(*st) == 1);  // io_finalize failed
+    }
+    return r;
+}
+
 const std::string bucket_2 = "/itest/packs/b00000002";
 
 // Whether `object`'s bytes hold `part` somewhere.
@@ -626,17 +648,8 @@ TEST_CASE("two unnamed nodes that pack differently say so, and lose nothing sile
               {"IOFWD_PACK_VERSIONS", "8"}, {"IOFWD_PACK_WAIT", "5"}});
     for (auto* env : {&a, &b})
         (*env)["IOFWD_FINALIZE_TIMEOUT"] = "5";
-    auto ra = c.rank(0, 1, {"--size", "5000", "--versions", "6", "--go-file", gate(c)}, a);
-    auto rb = c.rank(0, 1, {"--size", "5000", "--versions", "6", "--go-file", gate(c)}, b);
+    auto [ra, rb] = two_failing_nodes(c, a, b, 6);
     const std::string log_a = c.runtime_dir() + "/sa.log", log_b = c.runtime_dir() + "/sb.log";
-    open_when_both_ready(c, {"nodeA", "nodeB"});
-    for (auto* r : {&ra, &rb}) {
-        const auto st = r->wait(60s);
-        INFO("rank:\n" << r->output() << "log A:\n" << read_file(log_a) << "log B:\n"
-                        << read_file(log_b));
-        REQUIRE(st.has_value());
-        CHECK(exit_code(*st) == 1);  // io_finalize failed
-    }
     INFO("rank A:\n" << ra.output() << "rank B:\n" << rb.output() << "log A:\n"
                       << read_file(log_a) << "log B:\n" << read_file(log_b));
     for (const auto& [log, n] : {std::pair{log_a, 4}, std::pair{log_b, 8}})
@@ -678,16 +691,10 @@ TEST_CASE("an unnamed node that does not pack beside one that does is named at i
     auto b = small_journal;
     b.insert({{"IOFWD_NODES", "2"}, {"IOFWD_NODE", "nodeB"}, {"IOFWD_SESSION", "sb"},
               {"IOFWD_PACK_VERSIONS", "0"}, {"IOFWD_FINALIZE_TIMEOUT", "5"}});
-    auto ra = c.rank(0, 1, {"--size", "5000", "--versions", "2", "--go-file", gate(c)}, a);
-    auto rb = c.rank(0, 1, {"--size", "5000", "--versions", "2", "--go-file", gate(c)}, b);
-    const std::string log_a = c.runtime_dir() + "/sa.log", log_b = c.runtime_dir() + "/sb.log";
-    open_when_both_ready(c, {"nodeA", "nodeB"});
+    auto [ra, rb] = two_failing_nodes(c, a, b, 2);
+    const std::string log_b = c.runtime_dir() + "/sb.log";
     for (auto* r : {&ra, &rb}) {
-        const auto st = r->wait(60s);
-        INFO("rank:\n" << r->output() << "log A:\n" << read_file(log_a) << "log B:\n"
-                        << read_file(log_b));
-        REQUIRE(st.has_value());
-        CHECK(exit_code(*st) == 1);  // io_finalize failed
+        INFO("rank:\n" << r->output());
         CHECK(has_line(*r, "finalize 5 "));
         CHECK(r->output().find("version 2 of job itest is durable on this node but not "
                                "complete job-wide: ") != std::string::npos);
