@@ -779,9 +779,11 @@ std::error_code latest(backend& st, const std::string& job, bool verify, std::ui
                        std::string& skipped, std::string& why)
 {
     std::vector<std::uint64_t> versions;
-    if (auto ec = check_format(st, job, why))
-        return ec;
     if (auto ec = complete_versions(st, job, versions)) {
+        // The listing read the FORMAT when there; its words, when it is why.
+        if (ec != errc::not_found)
+            if (auto fec = check_format(st, job, why))
+                return fec;
         why = ec == errc::not_found
                   ? fmt::format("job {} has no checkpoints in {} ({})", job, st.describe(),
                                 ec.message())

@@ -223,15 +223,16 @@ int gc(const clean_args& a)
     std::size_t versions_removed = 0, leftovers_removed = 0, buckets_removed = 0;
     nlohmann::json out = {{"store", st->location()}, {"jobs", nlohmann::json::array()}};
     for (const auto& job : jobs) {
-        std::string format_why;
         std::vector<std::uint64_t> all;
-        if (!store::check_format(*st, job, format_why))
-            if (auto ec = store::job_versions(*st, job, all)) {
-                if (ec == errc::not_found || ec == std::errc::not_a_directory)
-                    continue;  // not a job
-                throw failure(damaged, fmt::format("cannot list job {}: {}", job,
-                                                   store::failure(*st, job, ec)));
-            }
+        const auto listed = store::job_versions(*st, job, all);
+        if (listed == errc::not_found || listed == std::errc::not_a_directory)
+            continue;  // not a job
+        // The listing read the job's FORMAT when there: its words, when it
+        // is why (the job is refused, the others collected).
+        std::string format_why;
+        if (listed && !store::check_format(*st, job, format_why))
+            throw failure(damaged, fmt::format("cannot list job {}: {}", job,
+                                               store::failure(*st, job, listed)));
         nlohmann::json j = {{"job", job},
                             {"removed_versions", nlohmann::json::array()},
                             {"removed_leftovers", nlohmann::json::array()},
@@ -241,13 +242,16 @@ int gc(const clean_args& a)
                             {"kept_buckets", nlohmann::json::array()},
                             {"discarded_versions", nlohmann::json::array()},
                             {"refused", nullptr}};
-        if (!format_why.empty()) {
-            // Not this iofwd's to judge: the others are collected.
-            status = damaged;
-            j["refused"] = format_why;
+        // The job is not touched, and says why; the others are collected.
+        const auto refuse = [&](int code, const std::string& why) {
+            status = code;
+            j["refused"] = why;
             if (!a.store.json)
-                fmt::print(stderr, "iofwd gc: not touching job {}: {}\n", job, format_why);
+                fmt::print(stderr, "iofwd gc: not touching job {}: {}\n", job, why);
             out["jobs"].push_back(std::move(j));
+        };
+        if (listed) {
+            refuse(damaged, format_why);  // not this iofwd's to judge
             continue;
         }
         // Leftovers and incomplete versions are exactly what a live daemon
@@ -256,11 +260,7 @@ int gc(const clean_args& a)
         std::vector<std::string> live;
         std::string why;
         if (auto ec = store::hold_job(*st, job, hold, live, why)) {
-            status = ec == errc::rank_in_use ? refused : damaged;
-            j["refused"] = why;
-            if (!a.store.json)
-                fmt::print(stderr, "iofwd gc: not touching job {}: {}\n", job, why);
-            out["jobs"].push_back(std::move(j));
+            refuse(ec == errc::rank_in_use ? refused : damaged, why);
             continue;
         }
         // A version a node's journal holds may still complete: that
@@ -270,11 +270,7 @@ int gc(const clean_args& a)
         if (store::journaled_versions(*st, job, hold.nodes, journaled, why) ||
             (a.discard_journals && !journaled.empty() &&
              store::discard_journals(*st, job, hold, why))) {
-            status = damaged;
-            j["refused"] = why;
-            if (!a.store.json)
-                fmt::print(stderr, "iofwd gc: not touching job {}: {}\n", job, why);
-            out["jobs"].push_back(std::move(j));
+            refuse(damaged, why);
             continue;
         }
         if (a.discard_journals)

@@ -80,14 +80,14 @@ std::unique_ptr<store::backend> open_store(const store_options& o)
 
 void require_job(store::backend& st, const std::string& job)
 {
-    std::string why;
-    if (store::check_format(st, job, why))
-        throw failure(damaged, fmt::format("cannot read job {} in {}: {}", job, st.describe(),
-                                           why));
     std::vector<std::uint64_t> versions;
     const auto ec = store::job_versions(st, job, versions);
     if (!ec)
         return;
+    // The listing read the job's FORMAT when there: its words, when it is why.
+    if (std::string why; ec != errc::not_found && store::check_format(st, job, why))
+        throw failure(damaged, fmt::format("cannot read job {} in {}: {}", job, st.describe(),
+                                           why));
     if (ec != errc::not_found)
         throw failure(damaged, fmt::format("cannot list job {} in {}: {}", job, st.describe(),
                                            store::failure(st, job, ec)));

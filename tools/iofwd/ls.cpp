@@ -50,20 +50,21 @@ int list_store(store::backend& st, const ls_args& a)
                    "LATEST AT");
     int status = ok;
     for (const auto& job : jobs) {
-        // A job this iofwd cannot read is named, and the others listed.
-        if (std::string why; store::check_format(st, job, why)) {
-            status = damaged;
-            out["jobs"].push_back({{"job", job}, {"refused", why}});
-            if (!a.store.json)
-                fmt::print("{:<24} not read: {}\n", job, why);
-            continue;
-        }
         std::vector<std::uint64_t> all, complete;
         auto ec = store::job_versions(st, job, all);
         if (!ec)
             ec = store::complete_versions(st, job, complete);
         if (ec == errc::not_found || ec == std::errc::not_a_directory)
             continue;  // not a job's directory
+        // A job whose FORMAT this iofwd cannot read is named, and the
+        // others listed (the listing read it).
+        if (std::string why; ec && store::check_format(st, job, why)) {
+            status = damaged;
+            out["jobs"].push_back({{"job", job}, {"refused", why}});
+            if (!a.store.json)
+                fmt::print("{:<24} not read: {}\n", job, why);
+            continue;
+        }
         if (ec)
             throw failure(damaged, fmt::format("cannot list job {}: {}", job,
                                                store::failure(st, job, ec)));
