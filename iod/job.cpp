@@ -218,11 +218,12 @@ std::error_code job::recover_journal(const std::string& job, bool formatted, std
                               store::failure(store_, job, ec));
             return ec;
         }
-        // Versions iofwd rm took out of their buckets are not committed
-        // again (looked for only when a packed record is there).
+        // Versions iofwd rm took out of their buckets, or retention
+        // retired, are not committed again (looked for only when a packed
+        // record is there).
         std::vector<std::uint64_t> removed;
         if (std::any_of(records.begin(), records.end(), [](const auto& r) { return r.bucket; }))
-            if (auto ec = store::removed_versions(store_, job, removed);
+            if (auto ec = store::hidden_versions(store_, job, removed);
                 ec && ec != errc::not_found) {
                 why = fmt::format("cannot list the packs of job {} in {}: {}", job,
                                   store_.describe(), store::failure(store_, job, ec));

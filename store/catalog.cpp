@@ -136,6 +136,54 @@ bucket_marks read_marks(backend& st, const std::string& job, std::uint64_t bucke
     return marks;
 }
 
+// Removes the packs among bucket `bucket`'s `names` whose every version
+// `marks` hides (removed by `iofwd rm` or retired by retention): no reader
+// takes any of their versions again, so their bytes need not wait for the
+// whole bucket. After the marks are durable; `durably` as remove() (else
+// remove_lazily(): a pack a crash brings back hides nothing). A pack that
+// will not go is said in `freed.failed` and left: a later rm in the
+// bucket, retention once it reaches the bucket, or the bucket's own
+// removal tries again. `freed.kept` names the packs left that hold
+// version `holding` (0: none) beside a version not hidden.
+void drop_hidden_packs(backend& st, const std::string& job, std::uint64_t bucket,
+                       const std::vector<std::string>& names, const bucket_marks& marks,
+                       bool durably, packs_freed& freed, std::uint64_t holding = 0)
+{
+    const auto dir = bucket_dir(job, bucket) + "/";
+    for (const auto& n : names) {
+        const auto p = parse_pack_name(n);
+        // A pack of this bucket, as a daemon names it (a name spanning more
+        // would not be one, and its versions are not walked).
+        if (!p || p->first < bucket || p->last - p->first >= bucket_max_versions)
+            continue;
+        bool hidden = true;
+        for (std::uint64_t i = 0; hidden && i <= p->last - p->first; ++i)
+            hidden = marks.hides(p->first + i);
+        if (!hidden) {
+            if (p->first <= holding && holding <= p->last)
+                freed.kept.push_back(dir + n);
+            continue;
+        }
+        std::uint64_t size = 0;
+        if (st.size(dir + n, size))
+            size = 0;
+        const auto ec = durably ? st.remove(dir + n) : st.remove_lazily(dir + n);
+        if (ec == errc::not_found)
+            continue;
+        if (ec) {
+            if (freed.failed.empty())
+                freed.failed =
+                    fmt::format("pack {}, which held only versions removed, did not go: {}",
+                                dir + n, failure(st, dir + n, ec));
+            continue;
+        }
+        freed.packs.push_back(dir + n);
+        freed.bytes += size;
+    }
+    std::sort(freed.packs.begin(), freed.packs.end());
+    std::sort(freed.kept.begin(), freed.kept.end());
+}
+
 // Writes mark `name` (an empty object) durably. One there already (another
 // writer's, or one a crash cut short before its directory was synced) is
 // written again: what the mark allows goes only once it is durable.
@@ -1154,8 +1202,9 @@ std::error_code prune_exactly(backend& st, const std::string& job,
     // Then the versions of the bucket kept that are older than those kept:
     // its mark, durable, hides them at once; the bucket's older marks go
     // after it, not durably (one a crash brings back says less than this
-    // one, and readers take the highest); their packs stay until the
-    // bucket goes whole.
+    // one, and readers take the highest), and so does each pack that holds
+    // only versions hidden now; a pack that also holds a version kept
+    // stays until the bucket goes whole.
     // Retired versions without a directory: gone with the mark alone.
     const auto by_mark = [&](std::uint64_t v) {
         return retire.holds(v) && !std::binary_search(retire.dirs.begin(), retire.dirs.end(), v);
@@ -1173,11 +1222,15 @@ std::error_code prune_exactly(backend& st, const std::string& job,
         std::vector<std::string> names;
         if (auto ec = st.list(bucket_dir(job, retire.bucket) + "/", names))
             return ec;
+        auto marks = read_marks(st, job, retire.bucket, names);
+        marks.retired = std::max(marks.retired, retire.upto);
         for (const auto& n : names)
             if (const auto upto = parse_bucket_retired(n); upto && *upto < retire.upto)
                 if (auto ec = st.remove_lazily(bucket_dir(job, retire.bucket) + "/" + n);
                     ec && ec != errc::not_found)
                     return ec;
+        packs_freed freed;  // one that stays goes with the bucket
+        drop_hidden_packs(st, job, retire.bucket, names, marks, false, freed);
         any = true;
     }
     for (const auto v : doomed) {
@@ -1447,8 +1500,8 @@ std::error_code remove_version(backend& st, const std::string& job, std::uint64_
     return remove_version_dir(st, job, version);
 }
 
-std::error_code removed_versions(backend& st, const std::string& job,
-                                 std::vector<std::uint64_t>& out)
+std::error_code hidden_versions(backend& st, const std::string& job,
+                                std::vector<std::uint64_t>& out)
 {
     out.clear();
     std::vector<std::uint64_t> all;
@@ -1464,12 +1517,24 @@ std::error_code removed_versions(backend& st, const std::string& job,
             return ec;
         }
         out.insert(out.end(), marks.removed.begin(), marks.removed.end());
+        // Retired: from the bucket's first version, within the span a
+        // bucket can have (a mark beyond it is not one retention wrote).
+        if (marks.retired >= bucket) {
+            const auto last = std::min(marks.retired - bucket, bucket_max_versions - 1) + bucket;
+            for (auto v = bucket;; ++v) {
+                out.push_back(v);
+                if (v == last)
+                    break;
+            }
+        }
     }
     std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
     return {};
 }
 
-std::error_code remove_packed_version(backend& st, const std::string& job, std::uint64_t version)
+std::error_code remove_packed_version(backend& st, const std::string& job, std::uint64_t version,
+                                      packs_freed& freed)
 {
     bucket_record rec;
     std::string ignored;
@@ -1480,11 +1545,26 @@ std::error_code remove_packed_version(backend& st, const std::string& job, std::
     if (auto ec = put_mark(st, bucket_removed_object(job, rec.bucket, version)))
         return ec;
     // A node's part too large for a pack has its own directory (the record
-    // names its manifest): it goes now. The packs' bytes go with the bucket.
+    // names its manifest): it goes now.
     const bool own_dir = std::any_of(rec.parts.begin(), rec.parts.end(), [&](const auto& p) {
         return p.manifest && p.first == version;
     });
-    return own_dir ? remove_version_dir(st, job, version) : std::error_code{};
+    if (own_dir)
+        if (auto ec = remove_version_dir(st, job, version))
+            return ec;
+    // Then each pack that now holds only versions removed or retired; one
+    // that holds another version too keeps the version's bytes until that
+    // one goes.
+    std::vector<std::string> names;
+    if (auto ec = st.list(bucket_dir(job, rec.bucket) + "/", names)) {
+        freed.failed = fmt::format("its bucket's packs were not looked at: listing {}: {}",
+                                   bucket_dir(job, rec.bucket),
+                                   failure(st, bucket_dir(job, rec.bucket), ec));
+        return {};
+    }
+    const auto marks = read_marks(st, job, rec.bucket, names);
+    drop_hidden_packs(st, job, rec.bucket, names, marks, true, freed, version);
+    return {};
 }
 
 namespace {
@@ -1569,23 +1649,29 @@ std::error_code join_run(backend& st, const std::string& job, const std::string&
     if (!created) {
         // A run name used by an earlier run: this node's objects are there
         // already. Two looks, not a listing of the version (which holds
-        // every node's objects by the time late nodes start); or its pack,
-        // in the bucket that begins at the run's first version (its numbers
-        // used again would meet the old run's packs, and any mark iofwd rm
-        // left of them).
+        // every node's objects by the time late nodes start); or, in the
+        // bucket that begins at the run's first version, its pack, a
+        // record or a mark: its numbers used again would meet the old
+        // run's packs, and any mark iofwd rm or retention left of them (a
+        // record and a mark come only after every node of the run,
+        // this one too, committed its part; rm and retention may have
+        // removed the pack since).
         std::string found;
         for (const auto& name : {manifest_object(job, rec.first_version, node),
                                  data_object(job, rec.first_version, node, 0)})
             if (std::uint64_t size = 0; found.empty() && !st.size(name, size))
                 found = name;
-        if (found.empty()) {
-            std::vector<node_pack> packs;
-            std::string ignored;
-            if (!node_packs(st, job, rec.first_version, node, rec.first_version,
-                            rec.first_version, packs, ignored) &&
-                !packs.empty())
-                found = packs.front().name;
-        }
+        std::vector<std::string> names;
+        if (found.empty() && !st.list(bucket_dir(job, rec.first_version) + "/", names))
+            for (const auto& n : names) {
+                const auto p = parse_pack_name(n);
+                if (found.empty() &&
+                    ((p && p->node == node && p->first <= rec.first_version &&
+                      rec.first_version <= p->last) ||
+                     parse_bucket_complete(n) || parse_bucket_removed(n) ||
+                     parse_bucket_retired(n)))
+                    found = bucket_dir(job, rec.first_version) + "/" + n;
+            }
         if (!found.empty()) {
             why = fmt::format("run {} of job {} was already written by node {} ({}); each "
                               "run needs a name of its own (IOFWD_RUN)",

@@ -245,17 +245,30 @@ std::error_code remove_version(backend& st, const std::string& job, std::uint64_
 // Removes one version a bucket's record completes (`iofwd rm`): the
 // bucket's mark REMOVED.v<N> first, durable, which every reader honours at
 // once (bucket_marks), then the version's own directory if a node's part
-// was too large for a pack. The packs keep its bytes until the whole
-// bucket goes (retention, gc). not_found when no bucket completes it.
+// was too large for a pack, then every pack of the bucket that now holds
+// only versions removed or retired (`freed`); a pack that also holds a
+// version still listed keeps its bytes until that one goes too, or the
+// bucket (retention, gc). not_found when no bucket completes it.
 // Version numbers are never used again (a new run numbers after every
-// pack), so a mark never hides a later version.
-std::error_code remove_packed_version(backend& st, const std::string& job, std::uint64_t version);
-// The versions remove_packed_version took out of the job's buckets,
-// ascending: settled for a claim that finds their records in a journal
-// (journal.hpp's standing), never committed again. Cost: a listing per
-// bucket.
-std::error_code removed_versions(backend& st, const std::string& job,
-                                 std::vector<std::uint64_t>& out);
+// pack and record, and join_run refuses a run name used again while the
+// run's first bucket holds its pack, a record or a mark), so a mark never
+// hides a later version.
+struct packs_freed {
+    std::vector<std::string> packs;  // removed, by name
+    std::uint64_t bytes = 0;         // theirs
+    std::vector<std::string> kept;   // left: they hold the version beside one not removed
+    std::string failed;              // a pack that would not go, in words (left there)
+};
+std::error_code remove_packed_version(backend& st, const std::string& job, std::uint64_t version,
+                                      packs_freed& freed);
+// The versions the job's buckets' marks hide, ascending: those
+// remove_packed_version took out and those retention retired (a bucket's
+// RETIRED.v<N>: its versions up to N). Settled for a claim that finds
+// their records in a journal (journal.hpp's standing), never committed
+// again, also once no complete version older than them is left and their
+// packs are gone (drop_hidden_packs). Cost: a listing per bucket.
+std::error_code hidden_versions(backend& st, const std::string& job,
+                                std::vector<std::uint64_t>& out);
 
 // How many complete versions of `job` are newer than `version` (0 when the
 // store cannot say).

@@ -354,8 +354,8 @@ std::error_code journaled_versions(backend& st, const std::string& job,
         why = fmt::format("cannot list job {}: {}", job, failure(st, job, ec));
         return ec;
     }
-    std::vector<std::uint64_t> removed;  // by iofwd rm from their buckets
-    if (auto ec = removed_versions(st, job, removed); ec && ec != errc::not_found) {
+    std::vector<std::uint64_t> removed;  // by iofwd rm or retention, from their buckets
+    if (auto ec = hidden_versions(st, job, removed); ec && ec != errc::not_found) {
         why = fmt::format("cannot list the packs of job {}: {}", job, failure(st, job, ec));
         return ec;
     }

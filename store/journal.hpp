@@ -195,8 +195,9 @@ enum class record_standing {
               // older than the oldest (retention may have removed it since)
     pending,  // its part is committed again at the claim
 };
-// `removed`: the versions `iofwd rm` took out of their buckets, ascending
-// (catalog.hpp's removed_versions): a packed record of one is settled.
+// `removed`: the versions `iofwd rm` took out of their buckets or
+// retention retired, ascending (catalog.hpp's hidden_versions): a packed
+// record of one is settled.
 record_standing standing(const journal::record& r, std::string_view job, std::string_view node,
                          std::span<const std::uint64_t> complete,
                          std::span<const std::uint64_t> removed = {});

@@ -125,6 +125,22 @@ std::error_code verify_job(backend& st, const std::string& job,
     worker();
     threads.clear();
 
+    // A version with an object missing that is no longer complete was
+    // removed while it was checked (retention of a live job, iofwd rm):
+    // not damage.
+    for (auto& v : report.versions) {
+        if (v.state != version_state::complete ||
+            std::none_of(v.objects.begin(), v.objects.end(), [](const auto& o) {
+                return !o.intact && o.what.kind == problem::missing;
+            }))
+            continue;
+        bool still = true;
+        if (!committed(st, job, v.version, still) && !still) {
+            v.state = version_state::incomplete;
+            v.why = "removed while it was checked: retention, or iofwd rm";
+            v.objects.clear();
+        }
+    }
     for (const auto& v : report.versions)
         for (const auto& o : v.objects) {
             ++report.objects;

@@ -22,6 +22,7 @@
 #include "io.h"
 
 #include "fixture.hpp"
+#include "store/layout.hpp"
 
 using namespace test;
 
@@ -167,6 +168,18 @@ TEST_CASE("retention keeps exactly the newest K complete versions when they are 
     CHECK(count(c.log(), "retention (keep 2): removed version") == 6);
     CHECK(exists(c.store() + "/itest/packs/b00000002/RETIRED.v00000006"));
     CHECK_FALSE(exists(c.store() + "/itest/v00000001"));
+    // The packs that held only retired versions went with the mark; those
+    // left hold 7 or 8, and together both.
+    std::vector<std::uint64_t> held;
+    for (const auto& e : std::filesystem::directory_iterator(c.store() + "/itest/packs/b00000002"))
+        if (const auto n = e.path().filename().string(); const auto p = iofwd::store::parse_pack_name(n)) {
+            INFO("pack " << n);
+            CHECK(p->last >= 7);
+            for (auto v = p->first; v <= p->last; ++v)
+                held.push_back(v);
+        }
+    CHECK(std::count(held.begin(), held.end(), 7) == 1);
+    CHECK(std::count(held.begin(), held.end(), 8) == 1);
     std::string out;
     CHECK(c.verify(2, 1, out) == 0);
     INFO("verify:\n" << out);

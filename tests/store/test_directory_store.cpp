@@ -560,6 +560,23 @@ TEST_CASE("every node of a run gets the first version of its record", "[store]")
     CHECK(store::join_run(*st, "job", "run-1", 2, "nodeB", 6, 0, b, why) == errc::exists);
     CHECK(why == "run run-1 of job job was already written by node nodeB (job/packs/b00000004/"
                  "nodeB.v00000004-00000005); each run needs a name of its own (IOFWD_RUN)");
+    // iofwd rm (or retention) freed that pack once its versions were
+    // removed: the bucket's mark (and record) still tell, so that the new
+    // run's version 4 does not meet the old run's marks and go hidden.
+    const std::filesystem::path root = tmp / "store";
+    REQUIRE(std::filesystem::remove(root / store::pack_object("job", 4, "nodeB", 4, 5)));
+    REQUIRE_FALSE(store::join_run(*st, "job", "run-1", 2, "nodeB", 6, 0, b, why));
+    for (const auto& [name, refused] :
+         {std::pair{store::bucket_removed_object("job", 4, 4), "REMOVED.v00000004"},
+          std::pair{store::bucket_complete_object("job", 4, 5), "COMPLETE.v00000005"}}) {
+        REQUIRE_FALSE(st->put(name, {}));
+        CHECK(store::join_run(*st, "job", "run-1", 2, "nodeB", 6, 0, b, why) == errc::exists);
+        CHECK(why == fmt::format("run run-1 of job job was already written by node nodeB "
+                                 "(job/packs/b00000004/{}); each run needs a name of its own "
+                                 "(IOFWD_RUN)",
+                                 refused));
+        REQUIRE(std::filesystem::remove(root / name));
+    }
     // Another number of nodes.
     CHECK(store::join_run(*st, "job", "run-1", 3, "nodeC", 6, 0, b, why) == errc::rank_mismatch);
     CHECK(why.find("2 nodes") != std::string::npos);

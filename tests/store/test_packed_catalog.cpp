@@ -21,6 +21,7 @@
 #include "store/catalog.hpp"
 #include "store/counting.hpp"
 #include "store/inventory.hpp"
+#include "store/journal.hpp"
 #include "store/pack.hpp"
 #include "store/verify.hpp"
 
@@ -561,9 +562,22 @@ TEST_CASE("rm takes one version out of its bucket by a mark every reader honours
     };
     const auto nb_pack = pack_size();
 
+    const auto pack_gone = [&](const char* node, std::uint64_t first, std::uint64_t last) {
+        return !std::filesystem::exists(std::filesystem::path(fresh.tmp / "store") /
+                                        pack_object("job", 3, node, first, last));
+    };
+    packs_freed freed;
+    using names = std::vector<std::string>;
+
     SECTION("a packed version in the middle")
     {
-        REQUIRE_FALSE(remove_packed_version(st, "job", 4));
+        REQUIRE_FALSE(remove_packed_version(st, "job", 4, freed));
+        // Both nodes' packs hold versions still listed: nothing freed.
+        CHECK(freed.packs.empty());
+        CHECK(freed.bytes == 0);
+        CHECK(freed.kept ==
+              names{pack_object("job", 3, "na", 3, 5), pack_object("job", 3, "nb", 3, 6)});
+        CHECK(freed.failed.empty());
         CHECK(complete_now() == list{3, 5, 6});
         bool yes = true;
         REQUIRE_FALSE(committed(st, "job", 4, yes));
@@ -595,12 +609,111 @@ TEST_CASE("rm takes one version out of its bucket by a mark every reader honours
         CHECK(size_of_mark == 0);
         CHECK(pack_size() == nb_pack);
         // Again: the version is no longer there.
-        CHECK(remove_packed_version(st, "job", 4) == errc::not_found);
+        CHECK(remove_packed_version(st, "job", 4, freed) == errc::not_found);
+    }
+    SECTION("a pack whose every version is removed goes, and only that one")
+    {
+        std::uint64_t na_pack = 0;
+        REQUIRE_FALSE(st.size(pack_object("job", 3, "na", 3, 5), na_pack));
+        for (const std::uint64_t v : {3, 5}) {
+            REQUIRE_FALSE(remove_packed_version(st, "job", v, freed));
+            CHECK(freed.packs.empty());
+        }
+        // 4 was the last version na's pack 3-5 held that was still listed.
+        freed = {};
+        REQUIRE_FALSE(remove_packed_version(st, "job", 4, freed));
+        CHECK(freed.packs == names{pack_object("job", 3, "na", 3, 5)});
+        CHECK(freed.bytes == na_pack);
+        CHECK(freed.kept == names{pack_object("job", 3, "nb", 3, 6)});  // it holds 6 too
+        CHECK(pack_gone("na", 3, 5));
+        CHECK_FALSE(pack_gone("nb", 3, 6));
+        CHECK(pack_size() == nb_pack);
+        // 6 is whole: na's part in its own directory, nb's in its pack.
+        CHECK(complete_now() == list{6});
+        check_reads(st, 6);
+        verify_report report;
+        REQUIRE_FALSE(verify_job(st, "job", {}, {}, report, why));
+        REQUIRE(report.versions.size() == 1);
+        CHECK(report.versions[0].state == version_state::complete);
+        CHECK(report.damaged == 0);
+        // The last version: nb's pack goes with it, and na's directory.
+        freed = {};
+        REQUIRE_FALSE(remove_packed_version(st, "job", 6, freed));
+        CHECK(freed.packs == names{pack_object("job", 3, "nb", 3, 6)});
+        CHECK(freed.bytes == nb_pack);
+        CHECK(freed.kept.empty());
+        CHECK(pack_gone("nb", 3, 6));
+        CHECK_FALSE(std::filesystem::exists(fresh.tmp / "store/job/v00000006"));
+        CHECK(complete_now().empty());
+        // The bucket's records and marks stay, so that the versions stay
+        // settled (a journal's record of them is never committed again).
+        std::vector<std::uint64_t> removed;
+        REQUIRE_FALSE(hidden_versions(st, "job", removed));
+        CHECK(removed == list{3, 4, 5, 6});
+        std::uint64_t high = 0;
+        REQUIRE_FALSE(highest_packed(st, "job", high));
+        CHECK(high == 6);
+    }
+    SECTION("a version removed while verify checks it is not called damaged")
+    {
+        // An object missing from a version still complete is damage.
+        const auto na6 = std::filesystem::path(fresh.tmp / "store") / data_object("job", 6, "na", 1);
+        const auto na6_copy = std::filesystem::path(fresh.tmp / "na6");
+        std::filesystem::copy_file(na6, na6_copy);
+        REQUIRE(std::filesystem::remove(na6));
+        verify_report report;
+        REQUIRE_FALSE(verify_job(st, "job", {6}, {}, report, why));
+        REQUIRE(report.versions.size() == 1);
+        CHECK(report.versions[0].state == version_state::complete);
+        CHECK(report.damaged == 1);
+        std::filesystem::copy_file(na6_copy, na6);
+        // Versions 3 and 6 are checked one object after the other; while
+        // the first is read, 6 goes (its mark, and na's part in its own
+        // directory): verify finds that part missing, and 6 no longer
+        // complete.
+        verify_options o;
+        o.threads = 1;
+        bool once = false;
+        o.content = [&](const manifest& m, const manifest_entry&, std::span<const std::byte>,
+                        std::uint64_t, std::string&, damage&) {
+            if (m.version == 3 && !once) {
+                once = true;
+                packs_freed f;
+                CHECK_FALSE(remove_packed_version(st, "job", 6, f));
+            }
+            return true;
+        };
+        REQUIRE_FALSE(verify_job(st, "job", {3, 6}, o, report, why));
+        REQUIRE(once);
+        REQUIRE(report.versions.size() == 2);
+        CHECK(report.versions[0].intact());
+        CHECK(report.versions[1].state == version_state::incomplete);
+        CHECK(report.versions[1].why == "removed while it was checked: retention, or iofwd rm");
+        CHECK(report.damaged == 0);
+
+    }
+    SECTION("a pack that does not go is said in words and left")
+    {
+        REQUIRE_FALSE(remove_packed_version(st, "job", 3, freed));
+        REQUIRE_FALSE(remove_packed_version(st, "job", 5, freed));
+        // Something under na's pack's name that remove() cannot take.
+        const auto na = std::filesystem::path(fresh.tmp / "store") / pack_object("job", 3, "na", 3, 5);
+        std::filesystem::remove(na);
+        std::filesystem::create_directories(na / "x");
+        freed = {};
+        REQUIRE_FALSE(remove_packed_version(st, "job", 4, freed));
+        CHECK(freed.packs.empty());
+        CHECK(freed.kept == names{pack_object("job", 3, "nb", 3, 6)});  // not na's: it failed
+        CHECK_THAT(freed.failed, Catch::Contains("pack " + pack_object("job", 3, "na", 3, 5) +
+                                                 ", which held only versions removed, did not "
+                                                 "go: "));
+        CHECK(complete_now() == list{6});
     }
     SECTION("the newest, whose node's part has its own directory")
     {
         REQUIRE(std::filesystem::exists(fresh.tmp / "store/job/v00000006"));
-        REQUIRE_FALSE(remove_packed_version(st, "job", 6));
+        REQUIRE_FALSE(remove_packed_version(st, "job", 6, freed));
+        CHECK(freed.packs.empty());  // na's 3-5 and nb's 3-6 hold versions listed
         CHECK(complete_now() == list{3, 4, 5});
         CHECK_FALSE(std::filesystem::exists(fresh.tmp / "store/job/v00000006"));
         std::uint64_t newest = 0;
@@ -623,7 +736,7 @@ TEST_CASE("rm takes one version out of its bucket by a mark every reader honours
     }
     SECTION("retention and the bucket's removal take the marks along")
     {
-        REQUIRE_FALSE(remove_packed_version(st, "job", 5));
+        REQUIRE_FALSE(remove_packed_version(st, "job", 5, freed));
         std::vector<std::uint64_t> removed;
         std::vector<std::uint64_t> doomed;
         std::vector<bucket_span> doomed_buckets;
@@ -637,6 +750,25 @@ TEST_CASE("rm takes one version out of its bucket by a mark every reader honours
         CHECK(std::count(names.begin(), names.end(), "REMOVED.v00000005") == 1);
         INFO(fmt::format("{}", fmt::join(names, " ")));
         CHECK(std::count(names.begin(), names.end(), "RETIRED.v00000005") == 1);
+        // na's pack held 3-5, all hidden now: gone; nb's holds 6, kept.
+        CHECK(pack_gone("na", 3, 5));
+        CHECK_FALSE(pack_gone("nb", 3, 6));
+        check_reads(st, 6);
+        // Then rm of the last one: no complete version is left to be older
+        // than the retired ones, and na's pack of them is gone; a record
+        // of them in na's journal is settled still, by the marks (else the
+        // next claim would pack 3-5 again, beside na's arrival of 3-5).
+        REQUIRE_FALSE(remove_packed_version(st, "job", 6, freed));
+        CHECK(complete_now().empty());
+        list hidden;
+        REQUIRE_FALSE(hidden_versions(st, "job", hidden));
+        CHECK(hidden == list{3, 4, 5, 6});
+        for (const std::uint64_t v : {3, 4, 5, 6}) {
+            const journal::record r{"job", "na", v, 0, 2, 2, 3, 0, {}};
+            CHECK(standing(r, "job", "na", list{}, hidden) == record_standing::settled);
+        }
+        const journal::record seven{"job", "na", 7, 0, 2, 2, 3, 0, {}};
+        CHECK(standing(seven, "job", "na", list{}, hidden) == record_standing::pending);
         bool gone = false;
         REQUIRE_FALSE(remove_bucket(st, "job", {3, UINT64_MAX}, gone));
         CHECK(complete_now().empty());

@@ -19,6 +19,7 @@
 
 #include "crc32c.hpp"
 #include "fixture.hpp"
+#include "format.hpp"
 #include "iofwd_run.hpp"
 #include "pattern.hpp"
 #include "store/backend.hpp"
@@ -320,7 +321,8 @@ TEST_CASE("a version in a pack: ls, verify, cat and restore read it; rm removes 
     auto rm = run_iofwd(c, {"rm", "itest", "1", "2"});
     CHECK(rm.code == 0);
     CHECK(rm.out == "removed version 1 of job itest\nremoved version 2 of job itest (out of its "
-                    "bucket of packs: what the packs hold of it goes with the whole bucket)\n");
+                    "bucket of packs)\n1 pack keeps the bytes of versions removed beside versions "
+                    "that are not, until those go too: " + pack_name + "\n");
     CHECK_FALSE(std::filesystem::exists(c.store() + "/itest/v00000001"));
     CHECK(std::filesystem::exists(c.store() + "/itest/packs/b00000002/REMOVED.v00000002"));
     CHECK(read_file(c.store() + "/" + pack_name).size() == pack.size());
@@ -389,6 +391,62 @@ TEST_CASE("a version in a pack: ls, verify, cat and restore read it; rm removes 
     CHECK(verify_bad.code == 1);
     CHECK(verify_bad.out.find("bucket record DAMAGED: " + record) != std::string::npos);
     CHECK(verify_bad.out.find(", 1 damaged object or record;") != std::string::npos);
+}
+
+TEST_CASE("rm frees a pack once every version it holds is removed", "[tools][rm-packed]")
+{
+    // After fill_journal's version 1, one rank writes versions 2-4 of 3000
+    // bytes; the batch waits long enough that the three go into one pack,
+    // written when the rank says BYE.
+    cluster c;
+    c.packed(64);
+    fill_journal(c, 1);
+    c.env["IOFWD_PACK_WAIT"] = "30";
+    c.env["IOFWD_PACK_AGE"] = "30";
+    {
+        auto r0 = c.rank(0, 1, {"--size", "3000", "--versions", "3"}, small_journal);
+        require_exit(r0, 0);
+    }
+    const std::string bucket = c.store() + "/itest/packs/b00000002";
+    const std::string pack = bucket + "/nodeA.v00000002-00000004";
+    INFO(fmt::format("{}", fmt::join(names_in(bucket), " ")) << "\nlog:\n" << c.log());
+    REQUIRE(std::filesystem::exists(pack));
+    const auto pack_bytes = std::filesystem::file_size(pack);
+    auto rm = run_iofwd(c, {"rm", "itest", "2", "--json"});
+    CHECK(rm.code == 0);
+    CHECK(py(c, rm.out, "d['removed'], d['removed_from_packs'], d['packs_freed'], "
+                        "d['pack_bytes_freed'], d['packs_kept'], d['pack_failures']") ==
+          "[2] [2] 0 0 1 []\n");
+    CHECK(std::filesystem::file_size(pack) == pack_bytes);
+    auto cat = run_iofwd(c, {"cat", "itest", "3", "0"});
+    CHECK(cat.code == 0);
+    CHECK(cat.out == pattern(0, 3, 3000));
+    // The others at once: the pack, kept at 3's removal, goes at 4's with
+    // every byte it held, and rm says so once.
+    auto last = run_iofwd(c, {"rm", "itest", "3", "4"});
+    CHECK(last.code == 0);
+    CHECK(last.out == fmt::format("removed version 3 of job itest (out of its bucket of packs)\n"
+                                  "removed version 4 of job itest (out of its bucket of packs)\n"
+                                  "freed {} in 1 pack that held only versions removed\n",
+                                  iofwd::human_bytes(pack_bytes)));
+    CHECK(last.err.empty());
+    CHECK_FALSE(std::filesystem::exists(pack));
+    // The bucket's record and marks stay: the versions stay removed, and
+    // the next run numbers after them.
+    CHECK(names_in(bucket) ==
+          std::vector<std::string>{".ARRIVED", "COMPLETE.v00000004", "REMOVED.v00000002",
+                                   "REMOVED.v00000003", "REMOVED.v00000004"});
+    auto ls = run_iofwd(c, {"ls", "itest", "--json"});
+    CHECK(py(c, ls.out, "[v['version'] for v in d['versions']]") == "[1]\n");
+    CHECK(run_iofwd(c, {"verify", "itest"}).code == 0);
+    {
+        auto r0 = c.rank(0, 1, {"--size", "3000", "--versions", "1"}, small_journal);
+        require_exit(r0, 0);
+    }
+    ls = run_iofwd(c, {"ls", "itest", "--json"});
+    CHECK(py(c, ls.out, "[(v['version'], v['state']) for v in d['versions']]") ==
+          "[(1, 'complete'), (5, 'complete')]\n");
+    CHECK(run_iofwd(c, {"cat", "itest", "5", "0"}).out == pattern(0, 5, 3000));
 }
 
 TEST_CASE("every command refuses a job kept in a newer store format, in words",
@@ -874,10 +932,25 @@ TEST_CASE("a version rm took out of its bucket is not committed again from the j
         }
         REQUIRE(wait_until([&] { return ::kill(pids[1], 0) != 0; }, 10s));
     }
+    // Version 4's pack: freed with it when it holds no other version (the
+    // batches are cut by time), kept beside 2 and 3 otherwise. Either way
+    // the mark stays and settles the journal's records of 4.
+    std::string pack4;
+    for (const auto& n : names_in(bucket))
+        if (const auto p = iofwd::store::parse_pack_name(n); p && p->first <= 4 && 4 <= p->last)
+            pack4 = bucket + "/" + n;
+    REQUIRE_FALSE(pack4.empty());
+    const bool alone = pack4.ends_with(".v00000004-00000004");
+    const auto pack4_bytes = std::filesystem::file_size(pack4);
     auto rm = run_iofwd(c, {"rm", "itest", "4"});
     CHECK(rm.code == 0);
-    CHECK(rm.out == "removed version 4 of job itest (out of its bucket of packs: what the packs "
-                    "hold of it goes with the whole bucket)\n");
+    CHECK(rm.out == "removed version 4 of job itest (out of its bucket of packs)\n" +
+                        (alone ? fmt::format("freed {} in 1 pack that held only versions removed\n",
+                                             iofwd::human_bytes(pack4_bytes))
+                               : "1 pack keeps the bytes of versions removed beside versions that "
+                                 "are not, until those go too: " +
+                                     pack4.substr(c.store().size() + 1) + "\n"));
+    CHECK(std::filesystem::exists(pack4) == !alone);
     const auto before = c.log().size();
 
     auto r0 = c.rank(0, 2, {"--size", "5000", "--versions", "0", "--restart"}, small_journal);
@@ -898,6 +971,70 @@ TEST_CASE("a version rm took out of its bucket is not committed again from the j
     CHECK(py(c, ls.out, "[v['version'] for v in d['versions'] if v['state'] == 'complete']") ==
           "[1, 2, 3]\n");
     CHECK(exists(bucket + "/REMOVED.v00000004"));
+}
+
+TEST_CASE("versions retention retired and rm removed stay settled once their packs are gone",
+          "[tools][rm-packed]")
+{
+    // One rank writes versions 2-4 in packs of bucket 2, 100 ms apart (a
+    // pack each, mostly), with IOFWD_KEEP=1: retention retires 2 and 3
+    // and frees the packs that held only them. The daemon is killed at
+    // the gate, so the journal keeps the records of 2-4; rm takes 4, the
+    // last version listed, and its pack. No complete version is left to
+    // be older than 2-4: the next claim must still take their records as
+    // settled (by the bucket's marks), not pack them again, and number the
+    // next version after them.
+    cluster c;
+    c.packed(64);
+    fill_journal(c, 1);
+    auto env = small_journal;
+    env["IOFWD_KEEP"] = "1";
+    const std::string late = gate(c, "late");
+    const std::string bucket = c.store() + "/itest/packs/b00000002";
+    {
+        auto r0 = c.rank(0, 1,
+                         {"--size", "5000", "--versions", "4", "--pause-ms", "100", "--gate-at",
+                          "3", late},
+                         env);
+        const bool ready = wait_until([&] {
+            return has_line(r0, "gated 3") && exists(bucket + "/COMPLETE.v00000004") &&
+                   exists(bucket + "/RETIRED.v00000003");
+        }, 60s);
+        INFO("rank 0:\n" << r0.output() << "log:\n" << c.log());
+        REQUIRE(ready);
+        const auto pids = daemon_pids(c.log());
+        REQUIRE(pids.size() == 2);
+        REQUIRE(::kill(pids[1], SIGKILL) == 0);
+        r0.signal(SIGKILL);
+        REQUIRE(r0.wait(10s).has_value());
+        REQUIRE(wait_until([&] { return ::kill(pids[1], 0) != 0; }, 10s));
+    }
+    // Every pack left holds 4; those of 2 and 3 alone went with the mark.
+    for (const auto& n : names_in(bucket))
+        if (const auto p = iofwd::store::parse_pack_name(n)) {
+            INFO(n);
+            CHECK(p->last == 4);
+        }
+    auto rm = run_iofwd(c, {"rm", "itest", "4"});
+    CHECK(rm.code == 0);
+    for (const auto& n : names_in(bucket))
+        CHECK_FALSE(iofwd::store::parse_pack_name(n));
+    CHECK(py(c, run_iofwd(c, {"ls", "itest", "--json"}).out,
+             "[v['version'] for v in d['versions']]") == "[]\n");
+    const auto before = c.log().size();
+
+    auto r0 = c.rank(0, 1, {"--size", "5000", "--versions", "1"}, small_journal);
+    require_exit(r0, 0);
+    CHECK(has_line(r0, "init 0"));
+    const auto after = c.log().substr(before);
+    INFO("rank:\n" << r0.output() << "the next daemon's log:\n" << after);
+    CHECK(after.find("from the node's journal") == std::string::npos);
+    CHECK(after.find("does not read") == std::string::npos);
+    auto ls = run_iofwd(c, {"ls", "itest", "--json"});
+    CHECK(py(c, ls.out, "[(v['version'], v['state']) for v in d['versions']]") ==
+          "[(5, 'complete')]\n");
+    CHECK(run_iofwd(c, {"cat", "itest", "5", "0"}).out == pattern(0, 5, 5000));
+    CHECK(run_iofwd(c, {"verify", "itest"}).code == 0);
 }
 
 TEST_CASE("every bad argument: a sentence and exit status 2", "[tools][args]")

@@ -19,6 +19,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "errors.hpp"
+#include "format.hpp"
 #include "rendezvous.hpp"
 #include "runtime_gc.hpp"
 #include "store/catalog.hpp"
@@ -65,10 +66,21 @@ std::string journals_hold(const std::vector<std::string>& nodes)
                : fmt::format("the journals of nodes {} hold", fmt::join(nodes, ", "));
 }
 
-// Removes `versions`; returns those a bucket of packs completed (their
-// bytes stay in its packs until the whole bucket goes).
-std::vector<std::uint64_t> remove_versions(store::backend& st, const std::string& job,
-                                           const std::vector<std::uint64_t>& versions)
+// What rm freed of the packs of the versions it took out of buckets: the
+// packs removed (those that held only versions removed) and their bytes;
+// the packs left that hold a removed version beside one that is not.
+struct packs_report {
+    std::vector<std::uint64_t> versions;  // taken out of buckets
+    std::set<std::string> freed;
+    std::uint64_t bytes = 0;
+    std::set<std::string> kept;
+    std::vector<std::string> failed;
+};
+
+// Removes `versions`; reports what it did to those buckets of packs
+// completed.
+packs_report remove_versions(store::backend& st, const std::string& job,
+                             const std::vector<std::uint64_t>& versions)
 {
     // Which are packed, all told before anything is removed.
     std::vector<std::uint64_t> packed;
@@ -81,17 +93,30 @@ std::vector<std::uint64_t> remove_versions(store::backend& st, const std::string
         if (in)
             packed.push_back(v);
     }
+    packs_report out;
     for (const auto v : versions) {
         const bool in = std::find(packed.begin(), packed.end(), v) != packed.end();
-        if (auto ec = in ? store::remove_packed_version(st, job, v)
+        store::packs_freed freed;
+        if (auto ec = in ? store::remove_packed_version(st, job, v, freed)
                          : store::remove_version(st, job, v)) {
             const auto where = in ? fmt::format("{}/{}", job, store::packs_dir)
                                   : store::version_dir(job, v);
             throw failure(damaged, fmt::format("removing version {} of job {} failed: {}", v, job,
                                                store::failure(st, where, ec)));
         }
+        if (!in)
+            continue;
+        out.versions.push_back(v);
+        out.freed.insert(freed.packs.begin(), freed.packs.end());
+        out.bytes += freed.bytes;
+        out.kept.insert(freed.kept.begin(), freed.kept.end());
+        if (!freed.failed.empty())
+            out.failed.push_back(fmt::format("version {}: {}", v, freed.failed));
     }
-    return packed;
+    // A pack kept at one version's removal may have gone at a later one's.
+    for (const auto& p : out.freed)
+        out.kept.erase(p);
+    return out;
 }
 
 int rm(const clean_args& a)
@@ -125,18 +150,35 @@ int rm(const clean_args& a)
                                            jv.version, a.job, journals_hold(jv.nodes), a.job));
     }
     const auto packed = remove_versions(*st, a.job, versions);
+    for (const auto& f : packed.failed)
+        fmt::print(stderr, "iofwd rm: job {}: {}; the version is removed, and a later iofwd rm "
+                           "in its bucket, or retention once it takes the bucket, tries again\n",
+                   a.job, f);
     if (a.store.json) {
         print_json({{"store", st->location()},
                     {"job", a.job},
                     {"removed", versions},
-                    {"removed_from_packs", packed}});
+                    {"removed_from_packs", packed.versions},
+                    {"packs_freed", packed.freed.size()},
+                    {"pack_bytes_freed", packed.bytes},
+                    {"packs_kept", packed.kept.size()},
+                    {"pack_failures", packed.failed}});
     } else {
         for (const auto v : versions)
             fmt::print("removed version {} of job {}{}\n", v, a.job,
-                       std::find(packed.begin(), packed.end(), v) == packed.end()
+                       std::find(packed.versions.begin(), packed.versions.end(), v) ==
+                               packed.versions.end()
                            ? ""
-                           : " (out of its bucket of packs: what the packs hold of it goes "
-                             "with the whole bucket)");
+                           : " (out of its bucket of packs)");
+        if (!packed.freed.empty())
+            fmt::print("freed {} in {} pack{} that held only versions removed\n",
+                       human_bytes(packed.bytes), packed.freed.size(),
+                       packed.freed.size() == 1 ? "" : "s");
+        if (!packed.kept.empty())
+            fmt::print("{} pack{} keep{} the bytes of versions removed beside versions that are "
+                       "not, until those go too: {}\n",
+                       packed.kept.size(), packed.kept.size() == 1 ? "" : "s",
+                       packed.kept.size() == 1 ? "s" : "", fmt::join(packed.kept, ", "));
     }
     return ok;
 }
@@ -418,7 +460,7 @@ void add_keep(CLI::App& app, int& status)
     auto* cmd = add_job_command(
         app, "keep", "keep the newest K complete versions of a job and remove every older "
                      "version (what iod --keep K does); small versions kept in packs leave "
-                     "at once, their bytes when their whole bucket goes",
+                     "at once, their bytes with the last version of their pack",
         args->store, args->job);
     cmd->add_option("K", args->keep, "complete versions to keep (1 or more)")->required();
     cmd->callback([args, &status] { status = keep(*args); });
