@@ -145,7 +145,7 @@ const std::vector<variable> table = {
     {"IOFWD_KEEP", count, "0", 0, 1e9, {}, reader::daemon,
      "keep the newest K complete versions of a job, deleting older ones only\n"
      "after a newer one is complete (0: keep all); small versions kept in\n"
-     "packs leave at once, their bytes when their whole bucket goes",
+     "packs leave at once, their bytes with the last version of their pack",
      "--keep", "K"},
     {"IOFWD_IDLE_TIMEOUT", seconds, {}, 0, 1e7, {}, reader::daemon,
      "with --auto-exit, exit when no rank is connected for this long (default\n"
