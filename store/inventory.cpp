@@ -1,5 +1,7 @@
 #include "store/inventory.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <charconv>
 #include <map>
@@ -431,6 +433,38 @@ std::error_code discard_journals(backend& st, const std::string& job, const job_
                               ec.message());
             return ec;
         }
+    }
+    return {};
+}
+
+std::error_code remove_idle_journals(backend& st, const std::string& job, const job_hold& hold,
+                                     const std::vector<journaled_version>& journaled,
+                                     std::vector<removed_journal>& removed, std::string& why)
+{
+    removed.clear();
+    for (const auto& node : hold.nodes) {
+        if (std::any_of(journaled.begin(), journaled.end(), [&](const auto& jv) {
+                return std::find(jv.nodes.begin(), jv.nodes.end(), node) != jv.nodes.end();
+            }))
+            continue;
+        unique_fd fd;
+        std::error_code ec = st.read_journal(job, node, fd);
+        if (ec == errc::not_found || ec == std::errc::operation_not_supported)
+            continue;
+        struct stat s {};
+        if (!ec && ::fstat(fd.get(), &s) != 0)
+            ec = last_system_error();
+        const auto name = journal_object(job, node);
+        if (!ec)
+            ec = st.remove_lazily(name);
+        if (ec == errc::not_found)
+            continue;
+        if (ec) {
+            why = fmt::format("cannot remove node {}'s journal of job {}: {}", node, job,
+                              failure(st, name, ec));
+            return ec;
+        }
+        removed.push_back({node, static_cast<std::uint64_t>(s.st_size)});
     }
     return {};
 }

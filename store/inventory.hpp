@@ -116,6 +116,19 @@ std::error_code journaled_versions(backend& st, const std::string& job,
 // they held is dropped for good.
 std::error_code discard_journals(backend& st, const std::string& job, const job_hold& hold,
                                  std::string& why);
+// Removes the journal of each of a held job's nodes that holds nothing
+// its node's next daemon would commit (no version of `journaled` names
+// the node): every record in it is settled, and the job's next daemon on
+// the node writes a new one (IOFWD_JOURNAL_SIZE of zeros, on a thread).
+// Not durable (a journal a crash brings back holds only settled records).
+// `removed`: the nodes, with each journal's size.
+struct removed_journal {
+    std::string node;
+    std::uint64_t bytes = 0;
+};
+std::error_code remove_idle_journals(backend& st, const std::string& job, const job_hold& hold,
+                                     const std::vector<journaled_version>& journaled,
+                                     std::vector<removed_journal>& removed, std::string& why);
 
 // "a live daemon on node nodeA holds job itest's claim (it is writing the
 // job)": for refusals.

@@ -584,8 +584,8 @@ TEST_CASE("rm, keep and gc remove exactly what they say", "[tools][clean]")
     CHECK(again.code == 0);
     CHECK(py(c, again.out, "d['jobs'], d['runtime_files']") ==
           "[{'discarded_versions': [], 'job': 'itest', 'kept_buckets': [], 'kept_versions': [], "
-          "'refused': None, 'removed_buckets': [], 'removed_leftovers': [], "
-          "'removed_versions': [], 'unreadable_buckets': []}] []\n");
+          "'refused': None, 'removed_buckets': [], 'removed_journals': [], "
+          "'removed_leftovers': [], 'removed_versions': [], 'unreadable_buckets': []}] []\n");
     std::string out;
     CHECK(c.verify(1, 1, out) == 0);
 
@@ -702,6 +702,21 @@ TEST_CASE("gc keeps a version a node's journal holds, for the node's next daemon
         CHECK(py(c, json.out, "d['jobs'][0]['kept_versions'], d['jobs'][0]['kept_buckets']") ==
               std::string("[{'nodes': ['nodeA'], 'version': 2}] ") +
                   (packs ? "[{'bucket': 2, 'nodes': ['nodeA'], 'versions': [2]}]\n" : "[]\n"));
+        // --journals: nodeB's journal holds nothing to commit and goes;
+        // nodeA's holds version 2's parts and stays.
+        const std::string ja = c.store() + "/itest/.nodeA.journal";
+        const std::string jb = c.store() + "/itest/.nodeB.journal";
+        REQUIRE(std::filesystem::exists(jb));
+        const auto jb_bytes = std::filesystem::file_size(jb);
+        auto journals = run_iofwd(c, {"gc", "itest", "--journals", "--json"});
+        CHECK(journals.code == 0);
+        CHECK(py(c, journals.out,
+                 "d['jobs'][0]['removed_journals'], d['jobs'][0]['kept_versions']") ==
+              fmt::format("[{{'bytes': {}, 'node': 'nodeB'}}] [{{'nodes': ['nodeA'], "
+                          "'version': 2}}]\n",
+                          jb_bytes));
+        CHECK_FALSE(std::filesystem::exists(jb));
+        CHECK(std::filesystem::exists(ja));
 
         auto next = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", "2"}, a);
         require_exit(next, 0);
@@ -720,6 +735,23 @@ TEST_CASE("gc keeps a version a node's journal holds, for the node's next daemon
         auto ls = run_iofwd(c, {"ls", "itest", "--json"});
         CHECK(py(c, ls.out, "[(v['version'], v['state'], v['nodes']) for v in d['versions']]") ==
               "[(1, 'complete', 1), (2, 'complete', 2)]\n");
+        // Version 2 committed, nodeA's journal holds nothing to commit
+        // either: it goes now, and the node's next run writes a new one.
+        const auto ja_bytes = std::filesystem::file_size(ja);
+        auto last = run_iofwd(c, {"gc", "itest", "--journals"});
+        INFO("gc:\n" << last.out << last.err);
+        CHECK(last.code == 0);
+        CHECK(last.out.find(fmt::format("job itest: removed node nodeA's journal ({}; nothing in "
+                                        "it to commit)\n",
+                                        iofwd::human_bytes(ja_bytes))) != std::string::npos);
+        CHECK(last.out.find(fmt::format("gc: 0 versions and 0 leftovers removed, and 1 journal "
+                                        "({})\n",
+                                        iofwd::human_bytes(ja_bytes))) != std::string::npos);
+        CHECK_FALSE(std::filesystem::exists(ja));
+        auto again = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", "2"}, a);
+        require_exit(again, 0);
+        CHECK(has_line(again, "read 0 5000"));
+        CHECK(std::filesystem::exists(ja));
     }
     SECTION("removed with what the journal held on request")
     {

@@ -34,6 +34,7 @@ struct clean_args {
     std::vector<std::string> versions;
     std::string keep;
     bool discard_journals = false;
+    bool journals = false;  // gc: also the journals that hold nothing to commit
 };
 
 // The job's claims held (or, with a live daemon, nothing held and every
@@ -263,6 +264,8 @@ int gc(const clean_args& a)
     }
     int status = ok;
     std::size_t versions_removed = 0, leftovers_removed = 0, buckets_removed = 0;
+    std::size_t journals_removed = 0;
+    std::uint64_t journal_bytes = 0;
     nlohmann::json out = {{"store", st->location()}, {"jobs", nlohmann::json::array()}};
     for (const auto& job : jobs) {
         std::vector<std::uint64_t> all;
@@ -283,6 +286,7 @@ int gc(const clean_args& a)
                             {"kept_versions", nlohmann::json::array()},
                             {"kept_buckets", nlohmann::json::array()},
                             {"discarded_versions", nlohmann::json::array()},
+                            {"removed_journals", nlohmann::json::array()},
                             {"refused", nullptr}};
         // The job is not touched, and says why; the others are collected.
         const auto refuse = [&](int code, const std::string& why) {
@@ -384,6 +388,17 @@ int gc(const clean_args& a)
                                                    store::failure(*st, job, ec)));
             buckets.push_back(b.first);
         }
+        // Journals that hold nothing to commit: 16 MiB of zeros a node by
+        // default, which the job's next run on the node writes again.
+        std::vector<store::removed_journal> journals;
+        if (a.journals)
+            if (auto ec = store::remove_idle_journals(*st, job, hold, journaled, journals, why))
+                throw failure(damaged, why);
+        for (const auto& r : journals) {
+            j["removed_journals"].push_back({{"node", r.node}, {"bytes", r.bytes}});
+            journal_bytes += r.bytes;
+        }
+        journals_removed += journals.size();
         for (const auto& why : unreadable)
             fmt::print(stderr, "iofwd gc: job {}: left a bucket whose record does not read "
                                "(it may hold complete versions): {}\n",
@@ -420,6 +435,9 @@ int gc(const clean_args& a)
                 fmt::print("job {}: removed {} (a bucket of packs with no record, and no "
                            "daemon is writing the job)\n",
                            job, store::bucket_dir(job, b));
+            for (const auto& r : journals)
+                fmt::print("job {}: removed node {}'s journal ({}; nothing in it to commit)\n",
+                           job, r.node, human_bytes(r.bytes));
         }
         out["jobs"].push_back(std::move(j));
     }
@@ -430,13 +448,17 @@ int gc(const clean_args& a)
     } else {
         for (const auto& f : runtime)
             fmt::print("runtime: removed {}\n", f);
-        fmt::print("gc: {} version{} and {} leftover{} removed{}\n", versions_removed,
+        fmt::print("gc: {} version{} and {} leftover{} removed{}{}\n", versions_removed,
                    versions_removed == 1 ? "" : "s", leftovers_removed,
                    leftovers_removed == 1 ? "" : "s",
                    buckets_removed == 0 ? std::string()
                                         : fmt::format(", and {} bucket{} of packs",
                                                       buckets_removed,
-                                                      buckets_removed == 1 ? "" : "s"));
+                                                      buckets_removed == 1 ? "" : "s"),
+                   journals_removed == 0
+                       ? std::string()
+                       : fmt::format(", and {} journal{} ({})", journals_removed,
+                                     journals_removed == 1 ? "" : "s", human_bytes(journal_bytes)));
     }
     return status;
 }
@@ -480,6 +502,10 @@ void add_gc(CLI::App& app, int& status)
     cmd->add_flag("--discard-journals", args->discard_journals,
                   "drop what the nodes' journals hold, and remove the versions they kept "
                   "(for nodes that will not run the job again; those versions are lost)");
+    cmd->add_flag("--journals", args->journals,
+                  "also remove each node's journal of a job that holds nothing left to commit "
+                  "(IOFWD_JOURNAL_SIZE each, 16 MiB by default, per node and job): the job's "
+                  "next run on that node writes it again");
     cmd->callback([args, &status] { status = gc(*args); });
 }
 
