@@ -438,33 +438,58 @@ std::error_code discard_journals(backend& st, const std::string& job, const job_
 }
 
 std::error_code remove_idle_journals(backend& st, const std::string& job, const job_hold& hold,
-                                     const std::vector<journaled_version>& journaled,
-                                     std::vector<removed_journal>& removed, std::string& why)
+                                     std::vector<removed_journal>& removed,
+                                     std::vector<std::string>& kept,
+                                     std::vector<std::string>& failed, std::string& why)
 {
     removed.clear();
+    kept.clear();
+    failed.clear();
+    std::vector<std::uint64_t> complete, hidden;
+    if (auto ec = complete_versions(st, job, complete); ec && ec != errc::not_found) {
+        why = fmt::format("cannot list job {}: {}", job, failure(st, job, ec));
+        return ec;
+    }
+    if (auto ec = hidden_versions(st, job, hidden); ec && ec != errc::not_found) {
+        why = fmt::format("cannot list the packs of job {}: {}", job, failure(st, job, ec));
+        return ec;
+    }
     for (const auto& node : hold.nodes) {
-        if (std::any_of(journaled.begin(), journaled.end(), [&](const auto& jv) {
-                return std::find(jv.nodes.begin(), jv.nodes.end(), node) != jv.nodes.end();
-            }))
+        std::vector<journal::record> records;
+        std::string reason;
+        if (read_node_journal(st, job, node, records, reason)) {
+            failed.push_back(reason);
             continue;
+        }
+        std::set<std::uint64_t> pending;
+        for (const auto& r : records)
+            if (standing(r, job, node, complete, hidden) == record_standing::pending)
+                pending.insert(r.version);
+        if (!pending.empty()) {
+            kept.push_back(fmt::format("node {}'s journal holds records of version{} {}, which "
+                                       "the node's next daemon of the job acts on",
+                                       node, pending.size() == 1 ? "" : "s",
+                                       fmt::join(pending, ", ")));
+            continue;
+        }
+        const auto name = journal_object(job, node);
         unique_fd fd;
-        std::error_code ec = st.read_journal(job, node, fd);
-        if (ec == errc::not_found || ec == std::errc::operation_not_supported)
-            continue;
         struct stat s {};
+        auto ec = st.read_journal(job, node, fd);
+        if (ec == errc::not_found || ec == std::errc::operation_not_supported)
+            continue;  // none (a store without journals)
         if (!ec && ::fstat(fd.get(), &s) != 0)
             ec = last_system_error();
-        const auto name = journal_object(job, node);
         if (!ec)
             ec = st.remove_lazily(name);
         if (ec == errc::not_found)
             continue;
         if (ec) {
-            why = fmt::format("cannot remove node {}'s journal of job {}: {}", node, job,
-                              failure(st, name, ec));
-            return ec;
+            failed.push_back(fmt::format("cannot remove node {}'s journal of job {}: {}", node,
+                                         job, failure(st, name, ec)));
+            continue;
         }
-        removed.push_back({node, static_cast<std::uint64_t>(s.st_size)});
+        removed.push_back({node, static_cast<std::uint64_t>(s.st_blocks) * 512});
     }
     return {};
 }

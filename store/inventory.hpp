@@ -116,19 +116,23 @@ std::error_code journaled_versions(backend& st, const std::string& job,
 // they held is dropped for good.
 std::error_code discard_journals(backend& st, const std::string& job, const job_hold& hold,
                                  std::string& why);
-// Removes the journal of each of a held job's nodes that holds nothing
-// its node's next daemon would commit (no version of `journaled` names
-// the node): every record in it is settled, and the job's next daemon on
-// the node writes a new one (IOFWD_JOURNAL_SIZE of zeros, on a thread).
-// Not durable (a journal a crash brings back holds only settled records).
-// `removed`: the nodes, with each journal's size.
+// The journals of a held job's nodes whose every record is settled
+// (store::standing: none its node's next daemon would act on) are
+// removed; the job's next daemon on the node writes a new one
+// (IOFWD_JOURNAL_SIZE of zeros, on a thread). Not durable: a journal a
+// crash brings back is the one before, as if gc had not run. `removed`:
+// the nodes and the space each journal took on disk; `kept`: the nodes
+// whose journal holds a record not settled, in words; `failed`: those
+// that would not read or go, in words (left there). An error only when
+// the job's versions cannot be listed.
 struct removed_journal {
     std::string node;
     std::uint64_t bytes = 0;
 };
 std::error_code remove_idle_journals(backend& st, const std::string& job, const job_hold& hold,
-                                     const std::vector<journaled_version>& journaled,
-                                     std::vector<removed_journal>& removed, std::string& why);
+                                     std::vector<removed_journal>& removed,
+                                     std::vector<std::string>& kept,
+                                     std::vector<std::string>& failed, std::string& why);
 
 // "a live daemon on node nodeA holds job itest's claim (it is writing the
 // job)": for refusals.

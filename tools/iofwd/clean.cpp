@@ -287,6 +287,8 @@ int gc(const clean_args& a)
                             {"kept_buckets", nlohmann::json::array()},
                             {"discarded_versions", nlohmann::json::array()},
                             {"removed_journals", nlohmann::json::array()},
+                            {"kept_journals", nlohmann::json::array()},
+                            {"journal_failures", nlohmann::json::array()},
                             {"refused", nullptr}};
         // The job is not touched, and says why; the others are collected.
         const auto refuse = [&](int code, const std::string& why) {
@@ -388,17 +390,26 @@ int gc(const clean_args& a)
                                                    store::failure(*st, job, ec)));
             buckets.push_back(b.first);
         }
-        // Journals that hold nothing to commit: 16 MiB of zeros a node by
-        // default, which the job's next run on the node writes again.
+        // Journals whose every record is settled: 16 MiB of zeros a node
+        // by default, which the job's next run on the node writes again.
         std::vector<store::removed_journal> journals;
-        if (a.journals)
-            if (auto ec = store::remove_idle_journals(*st, job, hold, journaled, journals, why))
-                throw failure(damaged, why);
+        std::vector<std::string> journals_kept, journal_failures;
+        if (a.journals) {
+            if (store::remove_idle_journals(*st, job, hold, journals, journals_kept,
+                                            journal_failures, why))
+                journal_failures.push_back(why);
+            if (!journal_failures.empty())
+                status = damaged;
+        }
         for (const auto& r : journals) {
             j["removed_journals"].push_back({{"node", r.node}, {"bytes", r.bytes}});
             journal_bytes += r.bytes;
         }
+        j["kept_journals"] = journals_kept;
+        j["journal_failures"] = journal_failures;
         journals_removed += journals.size();
+        for (const auto& f : journal_failures)
+            fmt::print(stderr, "iofwd gc: job {}: left a journal: {}\n", job, f);
         for (const auto& why : unreadable)
             fmt::print(stderr, "iofwd gc: job {}: left a bucket whose record does not read "
                                "(it may hold complete versions): {}\n",
@@ -436,8 +447,10 @@ int gc(const clean_args& a)
                            "daemon is writing the job)\n",
                            job, store::bucket_dir(job, b));
             for (const auto& r : journals)
-                fmt::print("job {}: removed node {}'s journal ({}; nothing in it to commit)\n",
+                fmt::print("job {}: removed node {}'s journal ({}; every record in it settled)\n",
                            job, r.node, human_bytes(r.bytes));
+            for (const auto& k : journals_kept)
+                fmt::print("job {}: kept {}\n", job, k);
         }
         out["jobs"].push_back(std::move(j));
     }
@@ -503,9 +516,10 @@ void add_gc(CLI::App& app, int& status)
                   "drop what the nodes' journals hold, and remove the versions they kept "
                   "(for nodes that will not run the job again; those versions are lost)");
     cmd->add_flag("--journals", args->journals,
-                  "also remove each node's journal of a job that holds nothing left to commit "
+                  "also remove each node's journal of a job whose every record is settled "
                   "(IOFWD_JOURNAL_SIZE each, 16 MiB by default, per node and job): the job's "
-                  "next run on that node writes it again");
+                  "next run on that node writes it again; one a daemon would still act on is "
+                  "kept, and named");
     cmd->callback([args, &status] { status = gc(*args); });
 }
 
