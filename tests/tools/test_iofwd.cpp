@@ -1037,11 +1037,20 @@ TEST_CASE("versions retention retired and rm removed stay settled once their pac
                          {"--size", "5000", "--versions", "4", "--pause-ms", "100", "--gate-at",
                           "3", late},
                          env);
+        // Until retention has retired 3 and then removed the packs that
+        // held only 2 and 3 (it writes the mark first).
+        const auto retired_packs_gone = [&] {
+            for (const auto& n : names_in(bucket))
+                if (const auto p = iofwd::store::parse_pack_name(n); p && p->last < 4)
+                    return false;
+            return true;
+        };
         const bool ready = wait_until([&] {
             return has_line(r0, "gated 3") && exists(bucket + "/COMPLETE.v00000004") &&
-                   exists(bucket + "/RETIRED.v00000003");
+                   exists(bucket + "/RETIRED.v00000003") && retired_packs_gone();
         }, 60s);
-        INFO("rank 0:\n" << r0.output() << "log:\n" << c.log());
+        INFO("rank 0:\n" << r0.output() << "log:\n" << c.log() << "bucket: "
+                           << fmt::format("{}", fmt::join(names_in(bucket), " ")));
         REQUIRE(ready);
         const auto pids = daemon_pids(c.log());
         REQUIRE(pids.size() == 2);
