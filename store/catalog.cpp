@@ -1662,16 +1662,17 @@ std::error_code join_run(backend& st, const std::string& job, const std::string&
             if (std::uint64_t size = 0; found.empty() && !st.size(name, size))
                 found = name;
         std::vector<std::string> names;
-        if (found.empty() && !st.list(bucket_dir(job, rec.first_version) + "/", names))
-            for (const auto& n : names) {
+        if (found.empty() && !st.list(bucket_dir(job, rec.first_version) + "/", names)) {
+            const auto seen = std::find_if(names.begin(), names.end(), [&](const auto& n) {
                 const auto p = parse_pack_name(n);
-                if (found.empty() &&
-                    ((p && p->node == node && p->first <= rec.first_version &&
-                      rec.first_version <= p->last) ||
-                     parse_bucket_complete(n) || parse_bucket_removed(n) ||
-                     parse_bucket_retired(n)))
-                    found = bucket_dir(job, rec.first_version) + "/" + n;
-            }
+                return (p && p->node == node && p->first <= rec.first_version &&
+                        rec.first_version <= p->last) ||
+                       parse_bucket_complete(n) || parse_bucket_removed(n) ||
+                       parse_bucket_retired(n);
+            });
+            if (seen != names.end())
+                found = bucket_dir(job, rec.first_version) + "/" + *seen;
+        }
         if (!found.empty()) {
             why = fmt::format("run {} of job {} was already written by node {} ({}); each "
                               "run needs a name of its own (IOFWD_RUN)",

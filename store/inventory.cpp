@@ -344,6 +344,38 @@ std::error_code read_node_journal(backend& st, const std::string& job, const std
     return {};
 }
 
+// What store::standing asks of the job beside a record: its complete
+// versions, and those its buckets' marks hide.
+std::error_code standing_lists(backend& st, const std::string& job,
+                               std::vector<std::uint64_t>& complete,
+                               std::vector<std::uint64_t>& hidden, std::string& why)
+{
+    if (auto ec = complete_versions(st, job, complete); ec && ec != errc::not_found) {
+        why = fmt::format("cannot list job {}: {}", job, failure(st, job, ec));
+        return ec;
+    }
+    if (auto ec = hidden_versions(st, job, hidden); ec && ec != errc::not_found) {
+        why = fmt::format("cannot list the packs of job {}: {}", job, failure(st, job, ec));
+        return ec;
+    }
+    return {};
+}
+
+// The records of node `node`'s journal of `job` that the node's next
+// daemon acts on at its claim (store::standing: pending), in journal order.
+std::error_code pending_records(backend& st, const std::string& job, const std::string& node,
+                                const std::vector<std::uint64_t>& complete,
+                                const std::vector<std::uint64_t>& hidden,
+                                std::vector<journal::record>& out, std::string& why)
+{
+    if (auto ec = read_node_journal(st, job, node, out, why))
+        return ec;
+    std::erase_if(out, [&](const journal::record& r) {
+        return standing(r, job, node, complete, hidden) != record_standing::pending;
+    });
+    return {};
+}
+
 }  // namespace
 
 std::error_code journaled_versions(backend& st, const std::string& job,
@@ -351,20 +383,13 @@ std::error_code journaled_versions(backend& st, const std::string& job,
                                    std::vector<journaled_version>& out, std::string& why)
 {
     out.clear();
-    std::vector<std::uint64_t> complete;
-    if (auto ec = complete_versions(st, job, complete); ec && ec != errc::not_found) {
-        why = fmt::format("cannot list job {}: {}", job, failure(st, job, ec));
+    std::vector<std::uint64_t> complete, hidden;
+    if (auto ec = standing_lists(st, job, complete, hidden, why))
         return ec;
-    }
-    std::vector<std::uint64_t> removed;  // by iofwd rm or retention, from their buckets
-    if (auto ec = hidden_versions(st, job, removed); ec && ec != errc::not_found) {
-        why = fmt::format("cannot list the packs of job {}: {}", job, failure(st, job, ec));
-        return ec;
-    }
     std::map<std::uint64_t, journaled_version> found;
     for (const auto& node : nodes) {
         std::vector<journal::record> records;
-        if (auto ec = read_node_journal(st, job, node, records, why))
+        if (auto ec = pending_records(st, job, node, complete, hidden, records, why))
             return ec;
         // The versions the node's next daemon commits parts of at its
         // claim: every rank of the node's is in the journal or committed
@@ -379,16 +404,15 @@ std::error_code journaled_versions(backend& st, const std::string& job,
             bool consistent = true;
         };
         std::map<std::uint64_t, held> mine;
-        for (const auto& r : records)
-            if (standing(r, job, node, complete, removed) == record_standing::pending) {
-                auto& h = mine[r.version];
-                h.consistent = h.ranks.empty() || (h.consistent && h.of == r.ranks &&
-                                                   h.nodes == r.nodes && h.bucket == r.bucket);
-                h.ranks.insert(r.rank);
-                h.of = r.ranks;
-                h.nodes = r.nodes;
-                h.bucket = r.bucket;
-            }
+        for (const auto& r : records) {
+            auto& h = mine[r.version];
+            h.consistent = h.ranks.empty() || (h.consistent && h.of == r.ranks &&
+                                               h.nodes == r.nodes && h.bucket == r.bucket);
+            h.ranks.insert(r.rank);
+            h.of = r.ranks;
+            h.nodes = r.nodes;
+            h.bucket = r.bucket;
+        }
         for (const auto& [version, h] : mine) {
             bool whole = h.consistent && h.of > 0 && h.of <= journal_max_ranks && h.nodes > 0 &&
                          *h.ranks.rbegin() < h.of;
@@ -446,25 +470,18 @@ std::error_code remove_idle_journals(backend& st, const std::string& job, const 
     kept.clear();
     failed.clear();
     std::vector<std::uint64_t> complete, hidden;
-    if (auto ec = complete_versions(st, job, complete); ec && ec != errc::not_found) {
-        why = fmt::format("cannot list job {}: {}", job, failure(st, job, ec));
+    if (auto ec = standing_lists(st, job, complete, hidden, why))
         return ec;
-    }
-    if (auto ec = hidden_versions(st, job, hidden); ec && ec != errc::not_found) {
-        why = fmt::format("cannot list the packs of job {}: {}", job, failure(st, job, ec));
-        return ec;
-    }
     for (const auto& node : hold.nodes) {
         std::vector<journal::record> records;
         std::string reason;
-        if (read_node_journal(st, job, node, records, reason)) {
+        if (pending_records(st, job, node, complete, hidden, records, reason)) {
             failed.push_back(reason);
             continue;
         }
         std::set<std::uint64_t> pending;
         for (const auto& r : records)
-            if (standing(r, job, node, complete, hidden) == record_standing::pending)
-                pending.insert(r.version);
+            pending.insert(r.version);
         if (!pending.empty()) {
             kept.push_back(fmt::format("node {}'s journal holds records of version{} {}, which "
                                        "the node's next daemon of the job acts on",
