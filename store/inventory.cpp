@@ -434,29 +434,64 @@ std::error_code journaled_versions(backend& st, const std::string& job,
     return {};
 }
 
+std::error_code discard_journal(backend& st, const std::string& job, const std::string& node,
+                                std::string& why)
+{
+    // Only a journal that is there is started over (open_journal would
+    // make one).
+    unique_fd fd;
+    std::error_code ec = st.read_journal(job, node, fd);
+    if (ec == errc::not_found || ec == std::errc::operation_not_supported)
+        return {};
+    if (!ec)
+        ec = st.open_journal(job, node, fd);
+    if (!ec) {
+        journal j(std::move(fd), 0);
+        std::vector<journal::record> ignored;
+        if (!(ec = j.replay(ignored)))
+            ec = j.reset();
+    }
+    if (ec)
+        why = fmt::format("cannot start node {}'s journal of job {} over: {}", node, job,
+                          ec.message());
+    return ec;
+}
+
 std::error_code discard_journals(backend& st, const std::string& job, const job_hold& hold,
                                  std::string& why)
 {
-    for (const auto& node : hold.nodes) {
-        // Only a journal that is there is started over (open_journal would
-        // make one).
-        unique_fd fd;
-        std::error_code ec = st.read_journal(job, node, fd);
-        if (ec == errc::not_found || ec == std::errc::operation_not_supported)
-            continue;
-        if (!ec)
-            ec = st.open_journal(job, node, fd);
-        if (!ec) {
-            journal j(std::move(fd), 0);
-            std::vector<journal::record> ignored;
-            if (!(ec = j.replay(ignored)))
-                ec = j.reset();
-        }
-        if (ec) {
-            why = fmt::format("cannot start node {}'s journal of job {} over: {}", node, job,
-                              ec.message());
+    for (const auto& node : hold.nodes)
+        if (auto ec = discard_journal(st, job, node, why))
             return ec;
-        }
+    return {};
+}
+
+std::error_code journals_reviving(backend& st, const std::string& job,
+                                  const std::vector<std::string>& nodes,
+                                  const std::vector<std::uint64_t>& versions,
+                                  std::vector<journal_revival>& out, std::string& why)
+{
+    out.clear();
+    std::vector<std::uint64_t> complete, hidden;
+    if (auto ec = standing_lists(st, job, complete, hidden, why))
+        return ec;
+    // The job as it will be: `versions` no longer complete, and those in
+    // packs hidden by their buckets' marks.
+    const std::set<std::uint64_t> going(versions.begin(), versions.end());
+    std::erase_if(complete, [&](std::uint64_t v) { return going.count(v) > 0; });
+    std::set<std::uint64_t> hides(hidden.begin(), hidden.end());
+    hides.insert(going.begin(), going.end());
+    hidden.assign(hides.begin(), hides.end());
+    for (const auto& node : nodes) {
+        std::vector<journal::record> records;
+        if (auto ec = pending_records(st, job, node, complete, hidden, records, why))
+            return ec;
+        std::set<std::uint64_t> revived;
+        for (const auto& r : records)
+            if (going.count(r.version))
+                revived.insert(r.version);
+        if (!revived.empty())
+            out.push_back({node, {revived.begin(), revived.end()}});
     }
     return {};
 }

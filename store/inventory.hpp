@@ -116,6 +116,27 @@ std::error_code journaled_versions(backend& st, const std::string& job,
 // they held is dropped for good.
 std::error_code discard_journals(backend& st, const std::string& job, const job_hold& hold,
                                  std::string& why);
+// The same for one node's journal (none there: nothing done).
+std::error_code discard_journal(backend& st, const std::string& job, const std::string& node,
+                                std::string& why);
+
+// What removing `versions` of a held job would bring back from its nodes'
+// journals: a record of a version in its own directory is settled while
+// its version is not newer than the newest complete one (store::standing),
+// so removing the newest complete versions makes a crashed daemon's records
+// of them pending again, and the node's next daemon would commit them
+// (complete again, for a job of one node). Each of `nodes` whose journal
+// would then hold a pending record of one of `versions`, with those
+// versions, ascending. A version in a pack is kept removed by its bucket's
+// mark: never revived.
+struct journal_revival {
+    std::string node;
+    std::vector<std::uint64_t> revived;
+};
+std::error_code journals_reviving(backend& st, const std::string& job,
+                                  const std::vector<std::string>& nodes,
+                                  const std::vector<std::uint64_t>& versions,
+                                  std::vector<journal_revival>& out, std::string& why);
 // The journals of a held job's nodes whose every record is settled
 // (store::standing: none its node's next daemon would act on) are
 // removed; the job's next daemon on the node writes a new one

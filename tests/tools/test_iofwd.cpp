@@ -657,6 +657,37 @@ std::map<std::string, std::string> crash_one_node_of_two(cluster& c, bool packs)
     return a;
 }
 
+// The node's crash: the job's daemon (the second in the log, after
+// fill_journal's) and both ranks killed; returns once the daemon is gone.
+void crash_node(cluster& c, process& r0, process& r1)
+{
+    const auto pids = daemon_pids(c.log());
+    REQUIRE(pids.size() == 2);
+    REQUIRE(::kill(pids[1], SIGKILL) == 0);
+    for (auto* r : {&r0, &r1}) {
+        r->signal(SIGKILL);
+        REQUIRE(r->wait(10s).has_value());
+    }
+    REQUIRE(wait_until([&] { return ::kill(pids[1], 0) != 0; }, 10s));
+}
+
+// nodeA's next run of two ranks that only read the newest version back
+// (--restart: "restart <errno> <version> <match>"), each exited 0.
+std::vector<process> restart_two(cluster& c)
+{
+    std::vector<process> ranks;
+    for (const unsigned rank : {0u, 1u})
+        ranks.push_back(
+            c.rank(rank, 2, {"--size", "5000", "--versions", "0", "--restart"}, small_journal));
+    for (auto& r : ranks) {
+        const auto st = r.wait(60s);
+        INFO("rank:\n" << r.output() << "log:\n" << c.log());
+        REQUIRE(st.has_value());
+        CHECK(exit_code(*st) == 0);
+    }
+    return ranks;
+}
+
 }  // namespace
 
 TEST_CASE("gc keeps a version a node's journal holds, for the node's next daemon to complete",
@@ -964,14 +995,7 @@ TEST_CASE("a version rm took out of its bucket is not committed again from the j
         }, 60s);
         INFO("rank 0:\n" << r0.output() << "rank 1:\n" << r1.output() << "log:\n" << c.log());
         REQUIRE(ready);
-        const auto pids = daemon_pids(c.log());
-        REQUIRE(pids.size() == 2);
-        REQUIRE(::kill(pids[1], SIGKILL) == 0);
-        for (auto* r : {&r0, &r1}) {
-            r->signal(SIGKILL);
-            REQUIRE(r->wait(10s).has_value());
-        }
-        REQUIRE(wait_until([&] { return ::kill(pids[1], 0) != 0; }, 10s));
+        crash_node(c, r0, r1);
     }
     // Version 4's pack: freed with it when it holds no other version (the
     // batches are cut by time), kept beside 2 and 3 otherwise. Either way
@@ -994,16 +1018,9 @@ TEST_CASE("a version rm took out of its bucket is not committed again from the j
     CHECK(std::filesystem::exists(pack4) == !alone);
     const auto before = c.log().size();
 
-    auto r0 = c.rank(0, 2, {"--size", "5000", "--versions", "0", "--restart"}, small_journal);
-    auto r1 = c.rank(1, 2, {"--size", "5000", "--versions", "0", "--restart"}, small_journal);
-    for (auto* r : {&r0, &r1}) {
-        const auto st = r->wait(60s);
-        INFO("rank:\n" << r->output() << "log:\n" << c.log());
-        REQUIRE(st.has_value());
-        CHECK(exit_code(*st) == 0);
-    }
-    CHECK(has_line(r0, "restart 0 3 1"));
-    CHECK(has_line(r1, "restart 0 3 1"));
+    const auto next = restart_two(c);
+    CHECK(has_line(next[0], "restart 0 3 1"));
+    CHECK(has_line(next[1], "restart 0 3 1"));
     const auto after = c.log().substr(before);
     INFO("the next daemon's log:\n" << after);
     CHECK(after.find("from the node's journal") == std::string::npos);
@@ -1012,6 +1029,150 @@ TEST_CASE("a version rm took out of its bucket is not committed again from the j
     CHECK(py(c, ls.out, "[v['version'] for v in d['versions'] if v['state'] == 'complete']") ==
           "[1, 2, 3]\n");
     CHECK(exists(bucket + "/REMOVED.v00000004"));
+}
+
+TEST_CASE("a version rm removed from its own directory is not committed again from the journal",
+          "[tools][rm-journal]")
+{
+    // Versions in their own directories (no packs): two ranks write
+    // versions 2-4 through the node's journal and wait at a gate; the
+    // daemon is killed then, so the records stay in the journal. A record
+    // is settled while no newer version than its own is complete: with
+    // version 4 removed, its records would be pending again and the node's
+    // next daemon would commit version 4 complete again.
+    cluster c;
+    c.unpacked();
+    fill_journal(c, 2);
+    const std::string late = gate(c, "late");
+    const std::string v4 = c.store() + "/itest/v00000004";
+    // `ahead`: rank 0 writes version 5 too (durable in the journal only
+    // for rank 1 never writes it), which the next daemon has to commit.
+    const auto crash = [&](bool ahead) {
+        auto r0 = c.rank(0, 2, {"--size", "5000", "--versions", ahead ? "5" : "4", "--wait",
+                                "--gate-at", ahead ? "4" : "3", late},
+                         small_journal);
+        auto r1 = c.rank(1, 2, {"--size", "5000", "--versions", "4", "--wait", "--gate-at", "3",
+                                late},
+                         small_journal);
+        const bool ready = wait_until([&] {
+            return has_line(r0, ahead ? "gated 4" : "gated 3") && has_line(r1, "gated 3") &&
+                   exists(v4 + "/COMPLETE");
+        }, 60s);
+        INFO("rank 0:\n" << r0.output() << "rank 1:\n" << r1.output() << "log:\n" << c.log());
+        REQUIRE(ready);
+        REQUIRE(has_line(r0, "durable 2 0 "));
+        if (ahead)
+            REQUIRE(has_line(r0, "durable 3 0 "));
+        crash_node(c, r0, r1);
+    };
+    const auto restart_reads = [&](const std::string& line) {
+        const auto before = c.log().size();
+        const auto next = restart_two(c);
+        CHECK(has_line(next[0], line));
+        CHECK(has_line(next[1], line));
+        const auto after = c.log().substr(before);
+        INFO("the next daemon's log:\n" << after);
+        CHECK(after.find("from the node's journal") == std::string::npos);
+        auto ls = run_iofwd(c, {"ls", "itest", "--json"});
+        CHECK(py(c, ls.out, "[v['version'] for v in d['versions'] if v['state'] == 'complete']") ==
+              "[1, 2, 3]\n");
+        CHECK_FALSE(exists(v4));
+    };
+
+    SECTION("the journal holds nothing else to commit: started over, then the version goes")
+    {
+        crash(false);
+        auto rm = run_iofwd(c, {"rm", "itest", "4", "--json"});
+        INFO("rm:\n" << rm.out << rm.err);
+        CHECK(rm.code == 0);
+        CHECK(py(c, rm.out, "d['removed'], d['journals_started_over']") == "[4] ['nodeA']\n");
+        CHECK_FALSE(exists(v4));
+        restart_reads("restart 0 3 1");
+    }
+    SECTION("in words")
+    {
+        crash(false);
+        auto rm = run_iofwd(c, {"rm", "itest", "3", "4"});
+        INFO("rm:\n" << rm.out << rm.err);
+        CHECK(rm.code == 0);
+        CHECK(rm.err.empty());
+        CHECK(rm.out == "started node nodeA's journal over: it held parts of versions 3, 4, which "
+                        "the node's next daemon would have committed again\n"
+                        "removed version 3 of job itest\nremoved version 4 of job itest\n");
+        const auto before = c.log().size();
+        CHECK(has_line(restart_two(c)[0], "restart 0 2 1"));
+        INFO("the next daemon's log:\n" << c.log().substr(before));
+        CHECK(c.log().substr(before).find("from the node's journal") == std::string::npos);
+    }
+    SECTION("beside a version that may yet complete: refused, nothing changed")
+    {
+        // Versions 2-4 complete; then both ranks' version 5 is durable in
+        // the journal, and its objects never written (the daemon's store
+        // writes after the first 21 hang: 19 for versions 2-4, then
+        // version 5's two records). Its next daemon would commit 5.
+        auto d = stalling_daemon(c, 21, small_journal);
+        auto r0 = c.rank(0, 2, {"--size", "5000", "--versions", "4", "--wait", "--gate-at", "3",
+                                late},
+                         small_journal);
+        auto r1 = c.rank(1, 2, {"--size", "5000", "--versions", "4", "--wait", "--gate-at", "3",
+                                late},
+                         small_journal);
+        const bool gated = wait_until([&] {
+            return has_line(r0, "gated 3") && has_line(r1, "gated 3") && exists(v4 + "/COMPLETE");
+        }, 30s);
+        INFO("rank 0:\n" << r0.output() << "rank 1:\n" << r1.output() << "log:\n" << c.log());
+        REQUIRE(gated);
+        open_gate(c, "late");
+        REQUIRE(wait_until([&] {
+            return has_line(r0, "durable 3 0 ") && has_line(r1, "durable 3 0 ");
+        }, 30s));
+        const std::string v5 = c.store() + "/itest/v00000005";
+        REQUIRE_FALSE(exists(v5 + "/COMPLETE"));
+        d.signal(SIGKILL);
+        REQUIRE(d.wait(10s).has_value());
+        for (auto* r : {&r0, &r1}) {
+            r->signal(SIGKILL);
+            REQUIRE(r->wait(10s).has_value());
+        }
+        const std::string journal = c.store() + "/itest/.nodeA.journal";
+        const auto journal_bytes = read_file(journal);
+        auto rm = run_iofwd(c, {"rm", "itest", "4"});
+        INFO("rm:\n" << rm.out << rm.err);
+        CHECK(rm.code == 3);
+        CHECK(rm.out.empty());
+        CHECK(rm.err == "iofwd rm: not removing version 4 of job itest: node nodeA's journal holds "
+                        "its parts beside those of version 5, which the node's next daemon "
+                        "commits so that it can complete, and it would commit the removed one "
+                        "again with them; remove it after the job's next run on node nodeA (its "
+                        "daemon settles the journal)\n");
+        CHECK(exists(v4 + "/COMPLETE"));
+        CHECK(read_file(journal) == journal_bytes);
+        // As it says: the next run commits version 5 and starts the
+        // journal over; version 4 then goes alone.
+        const auto next = restart_two(c);
+        CHECK(has_line(next[0], "restart 0 5 1"));
+        CHECK(has_line(next[1], "restart 0 5 1"));
+        auto again = run_iofwd(c, {"rm", "itest", "4"});
+        INFO("rm again:\n" << again.out << again.err);
+        CHECK(again.code == 0);
+        CHECK(again.out == "removed version 4 of job itest\n");
+        auto ls = run_iofwd(c, {"ls", "itest", "--json"});
+        CHECK(py(c, ls.out, "[v['version'] for v in d['versions'] if v['state'] == 'complete']") ==
+              "[1, 2, 3, 5]\n");
+    }
+    SECTION("beside parts of a version that cannot complete: started over all the same")
+    {
+        // Rank 0's version 5 is in the journal, rank 1's never will be:
+        // the version cannot complete, and its part goes with the journal.
+        crash(true);
+        auto rm = run_iofwd(c, {"rm", "itest", "4"});
+        INFO("rm:\n" << rm.out << rm.err);
+        CHECK(rm.code == 0);
+        CHECK(rm.out == "started node nodeA's journal over: it held parts of version 4, which "
+                        "the node's next daemon would have committed again\n"
+                        "removed version 4 of job itest\n");
+        restart_reads("restart 0 3 1");
+    }
 }
 
 TEST_CASE("versions retention retired and rm removed stay settled once their packs are gone",

@@ -150,6 +150,41 @@ int rm(const clean_args& a)
                                            "--discard-journals {} drops them and removes it)",
                                            jv.version, a.job, journals_hold(jv.nodes), a.job));
     }
+    // A record of a version in its own directory is settled while no
+    // newer version is complete: removing the newest would make a crashed
+    // daemon's records of it pending again, and the node's next daemon
+    // would commit it again. Such a journal is started over first, unless
+    // it also holds a version that may yet complete (journaled_versions,
+    // above): the version is refused then. What else it drops are parts of
+    // versions that cannot complete (a rank of the node's missing).
+    std::vector<store::journal_revival> revivals;
+    if (store::journals_reviving(*st, a.job, hold.nodes, versions, revivals, why))
+        throw failure(damaged, why);
+    for (const auto& r : revivals) {
+        std::vector<std::uint64_t> completing;
+        for (const auto& jv : journaled)
+            if (!unique.count(jv.version) &&
+                std::find(jv.nodes.begin(), jv.nodes.end(), r.node) != jv.nodes.end())
+                completing.push_back(jv.version);
+        if (completing.empty())
+            continue;
+        const bool one = r.revived.size() == 1;
+        throw failure(refused, fmt::format(
+            "not removing version{} {} of job {}: node {}'s journal holds {} parts beside those "
+            "of version{} {}, which the node's next daemon commits so that {} can complete, "
+            "and it would commit the removed {} again with them; remove {} after the job's next "
+            "run on node {} (its daemon settles the journal)",
+            one ? "" : "s", fmt::join(r.revived, ", "), a.job, r.node, one ? "its" : "their",
+            completing.size() == 1 ? "" : "s", fmt::join(completing, ", "),
+            completing.size() == 1 ? "it" : "they", one ? "one" : "ones", one ? "it" : "them",
+            r.node));
+    }
+    std::vector<std::string> restarted;
+    for (const auto& r : revivals) {
+        if (store::discard_journal(*st, a.job, r.node, why))
+            throw failure(damaged, why + "; nothing removed");
+        restarted.push_back(r.node);
+    }
     const auto packed = remove_versions(*st, a.job, versions);
     for (const auto& f : packed.failed)
         fmt::print(stderr, "iofwd rm: job {}: {}; the version is removed, and a later iofwd rm "
@@ -163,8 +198,13 @@ int rm(const clean_args& a)
                     {"packs_freed", packed.freed.size()},
                     {"pack_bytes_freed", packed.bytes},
                     {"packs_kept", packed.kept.size()},
-                    {"pack_failures", packed.failed}});
+                    {"pack_failures", packed.failed},
+                    {"journals_started_over", restarted}});
     } else {
+        for (const auto& r : revivals)
+            fmt::print("started node {}'s journal over: it held parts of version{} {}, which the "
+                       "node's next daemon would have committed again\n",
+                       r.node, r.revived.size() == 1 ? "" : "s", fmt::join(r.revived, ", "));
         for (const auto v : versions)
             fmt::print("removed version {} of job {}{}\n", v, a.job,
                        std::find(packed.versions.begin(), packed.versions.end(), v) ==
