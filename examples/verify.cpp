@@ -116,7 +116,7 @@ int main(int argc, char** argv)
     std::uint64_t bytes = 0;
     for (const auto& v : report.versions) {
         if (v.state == iofwd::store::version_state::incomplete) {
-            fmt::print("version {}: incomplete (no COMPLETE record)\n", v.version);
+            fmt::print("version {}: incomplete ({})\n", v.version, v.why);
             ++incomplete;
             continue;
         }
