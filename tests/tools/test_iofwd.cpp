@@ -859,15 +859,19 @@ TEST_CASE("rm and gc refuse a version a live daemon may be writing, and say who 
 {
     cluster c;
     c.unpacked();
-    // Version 1 complete; rank 0 has written version 2, rank 1 is stuck
-    // before it: the daemon lives, holding the job's claim.
-    auto r0 = c.rank(0, 2, {"--size", "60000", "--versions", "2"});
-    auto r1 = c.rank(1, 2, {"--size", "60000", "--versions", "2", "--stall-at", "1"});
-    REQUIRE(wait_until([&] { return has_line(r1, "stalled") && has_line(r0, "write 1 0 2 "); },
+    fill_journal(c, 2);
+    // Version 1 complete (its journal started over when its daemon ended);
+    // version 2 complete through the journal; rank 0 has written version
+    // 3, rank 1 is stuck before it: the daemon lives, holding the job's
+    // claim.
+    auto r0 = c.rank(0, 2, {"--size", "60000", "--versions", "2"}, small_journal);
+    auto r1 = c.rank(1, 2, {"--size", "60000", "--versions", "2", "--stall-at", "1"},
+                     small_journal);
+    REQUIRE(wait_until([&] { return has_line(r1, "stalled") && has_line(r0, "write 1 0 3 "); },
                        60s));
     REQUIRE(wait_until([&] {
-        return exists(c.store() + "/itest/v00000002/nodeA.r0000") &&
-               exists(c.store() + "/itest/v00000001/COMPLETE");
+        return exists(c.store() + "/itest/v00000003/nodeA.r0000") &&
+               exists(c.store() + "/itest/v00000002/COMPLETE");
     }, 30s));
     const std::string live = "a live daemon on node nodeA holds job itest's claim (it is writing "
                              "the job)";
@@ -875,39 +879,51 @@ TEST_CASE("rm and gc refuse a version a live daemon may be writing, and say who 
     auto ls = run_iofwd(c, {"ls", "itest"});
     CHECK(ls.code == 0);
     CHECK(masked(ls.out).find("live: " + live + "\n") != std::string::npos);
-    CHECK(masked(ls.out).find("       2  incomplete  <time>                    0      1    58.6 "
+    CHECK(masked(ls.out).find("       3  incomplete  <time>                    0      1    58.6 "
                               "KiB  no COMPLETE record, no node's manifest\n") !=
           std::string::npos);
 
-    auto rm = run_iofwd(c, {"rm", "itest", "2"});
+    auto rm = run_iofwd(c, {"rm", "itest", "3"});
     CHECK(rm.code == 3);
     CHECK(rm.out.empty());
-    CHECK(rm.err == "iofwd rm: not touching version 2 of job itest: it is not complete and " +
+    CHECK(rm.err == "iofwd rm: not touching version 3 of job itest: it is not complete and " +
                         live + "; try again when the job has finished\n");
     auto gc = run_iofwd(c, {"gc"});
     CHECK(gc.code == 3);
     CHECK(gc.err == "iofwd gc: not touching job itest: " + live + "\n");
     CHECK(gc.out == "gc: 0 versions and 0 leftovers removed\n");
-    CHECK(exists(c.store() + "/itest/v00000002/nodeA.r0000"));
+    CHECK(exists(c.store() + "/itest/v00000003/nodeA.r0000"));
+    // The newest complete version is in the live daemon's journal: were
+    // it removed, the node's next daemon would find its records newer than
+    // every complete version, should this one die before version 3
+    // completes, and commit it again.
+    auto newest = run_iofwd(c, {"rm", "itest", "2"});
+    CHECK(newest.code == 3);
+    CHECK(newest.out.empty());
+    CHECK(newest.err == "iofwd rm: not removing version 2 of job itest: " + live +
+                            ", and node nodeA's journal holds its parts, which would make it "
+                            "complete again if that daemon died before a newer version is "
+                            "complete; try again once a newer version is complete, or when the "
+                            "job has finished\n");
+    CHECK(exists(c.store() + "/itest/v00000002/COMPLETE"));
     // A complete version nobody writes any more may go while the job runs.
     auto rm1 = run_iofwd(c, {"rm", "itest", "1"});
     CHECK(rm1.code == 0);
     CHECK_FALSE(exists(c.store() + "/itest/v00000001"));
     // The daemon was not disturbed: alive, still holding the claim.
     const auto pids = daemon_pids(c.log());
-    REQUIRE(pids.size() == 1);
-    CHECK(::kill(pids[0], 0) == 0);
+    REQUIRE(pids.size() == 2);  // fill_journal's, gone; this run's
+    CHECK(::kill(pids[1], 0) == 0);
     CHECK(run_iofwd(c, {"ls", "itest"}).out.find("live: " + live + "\n") != std::string::npos);
 
     // The daemon first: one that saw its ranks die would write the job's
     // summary (reports/) before its own end.
-    for (const pid_t pid : daemon_pids(c.log()))
-        ::kill(pid, SIGKILL);
+    ::kill(pids[1], SIGKILL);
     r0.signal(SIGKILL);
     r1.signal(SIGKILL);
     REQUIRE(wait_until([&] { return run_iofwd(c, {"gc", "itest"}).code == 0; }, 30s));
     CHECK(names_in(c.store() + "/itest") ==
-          std::vector<std::string>{".nodeA.claim", ".nodeA.journal"});
+          std::vector<std::string>{".nodeA.claim", ".nodeA.journal", "reports", "v00000002"});
 }
 
 TEST_CASE("keep retires a kept bucket's older versions while a live daemon writes the job",

@@ -38,7 +38,8 @@ struct clean_args {
 };
 
 // The job's claims held (or, with a live daemon, nothing held and every
-// version in `targets` checked to be complete); throws `refused` otherwise.
+// version in `targets` checked to be complete, and not to be revived by a
+// journal); throws `refused` otherwise.
 void guard(store::backend& st, const std::string& job, const std::vector<std::uint64_t>& targets,
            store::job_hold& hold)
 {
@@ -56,6 +57,27 @@ void guard(store::backend& st, const std::string& job, const std::vector<std::ui
                                                "complete and {}; try again when the job has "
                                                "finished",
                                                v, job, why));
+    }
+    // The newest complete versions, whose parts a live daemon's journal
+    // holds, would be complete again at the node's next claim if that
+    // daemon died before a newer version completes (journals_reviving); a
+    // live journal is not ours to start over.
+    std::vector<std::string> nodes;
+    std::vector<store::journal_revival> revivals;
+    std::string problem;
+    if (auto ec = st.journal_nodes(job, nodes))
+        throw failure(damaged, fmt::format("cannot list the journals of job {}: {}", job,
+                                           store::failure(st, job, ec)));
+    if (store::journals_reviving(st, job, nodes, targets, revivals, problem))
+        throw failure(damaged, problem);
+    for (const auto& r : revivals) {
+        const bool one = r.revived.size() == 1;
+        throw failure(refused, fmt::format(
+            "not removing version{} {} of job {}: {}, and node {}'s journal holds {} parts, "
+            "which would make {} complete again if that daemon died before a newer version is "
+            "complete; try again once a newer version is complete, or when the job has finished",
+            one ? "" : "s", fmt::join(r.revived, ", "), job, why, r.node, one ? "its" : "their",
+            one ? "it" : "them"));
     }
 }
 
