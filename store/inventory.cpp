@@ -478,20 +478,28 @@ std::error_code journals_reviving(backend& st, const std::string& job,
     // The job as it will be: `versions` no longer complete, and those in
     // packs hidden by their buckets' marks.
     const std::set<std::uint64_t> going(versions.begin(), versions.end());
-    std::erase_if(complete, [&](std::uint64_t v) { return going.count(v) > 0; });
+    auto complete_after = complete;
+    std::erase_if(complete_after, [&](std::uint64_t v) { return going.count(v) > 0; });
     std::set<std::uint64_t> hides(hidden.begin(), hidden.end());
     hides.insert(going.begin(), going.end());
-    hidden.assign(hides.begin(), hides.end());
+    const std::vector<std::uint64_t> hidden_after(hides.begin(), hides.end());
     for (const auto& node : nodes) {
         std::vector<journal::record> records;
-        if (auto ec = pending_records(st, job, node, complete, hidden, records, why))
+        if (auto ec = read_node_journal(st, job, node, records, why))
             return ec;
-        std::set<std::uint64_t> revived;
-        for (const auto& r : records)
-            if (going.count(r.version))
+        std::set<std::uint64_t> revived, skipped;
+        for (const auto& r : records) {
+            const bool now =
+                standing(r, job, node, complete, hidden) == record_standing::pending;
+            const bool after = standing(r, job, node, complete_after, hidden_after) ==
+                               record_standing::pending;
+            if (after && (!now || going.count(r.version)))
                 revived.insert(r.version);
-        if (!revived.empty())
-            out.push_back({node, {revived.begin(), revived.end()}});
+            else if (now && !after && !going.count(r.version))
+                skipped.insert(r.version);
+        }
+        if (!revived.empty() || !skipped.empty())
+            out.push_back({node, {revived.begin(), revived.end()}, {skipped.begin(), skipped.end()}});
     }
     return {};
 }

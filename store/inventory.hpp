@@ -120,18 +120,22 @@ std::error_code discard_journals(backend& st, const std::string& job, const job_
 std::error_code discard_journal(backend& st, const std::string& job, const std::string& node,
                                 std::string& why);
 
-// What removing `versions` of a held job would bring back from its nodes'
-// journals: a record of a version in its own directory is settled while
-// its version is not newer than the newest complete one (store::standing),
-// so removing the newest complete versions makes a crashed daemon's records
-// of them pending again, and the node's next daemon would commit them
-// (complete again, for a job of one node). Each of `nodes` whose journal
-// would then hold a pending record of one of `versions`, with those
-// versions, ascending. A version in a pack is kept removed by its bucket's
-// mark: never revived.
+// What removing `versions` of a job would change in what its nodes'
+// journals hold for their next daemons (store::standing): a record of a
+// version in its own directory is settled while its version is not newer
+// than the newest complete one, so removing the newest complete versions
+// makes a crashed daemon's records of them pending again, and of versions
+// removed before them too: the node's next daemon would commit them
+// (complete again, for a job of one node). And a packed record is settled
+// when its version is older than the oldest complete one (retention may
+// have removed it), so removing the oldest makes a pending one settled:
+// the next daemon would no longer commit it. Each of `nodes` whose journal
+// holds either, with the versions, ascending. A version in a pack is kept
+// removed by its bucket's mark: never revived.
 struct journal_revival {
     std::string node;
-    std::vector<std::uint64_t> revived;
+    std::vector<std::uint64_t> revived;  // pending after, of `versions` or settled before
+    std::vector<std::uint64_t> skipped;  // pending before, settled after
 };
 std::error_code journals_reviving(backend& st, const std::string& job,
                                   const std::vector<std::string>& nodes,

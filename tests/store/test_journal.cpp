@@ -619,24 +619,25 @@ TEST_CASE("journal: a tool finds the versions a crashed node's next daemon would
     CHECK(found.empty());
 }
 
-TEST_CASE("journal: removing the newest complete versions would revive their records; a "
-          "pack's mark keeps them settled",
-          "[journal]")
+TEST_CASE("journal: what removing versions would change for a node's next daemon", "[journal]")
 {
     // What iofwd rm asks before it removes versions (store::journals_reviving):
     // a record of a version in its own directory is settled only while no
-    // newer version than it is complete.
+    // newer version than it is complete; a packed record also once its
+    // version is older than every complete one.
     test::temp_dir tmp;
     std::unique_ptr<store::backend> st;
     std::string why;
     REQUIRE_FALSE(store::open(tmp / "store", st, why));
     const std::string job = "itest";
     const auto data = bytes_of(100, 1);
-    for (const std::uint64_t v : {1u, 2u, 3u})
+    for (const std::uint64_t v : {1u, 2u, 3u, 5u})
         REQUIRE_FALSE(st->put(store::complete_object(job, v), std::as_bytes(std::span(data))));
-    // A crashed daemon's journal of each node: nodeA holds versions 2 and
-    // 3; nodeB 3 and 4 (4 not complete: its next daemon commits it);
-    // nodeC 3 in a pack of bucket 3.
+    // Crashed daemons' journals: nodeA holds versions 2 and 3; nodeB 4
+    // (removed before: settled while 5 is complete) and 6 (not complete:
+    // its next daemon commits it); nodeC 3 in a pack of bucket 3; nodeD 4
+    // in a pack of bucket 4 (not complete, newer than the oldest complete:
+    // its next daemon commits it).
     const auto journal_of = [&](const std::string& node,
                                 const std::vector<journal::origin>& records) {
         std::unique_ptr<store::claim> claim;
@@ -649,36 +650,44 @@ TEST_CASE("journal: removing the newest complete versions would revive their rec
         for (const auto& r : records)
             REQUIRE_FALSE(j.append(r, data, crc32c(data)));
     };
-    journal_of("nodeA", {{job, "nodeA", 2, 0, 1, 3, 0}, {job, "nodeA", 3, 0, 1, 3, 0}});
-    journal_of("nodeB", {{job, "nodeB", 3, 0, 1, 3, 0}, {job, "nodeB", 4, 0, 1, 3, 0}});
-    journal_of("nodeC", {{job, "nodeC", 3, 0, 1, 3, 3}});
-    const std::vector<std::string> nodes{"nodeA", "nodeB", "nodeC", "nodeD"};
-    const auto reviving = [&](const std::vector<std::uint64_t>& versions) {
+    journal_of("nodeA", {{job, "nodeA", 2, 0, 1, 4, 0}, {job, "nodeA", 3, 0, 1, 4, 0}});
+    journal_of("nodeB", {{job, "nodeB", 4, 0, 1, 4, 0}, {job, "nodeB", 6, 0, 1, 4, 0}});
+    journal_of("nodeC", {{job, "nodeC", 3, 0, 1, 4, 3}});
+    journal_of("nodeD", {{job, "nodeD", 4, 0, 1, 4, 4}});
+    const std::vector<std::string> nodes{"nodeA", "nodeB", "nodeC", "nodeD", "nodeE"};
+    const auto changes = [&](const std::vector<std::uint64_t>& versions) {
         std::vector<store::journal_revival> out;
         REQUIRE_FALSE(store::journals_reviving(*st, job, nodes, versions, out, why));
         std::string said;
         for (const auto& r : out)
-            said += fmt::format("{}: {}; ", r.node, fmt::join(r.revived, ","));
+            said += fmt::format("{}: {} | {}; ", r.node, fmt::join(r.revived, ","),
+                                fmt::join(r.skipped, ","));
         return said;
     };
-    // Version 2 removed, 3 is still the newest complete: nothing comes back.
-    CHECK(reviving({2}).empty());
-    CHECK(reviving({1}).empty());
-    // Version 3 removed: nodeA's and nodeB's records of it come back;
-    // nodeC's packed record stays settled by the bucket's mark.
-    CHECK(reviving({3}) == "nodeA: 3; nodeB: 3; ");
-    CHECK(reviving({2, 3}) == "nodeA: 2,3; nodeB: 3; ");
-    CHECK(reviving({3, 4}) == "nodeA: 3; nodeB: 3,4; ");
-    // Only looked at: nothing changed, nodeD still has no journal.
+    // Neither the newest nor every version older than a pending packed
+    // one: nothing changes.
+    CHECK(changes({2}).empty());
+    CHECK(changes({1}).empty());
+    CHECK(changes({1, 2}).empty());
+    // Version 5 removed: 3 is the newest complete; nodeB's record of 4,
+    // removed before, would be put back.
+    CHECK(changes({5}) == "nodeB: 4 | ; ");
+    // 3 and 5: nodeA's record of 3 too; nodeC's packed record of 3 stays
+    // settled by the bucket's mark.
+    CHECK(changes({3, 5}) == "nodeA: 3 | ; nodeB: 4 | ; ");
+    // 1 to 3: 5 the oldest complete, nodeD's packed 4 would be taken as
+    // retired and skipped.
+    CHECK(changes({1, 2, 3}) == "nodeD:  | 4; ");
+    // Only looked at: nothing changed, nodeE still has no journal.
     std::vector<std::string> journals;
     REQUIRE_FALSE(st->journal_nodes(job, journals));
-    CHECK(journals == std::vector<std::string>{"nodeA", "nodeB", "nodeC"});
-    // nodeA's journal started over: it holds nothing to revive.
+    CHECK(journals == std::vector<std::string>{"nodeA", "nodeB", "nodeC", "nodeD"});
+    // nodeA's journal started over: it holds nothing to put back.
     std::unique_ptr<store::claim> claim;
     REQUIRE_FALSE(st->claim_job(job, "nodeA", claim));
     REQUIRE_FALSE(store::discard_journal(*st, job, "nodeA", why));
-    REQUIRE_FALSE(store::discard_journal(*st, job, "nodeD", why));  // none: nothing done
-    CHECK(reviving({3}) == "nodeB: 3; ");
+    REQUIRE_FALSE(store::discard_journal(*st, job, "nodeE", why));  // none: nothing done
+    CHECK(changes({3, 5}) == "nodeB: 4 | ; ");
     REQUIRE_FALSE(st->journal_nodes(job, journals));
-    CHECK(journals == std::vector<std::string>{"nodeA", "nodeB", "nodeC"});
+    CHECK(journals == std::vector<std::string>{"nodeA", "nodeB", "nodeC", "nodeD"});
 }

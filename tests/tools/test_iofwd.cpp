@@ -901,10 +901,10 @@ TEST_CASE("rm and gc refuse a version a live daemon may be writing, and say who 
     CHECK(newest.code == 3);
     CHECK(newest.out.empty());
     CHECK(newest.err == "iofwd rm: not removing version 2 of job itest: " + live +
-                            ", and node nodeA's journal holds its parts, which would make it "
-                            "complete again if that daemon died before a newer version is "
-                            "complete; try again once a newer version is complete, or when the "
-                            "job has finished\n");
+                            ", and node nodeA's journal holds parts of version 2, which the "
+                            "node's next daemon would put back (complete again, when every part "
+                            "is there), were that daemon to die before a newer version is "
+                            "complete; try again once one is, or when the job has finished\n");
     CHECK(exists(c.store() + "/itest/v00000002/COMPLETE"));
     // A complete version nobody writes any more may go while the job runs.
     auto rm1 = run_iofwd(c, {"rm", "itest", "1"});
@@ -1070,9 +1070,12 @@ TEST_CASE("a version rm removed from its own directory is not committed again fr
         auto r1 = c.rank(1, 2, {"--size", "5000", "--versions", "4", "--wait", "--gate-at", "3",
                                 late},
                          small_journal);
+        // Every version complete: one older than the newest complete is
+        // settled (not restored by the claim) even while it is not.
         const bool ready = wait_until([&] {
             return has_line(r0, ahead ? "gated 4" : "gated 3") && has_line(r1, "gated 3") &&
-                   exists(v4 + "/COMPLETE");
+                   exists(c.store() + "/itest/v00000002/COMPLETE") &&
+                   exists(c.store() + "/itest/v00000003/COMPLETE") && exists(v4 + "/COMPLETE");
         }, 60s);
         INFO("rank 0:\n" << r0.output() << "rank 1:\n" << r1.output() << "log:\n" << c.log());
         REQUIRE(ready);
@@ -1113,12 +1116,30 @@ TEST_CASE("a version rm removed from its own directory is not committed again fr
         CHECK(rm.code == 0);
         CHECK(rm.err.empty());
         CHECK(rm.out == "started node nodeA's journal over: it held parts of versions 3, 4, which "
-                        "the node's next daemon would have committed again\n"
+                        "the node's next daemon would have put back\n"
                         "removed version 3 of job itest\nremoved version 4 of job itest\n");
         const auto before = c.log().size();
         CHECK(has_line(restart_two(c)[0], "restart 0 2 1"));
         INFO("the next daemon's log:\n" << c.log().substr(before));
         CHECK(c.log().substr(before).find("from the node's journal") == std::string::npos);
+    }
+    SECTION("one at a time: a version removed before comes back with the newest")
+    {
+        // rm 3 leaves the journal alone (its record is settled while 4 is
+        // complete); rm 4 would make the records of both 3 and 4 pending.
+        crash(false);
+        auto rm3 = run_iofwd(c, {"rm", "itest", "3"});
+        CHECK(rm3.code == 0);
+        CHECK(rm3.out == "removed version 3 of job itest\n");
+        auto rm4 = run_iofwd(c, {"rm", "itest", "4"});
+        INFO("rm:\n" << rm4.out << rm4.err);
+        CHECK(rm4.code == 0);
+        CHECK(rm4.out == "started node nodeA's journal over: it held parts of versions 3, 4, "
+                         "which the node's next daemon would have put back\n"
+                         "removed version 4 of job itest\n");
+        CHECK(has_line(restart_two(c)[0], "restart 0 2 1"));
+        auto ls = run_iofwd(c, {"ls", "itest", "--json"});
+        CHECK(py(c, ls.out, "[v['version'] for v in d['versions']]") == "[1, 2]\n");
     }
     SECTION("beside a version that may yet complete: refused, nothing changed")
     {
@@ -1134,7 +1155,9 @@ TEST_CASE("a version rm removed from its own directory is not committed again fr
                                 late},
                          small_journal);
         const bool gated = wait_until([&] {
-            return has_line(r0, "gated 3") && has_line(r1, "gated 3") && exists(v4 + "/COMPLETE");
+            return has_line(r0, "gated 3") && has_line(r1, "gated 3") &&
+                   exists(c.store() + "/itest/v00000002/COMPLETE") &&
+                   exists(c.store() + "/itest/v00000003/COMPLETE") && exists(v4 + "/COMPLETE");
         }, 30s);
         INFO("rank 0:\n" << r0.output() << "rank 1:\n" << r1.output() << "log:\n" << c.log());
         REQUIRE(gated);
@@ -1157,10 +1180,12 @@ TEST_CASE("a version rm removed from its own directory is not committed again fr
         CHECK(rm.code == 3);
         CHECK(rm.out.empty());
         CHECK(rm.err == "iofwd rm: not removing version 4 of job itest: node nodeA's journal holds "
-                        "its parts beside those of version 5, which the node's next daemon "
-                        "commits so that it can complete, and it would commit the removed one "
-                        "again with them; remove it after the job's next run on node nodeA (its "
-                        "daemon settles the journal)\n");
+                        "parts of version 4, which the node's next daemon would put back "
+                        "(complete again, when every part is there), beside parts of version 5, "
+                        "which it commits so that they can complete; remove it after the job's "
+                        "next run on node nodeA (its daemon commits what the journal holds and "
+                        "starts it over), or drop what the journal holds first (iofwd gc "
+                        "--discard-journals itest, for a node that will not run the job again)\n");
         CHECK(exists(v4 + "/COMPLETE"));
         CHECK(read_file(journal) == journal_bytes);
         // As it says: the next run commits version 5 and starts the
@@ -1185,7 +1210,7 @@ TEST_CASE("a version rm removed from its own directory is not committed again fr
         INFO("rm:\n" << rm.out << rm.err);
         CHECK(rm.code == 0);
         CHECK(rm.out == "started node nodeA's journal over: it held parts of version 4, which "
-                        "the node's next daemon would have committed again\n"
+                        "the node's next daemon would have put back\n"
                         "removed version 4 of job itest\n");
         restart_reads("restart 0 3 1");
     }

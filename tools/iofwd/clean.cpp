@@ -37,6 +37,29 @@ struct clean_args {
     bool journals = false;  // gc: also the journals that hold nothing to commit
 };
 
+// "version 4", "versions 3, 4".
+std::string versions_words(const std::vector<std::uint64_t>& v)
+{
+    return fmt::format("version{} {}", v.size() == 1 ? "" : "s", fmt::join(v, ", "));
+}
+
+// What removing versions would change for node r.node's next daemon, in
+// words: "node nodeA's journal holds parts of version 4, which ...".
+std::string journal_change(const store::journal_revival& r)
+{
+    std::vector<std::string> parts;
+    if (!r.revived.empty())
+        parts.push_back(fmt::format("parts of {}, which the node's next daemon would put back "
+                                    "(complete again, when every part is there)",
+                                    versions_words(r.revived)));
+    if (!r.skipped.empty())
+        parts.push_back(fmt::format("parts of {}, which the node's next daemon would no longer "
+                                    "commit (it takes a packed version older than every complete "
+                                    "one as removed by retention)",
+                                    versions_words(r.skipped)));
+    return fmt::format("node {}'s journal holds {}", r.node, fmt::join(parts, ", and "));
+}
+
 // The job's claims held (or, with a live daemon, nothing held and every
 // version in `targets` checked to be complete, and not to be revived by a
 // journal); throws `refused` otherwise.
@@ -63,22 +86,19 @@ void guard(store::backend& st, const std::string& job, const std::vector<std::ui
     // daemon died before a newer version completes (journals_reviving); a
     // live journal is not ours to start over.
     std::vector<std::string> nodes;
-    std::vector<store::journal_revival> revivals;
+    std::vector<store::journal_revival> changes;
     std::string problem;
     if (auto ec = st.journal_nodes(job, nodes))
         throw failure(damaged, fmt::format("cannot list the journals of job {}: {}", job,
                                            store::failure(st, job, ec)));
-    if (store::journals_reviving(st, job, nodes, targets, revivals, problem))
+    if (store::journals_reviving(st, job, nodes, targets, changes, problem))
         throw failure(damaged, problem);
-    for (const auto& r : revivals) {
-        const bool one = r.revived.size() == 1;
-        throw failure(refused, fmt::format(
-            "not removing version{} {} of job {}: {}, and node {}'s journal holds {} parts, "
-            "which would make {} complete again if that daemon died before a newer version is "
-            "complete; try again once a newer version is complete, or when the job has finished",
-            one ? "" : "s", fmt::join(r.revived, ", "), job, why, r.node, one ? "its" : "their",
-            one ? "it" : "them"));
-    }
+    for (const auto& r : changes)
+        throw failure(refused, fmt::format("not removing {} of job {}: {}, and {}, were that "
+                                           "daemon to die before a newer version is complete; "
+                                           "try again once one is, or when the job has finished",
+                                           versions_words(targets), job, why,
+                                           journal_change(r)));
 }
 
 // "node nodeA's journal holds", "the journals of nodes nodeA, nodeB hold".
@@ -174,35 +194,40 @@ int rm(const clean_args& a)
     }
     // A record of a version in its own directory is settled while no
     // newer version is complete: removing the newest would make a crashed
-    // daemon's records of it pending again, and the node's next daemon
-    // would commit it again. Such a journal is started over first, unless
-    // it also holds a version that may yet complete (journaled_versions,
-    // above): the version is refused then. What else it drops are parts of
-    // versions that cannot complete (a rank of the node's missing).
-    std::vector<store::journal_revival> revivals;
-    if (store::journals_reviving(*st, a.job, hold.nodes, versions, revivals, why))
+    // daemon's records of it (and of versions removed before it) pending
+    // again, and the node's next daemon would put them back. Such a
+    // journal is started over first, unless it also holds a version that
+    // may yet complete (journaled_versions, above), or removing the oldest
+    // complete versions would make its next daemon skip one: refused then.
+    // What else the journal drops are parts of versions that cannot
+    // complete (a rank of the node's missing).
+    std::vector<store::journal_revival> changes;
+    if (store::journals_reviving(*st, a.job, hold.nodes, versions, changes, why))
         throw failure(damaged, why);
-    for (const auto& r : revivals) {
+    for (const auto& r : changes) {
         std::vector<std::uint64_t> completing;
         for (const auto& jv : journaled)
             if (!unique.count(jv.version) &&
                 std::find(jv.nodes.begin(), jv.nodes.end(), r.node) != jv.nodes.end())
                 completing.push_back(jv.version);
-        if (completing.empty())
+        if (completing.empty() && r.skipped.empty())
             continue;
-        const bool one = r.revived.size() == 1;
-        throw failure(refused, fmt::format(
-            "not removing version{} {} of job {}: node {}'s journal holds {} parts beside those "
-            "of version{} {}, which the node's next daemon commits so that {} can complete, "
-            "and it would commit the removed {} again with them; remove {} after the job's next "
-            "run on node {} (its daemon settles the journal)",
-            one ? "" : "s", fmt::join(r.revived, ", "), a.job, r.node, one ? "its" : "their",
-            completing.size() == 1 ? "" : "s", fmt::join(completing, ", "),
-            completing.size() == 1 ? "it" : "they", one ? "one" : "ones", one ? "it" : "them",
-            r.node));
+        throw failure(refused,
+                      fmt::format("not removing {} of job {}: {}{}; remove {} after the job's "
+                                  "next run on node {} (its daemon commits what the journal "
+                                  "holds and starts it over), or drop what the journal holds "
+                                  "first (iofwd gc --discard-journals {}, for a node that will "
+                                  "not run the job again)",
+                                  versions_words(versions), a.job, journal_change(r),
+                                  completing.empty() || !r.skipped.empty()
+                                      ? ""
+                                      : fmt::format(", beside parts of {}, which it commits so "
+                                                    "that they can complete",
+                                                    versions_words(completing)),
+                                  versions.size() == 1 ? "it" : "them", r.node, a.job));
     }
     std::vector<std::string> restarted;
-    for (const auto& r : revivals) {
+    for (const auto& r : changes) {
         if (store::discard_journal(*st, a.job, r.node, why))
             throw failure(damaged, why + "; nothing removed");
         restarted.push_back(r.node);
@@ -223,10 +248,10 @@ int rm(const clean_args& a)
                     {"pack_failures", packed.failed},
                     {"journals_started_over", restarted}});
     } else {
-        for (const auto& r : revivals)
-            fmt::print("started node {}'s journal over: it held parts of version{} {}, which the "
-                       "node's next daemon would have committed again\n",
-                       r.node, r.revived.size() == 1 ? "" : "s", fmt::join(r.revived, ", "));
+        for (const auto& r : changes)
+            fmt::print("started node {}'s journal over: it held parts of {}, which the node's "
+                       "next daemon would have put back\n",
+                       r.node, versions_words(r.revived));
         for (const auto v : versions)
             fmt::print("removed version {} of job {}{}\n", v, a.job,
                        std::find(packed.versions.begin(), packed.versions.end(), v) ==
@@ -378,8 +403,7 @@ int gc(const clean_args& a)
         // committed, which removing the version (or its bucket) would lose.
         std::vector<store::journaled_version> journaled, discarded;
         if (store::journaled_versions(*st, job, hold.nodes, journaled, why) ||
-            (a.discard_journals && !journaled.empty() &&
-             store::discard_journals(*st, job, hold, why))) {
+            (a.discard_journals && store::discard_journals(*st, job, hold, why))) {
             refuse(damaged, why);
             continue;
         }
