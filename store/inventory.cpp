@@ -475,13 +475,23 @@ std::error_code journals_reviving(backend& st, const std::string& job,
     std::vector<std::uint64_t> complete, hidden;
     if (auto ec = standing_lists(st, job, complete, hidden, why))
         return ec;
-    // The job as it will be: `versions` no longer complete, and those in
-    // packs hidden by their buckets' marks.
+    // The job as it will be: `versions` no longer complete, and those a
+    // bucket's record completes hidden by their buckets' marks (rm marks
+    // only those: a version no bucket completes goes as a directory).
     const std::set<std::uint64_t> going(versions.begin(), versions.end());
     auto complete_after = complete;
     std::erase_if(complete_after, [&](std::uint64_t v) { return going.count(v) > 0; });
     std::set<std::uint64_t> hides(hidden.begin(), hidden.end());
-    hides.insert(going.begin(), going.end());
+    for (const auto v : going) {
+        bool marked = false;
+        if (auto ec = in_bucket(st, job, v, marked)) {
+            why = fmt::format("cannot tell whether version {} of job {} is in a pack: {}", v, job,
+                              failure(st, job, ec));
+            return ec;
+        }
+        if (marked)
+            hides.insert(v);
+    }
     const std::vector<std::uint64_t> hidden_after(hides.begin(), hides.end());
     for (const auto& node : nodes) {
         std::vector<journal::record> records;

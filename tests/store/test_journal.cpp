@@ -24,9 +24,11 @@
 #include "errors.hpp"
 #include "fd.hpp"
 #include "process.hpp"
+#include "store/catalog.hpp"
 #include "store/inventory.hpp"
 #include "store/journal.hpp"
 #include "store/layout.hpp"
+#include "store/pack.hpp"
 #include "sys.hpp"
 
 using namespace iofwd;
@@ -631,8 +633,23 @@ TEST_CASE("journal: what removing versions would change for a node's next daemon
     REQUIRE_FALSE(store::open(tmp / "store", st, why));
     const std::string job = "itest";
     const auto data = bytes_of(100, 1);
-    for (const std::uint64_t v : {1u, 2u, 3u, 5u})
+    for (const std::uint64_t v : {1u, 2u, 5u})
         REQUIRE_FALSE(st->put(store::complete_object(job, v), std::as_bytes(std::span(data))));
+    // Version 3 complete through bucket 3's record: nodeC's pack of it.
+    {
+        std::vector<std::byte> pack;
+        const std::vector<store::pack_input> parts{{3, 0, 1, data}};
+        REQUIRE_FALSE(store::build_pack(job, "nodeC", parts, pack, why));
+        REQUIRE_FALSE(st->put(store::pack_object(job, 3, "nodeC", 3, 3), pack));
+        std::uint64_t offset = 0, length = 0;
+        std::uint32_t crc = 0;
+        REQUIRE_FALSE(store::parse_pack_trailer(std::span(pack).last(store::pack_trailer_size),
+                                                pack.size(), offset, length, crc, why));
+        std::uint64_t complete = 0;
+        REQUIRE_FALSE(
+            store::try_complete_bucket(*st, job, 3, {"nodeC", 1, 3, 3, crc}, 1, complete, why));
+        REQUIRE(complete == 3);
+    }
     // Crashed daemons' journals: nodeA holds versions 2 and 3; nodeB 4
     // (removed before: settled while 5 is complete) and 6 (not complete:
     // its next daemon commits it); nodeC 3 in a pack of bucket 3; nodeD 4

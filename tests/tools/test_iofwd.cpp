@@ -902,9 +902,8 @@ TEST_CASE("rm and gc refuse a version a live daemon may be writing, and say who 
     CHECK(newest.out.empty());
     CHECK(newest.err == "iofwd rm: not removing version 2 of job itest: " + live +
                             ", and node nodeA's journal holds parts of version 2, which the "
-                            "node's next daemon would put back (complete again, when every part "
-                            "is there), were that daemon to die before a newer version is "
-                            "complete; try again once one is, or when the job has finished\n");
+                            "node's next daemon would put back; try again when the job has "
+                            "finished\n");
     CHECK(exists(c.store() + "/itest/v00000002/COMPLETE"));
     // A complete version nobody writes any more may go while the job runs.
     auto rm1 = run_iofwd(c, {"rm", "itest", "1"});
@@ -1180,9 +1179,9 @@ TEST_CASE("a version rm removed from its own directory is not committed again fr
         CHECK(rm.code == 3);
         CHECK(rm.out.empty());
         CHECK(rm.err == "iofwd rm: not removing version 4 of job itest: node nodeA's journal holds "
-                        "parts of version 4, which the node's next daemon would put back "
-                        "(complete again, when every part is there), beside parts of version 5, "
-                        "which it commits so that they can complete; remove it after the job's "
+                        "parts of version 4, which the node's next daemon would put back, "
+                        "beside parts of version 5, which it commits so that they can complete; "
+                        "remove it after the job's "
                         "next run on node nodeA (its daemon commits what the journal holds and "
                         "starts it over), or drop what the journal holds first (iofwd gc "
                         "--discard-journals itest, for a node that will not run the job again)\n");

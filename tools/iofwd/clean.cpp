@@ -49,8 +49,7 @@ std::string journal_change(const store::journal_revival& r)
 {
     std::vector<std::string> parts;
     if (!r.revived.empty())
-        parts.push_back(fmt::format("parts of {}, which the node's next daemon would put back "
-                                    "(complete again, when every part is there)",
+        parts.push_back(fmt::format("parts of {}, which the node's next daemon would put back",
                                     versions_words(r.revived)));
     if (!r.skipped.empty())
         parts.push_back(fmt::format("parts of {}, which the node's next daemon would no longer "
@@ -94,9 +93,8 @@ void guard(store::backend& st, const std::string& job, const std::vector<std::ui
     if (store::journals_reviving(st, job, nodes, targets, changes, problem))
         throw failure(damaged, problem);
     for (const auto& r : changes)
-        throw failure(refused, fmt::format("not removing {} of job {}: {}, and {}, were that "
-                                           "daemon to die before a newer version is complete; "
-                                           "try again once one is, or when the job has finished",
+        throw failure(refused, fmt::format("not removing {} of job {}: {}, and {}; try again "
+                                           "when the job has finished",
                                            versions_words(targets), job, why,
                                            journal_change(r)));
 }
