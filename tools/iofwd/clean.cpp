@@ -567,7 +567,8 @@ void add_rm(CLI::App& app, int& status)
     auto args = std::make_shared<clean_args>();
     auto* cmd = add_job_command(
         app, "rm", "remove versions of a job (refused for a version that is not complete while "
-                   "a live daemon writes the job)",
+                   "a live daemon writes the job; a crashed daemon's journal that would put a "
+                   "removed version back is started over first)",
         args->store, args->job);
     cmd->add_option("VERSION", args->versions, "the versions to remove")->required();
     cmd->callback([args, &status] { status = rm(*args); });
