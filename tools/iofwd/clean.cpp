@@ -37,6 +37,14 @@ struct clean_args {
     bool journals = false;  // gc: also the journals that hold nothing to commit
 };
 
+// "node nodeA's journal holds", "the journals of nodes nodeA, nodeB hold".
+std::string journals_hold(const std::vector<std::string>& nodes)
+{
+    return nodes.size() == 1
+               ? fmt::format("node {}'s journal holds", nodes.front())
+               : fmt::format("the journals of nodes {} hold", fmt::join(nodes, ", "));
+}
+
 // "version 4", "versions 3, 4".
 std::string versions_words(const std::vector<std::uint64_t>& v)
 {
@@ -56,7 +64,7 @@ std::string journal_change(const store::journal_revival& r)
                                     "commit (it takes a packed version older than every complete "
                                     "one as removed by retention)",
                                     versions_words(r.skipped)));
-    return fmt::format("node {}'s journal holds {}", r.node, fmt::join(parts, ", and "));
+    return fmt::format("{} {}", journals_hold({r.node}), fmt::join(parts, ", and "));
 }
 
 // The job's claims held (or, with a live daemon, nothing held and every
@@ -97,14 +105,6 @@ void guard(store::backend& st, const std::string& job, const std::vector<std::ui
                                            "when the job has finished",
                                            versions_words(targets), job, why,
                                            journal_change(r)));
-}
-
-// "node nodeA's journal holds", "the journals of nodes nodeA, nodeB hold".
-std::string journals_hold(const std::vector<std::string>& nodes)
-{
-    return nodes.size() == 1
-               ? fmt::format("node {}'s journal holds", nodes.front())
-               : fmt::format("the journals of nodes {} hold", fmt::join(nodes, ", "));
 }
 
 // What rm freed of the packs of the versions it took out of buckets: the
