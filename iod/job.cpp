@@ -21,6 +21,10 @@ static_assert(store::manifest_max_nodes == proto::max_nodes);
 static_assert(store::journal_max_ranks == proto::max_ranks);
 namespace {
 
+// The least time from one retention's end to the next one's start while the
+// job's versions keep completing (job::start_prune).
+constexpr auto retention_spacing = std::chrono::seconds(1);
+
 // How long a claim held by someone else is tried again before the job is
 // refused (claim_store).
 constexpr std::chrono::milliseconds claim_patience{1000};
@@ -84,7 +88,7 @@ job::job(boost::asio::io_context& loop, const options& opts, store::backend& sto
          const std::string& session, flush_policy& data, std::function<void()> on_change,
          byte_counts puller_bytes)
     : loop_(loop), opts_(opts), store_(store), session_(session), data_(data),
-      on_change_(std::move(on_change)), batch_timer_(loop),
+      on_change_(std::move(on_change)), prune_timer_(loop), batch_timer_(loop),
       puller_bytes_(std::move(puller_bytes)), catalog_(loop, 1), retention_(loop, 1)
 {
 }
@@ -1102,6 +1106,9 @@ void job::finish_batches()
 {
     batches_finishing_ = true;
     close_batch();
+    if (prune_timer_armed_)
+        prune_timer_.cancel();  // its handler starts a retention waiting, at once
+    start_prune();
 }
 
 void job::close_batch()
@@ -1435,6 +1442,23 @@ void job::start_prune()
     // removal under a flush slowed it by 10-15 %). Checkpoints leave gaps.
     if (!prune_job_ || pruning_ || !data_.idle())
         return;
+    // While versions keep completing, one retention a spacing: each run
+    // lists the job and writes a durable mark, which for small versions
+    // coming back to back cost the daemon more than a version's own commit.
+    // Once the ranks are leaving (finish_batches), at once.
+    const auto now = std::chrono::steady_clock::now();
+    if (!batches_finishing_ && now < pruned_at_ + retention_spacing) {
+        if (!prune_timer_armed_) {
+            prune_timer_armed_ = true;
+            prune_timer_.expires_at(pruned_at_ + retention_spacing);
+            prune_timer_.async_wait([this](boost::system::error_code ec) {
+                prune_timer_armed_ = false;
+                if (!ec)
+                    start_prune();
+            });
+        }
+        return;
+    }
     pruning_ = true;
     data_.clear_disturbed();
     const std::string job = *prune_job_;
@@ -1461,6 +1485,7 @@ void job::start_prune()
         },
         [this, job, result](std::error_code) {
             pruning_ = false;
+            pruned_at_ = std::chrono::steady_clock::now();
             // Versions already removed are reported even when a later one failed.
             for (auto v : result->removed)
                 log_info("retention (keep {}): removed version {} of job {}", opts_.keep, v, job);

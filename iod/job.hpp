@@ -135,7 +135,8 @@ public:
     // The node's ranks connected now, gone after BYE, gone without it.
     std::uint32_t ranks_connected() const;
     std::uint32_t ranks_died() const;
-    // Retention: 0 idle, 1 wanted (waiting for the data path), 2 running.
+    // Retention: 0 idle, 1 wanted (waiting for the data path to be idle, or
+    // for retention_spacing after the last), 2 running.
     unsigned retention_state() const noexcept { return pruning_ ? 2 : prune_job_ ? 1 : 0; }
     // Catalog jobs not done (manifests, COMPLETE records).
     unsigned catalog_jobs() const noexcept
@@ -308,6 +309,11 @@ private:
     unsigned pending_ = 0;                  // catalog and retention jobs not done
     std::optional<std::string> prune_job_;  // retention wanted, not started yet
     bool pruning_ = false;
+    // When the last retention ended; the next waits on prune_timer_ for
+    // retention_spacing after it (start_prune).
+    std::chrono::steady_clock::time_point pruned_at_{};
+    boost::asio::steady_timer prune_timer_;
+    bool prune_timer_armed_ = false;
     std::error_code manifest_error_;
     std::uint64_t lost_versions_ = 0;
     bool files_only_ = false;

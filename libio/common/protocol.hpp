@@ -432,7 +432,7 @@ struct status_reply_msg {
     std::uint32_t flush_queued = 0;
     std::uint32_t flush_held = 0;     // held back while their write is pulled (flusher.hpp)
     std::uint32_t catalog_pending = 0;  // manifests and COMPLETE records to write
-    std::uint32_t retention = 0;        // 0: idle, 1: waiting for the data path, 2: running
+    std::uint32_t retention = 0;        // 0: idle, 1: waiting (data path, spacing), 2: running
     // What went wrong.
     std::uint64_t lost_versions = 0;
     std::string manifest_error;  // the first manifest or COMPLETE that failed; empty: none

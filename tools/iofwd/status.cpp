@@ -245,7 +245,7 @@ const char* rank_state_name(proto::rank_state_t s)
 
 const char* retention_name(std::uint32_t r)
 {
-    return r == 2 ? "running" : r == 1 ? "waiting for the data path" : "idle";
+    return r == 2 ? "running" : r == 1 ? "waiting" : "idle";
 }
 
 // Bytes made durable by the recent versions over the span from the first's
