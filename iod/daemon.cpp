@@ -162,7 +162,7 @@ std::error_code daemon::start(std::string& why)
     // tcp enabled, the wireup of an endpoint to a rank that died or never
     // progressed could fail inside UCX 1.13 on an assertion (seen under the
     // daemon fuzzer) and take the daemon with it.
-    ::setenv("UCX_TLS", opts_.transports.empty() ? "self,posix,cma" : opts_.transports.c_str(), 1);
+    ::setenv("UCX_TLS", opts_.transports.c_str(), 1);
     if (!opts_.net_devices.empty())
         ::setenv("UCX_NET_DEVICES", opts_.net_devices.c_str(), 1);
     if (!opts_.port_range.empty())

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <stdexcept>
 #include <string_view>
 #include <vector>
 
@@ -208,6 +209,11 @@ void print_help(FILE* out)
 parse_result parse_options(int argc, char** argv, options& out, std::string* why)
 {
     options o;
+    // The table's defaults: a default it cannot take is this program's bug.
+    for (const auto& d : table())
+        if (d.var && !d.var->fallback.empty() && !apply(d, o, d.var->fallback, {}, why))
+            throw std::logic_error(
+                fmt::format("{}'s default '{}' is refused", d.var->name, d.var->fallback));
     for (const auto& d : table()) {
         if (!d.var)
             continue;

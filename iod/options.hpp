@@ -1,6 +1,6 @@
 #pragma once
-// iod's configuration: defaults, then IOFWD_* environment variables, then the
-// command line; the settings' names, types, ranges and help are config.hpp's,
+// iod's configuration: the settings table's defaults, then IOFWD_* environment
+// variables, then the command line; the settings' names, types, ranges and help are config.hpp's,
 // shared with the client. `iod --help` prints them.
 #include <cstdint>
 #include <string>
@@ -8,28 +8,31 @@
 
 namespace iofwd::iod {
 
+// The fields of IOFWD_* settings start empty: parse_options gives each the
+// default of the settings table (config.cpp) first, so that a default is
+// written once. The others say their own.
 struct options {
-    std::string store = "iofwd-store";
+    std::string store;
     std::string node;          // default: IOFWD_NODE or the short host name
     std::string session;       // default: IOFWD_SESSION or the node name
     std::string runtime_dir;   // default: see rendezvous.hpp
-    std::uint64_t staging_bytes = 256ull << 20;
-    std::uint64_t chunk_bytes = 16ull << 20;
+    std::uint64_t staging_bytes = 0;
+    std::uint64_t chunk_bytes = 0;
     bool staging_prefault = false;  // fault all staging in before start (else in the background)
-    unsigned flush_threads = 2;
-    unsigned pull_threads = 2;   // pullers (UCX workers on threads) for pushed chunks; 0: the loop
-    std::uint64_t mailbox_bytes = 4ull << 20;  // per rank, for writes up to the eager limit; 0: none
-    std::uint64_t journal_max = 1ull << 20;     // versions up to this go through the journal; 0: none
-    std::uint64_t journal_bytes = 16ull << 20;  // the journal file's size
-    unsigned pack_versions = 64;  // versions per bucket of packs (docs/small-versions.md); 0: off
-    double pack_wait = 0.02;     // seconds a batch waits for the next version
-    double pack_age = 1;         // seconds a batch waits at most (at least pack_wait)
-    unsigned keep = 0;         // complete versions to keep; 0: all
+    unsigned flush_threads = 0;
+    unsigned pull_threads = 0;   // pullers (UCX workers on threads) for pushed chunks; 0: the loop
+    std::uint64_t mailbox_bytes = 0;  // per rank, for writes up to the eager limit; 0: none
+    std::uint64_t journal_max = 0;    // versions up to this go through the journal; 0: none
+    std::uint64_t journal_bytes = 0;  // the journal file's size
+    unsigned pack_versions = 0;  // versions per bucket of packs (docs/small-versions.md); 0: off
+    double pack_wait = 0;        // seconds a batch waits for the next version
+    double pack_age = 0;         // seconds a batch waits at most (at least pack_wait)
+    unsigned keep = 0;           // complete versions to keep; 0: all
     bool auto_exit = false;
     double idle_timeout = -1;  // seconds; <0: 300 with --auto-exit, else never
     std::string log;           // empty: stderr
-    std::string log_level = "info";
-    double progress_interval = 5;  // seconds between progress lines of a long flush; 0: none
+    std::string log_level;
+    double progress_interval = 0;  // seconds between progress lines of a long flush; 0: none
     bool store_group = false;  // the directory store readable by the group (0750/0640)
     std::string ceph_conf;     // for a rados: store
     std::string ceph_user;
@@ -40,6 +43,8 @@ struct options {
     int ready_fd = -1;         // set by the launching rank
     int lock_fd = -1;          // set by the launching rank
     int runtime_fd = -1;       // the runtime directory, opened by the launching rank
+
+    bool operator==(const options&) const = default;
 };
 
 enum class parse_result { run, exit_ok, exit_error };
