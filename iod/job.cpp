@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "config.hpp"
 #include "crc32c.hpp"
 #include "errors.hpp"
 #include "format.hpp"
@@ -24,6 +25,15 @@ namespace {
 // The least time from one retention's end to the next one's start while the
 // job's versions keep completing (job::start_prune).
 constexpr auto retention_spacing = std::chrono::seconds(1);
+
+// IOFWD_PACK_VERSIONS's default: the settings table's (config.cpp).
+unsigned default_pack_versions()
+{
+    std::uint64_t n = 0;
+    if (const auto* v = config::find("IOFWD_PACK_VERSIONS"))
+        config::parse_count(v->fallback, n);
+    return static_cast<unsigned>(n);
+}
 
 // How long a claim held by someone else is tried again before the job is
 // refused (claim_store).
@@ -819,7 +829,7 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
             first = rec.first_version;
             pack_versions = rec.pack_versions;
         } else if (m.nodes > 1 && store_journals_ && !files_only &&
-                   opts_.pack_versions != options{}.pack_versions) {
+                   opts_.pack_versions != default_pack_versions()) {
             // Each node packs as its own setting says, which no record
             // makes alike: the default is the same everywhere, a value set
             // by hand may not be.
@@ -827,7 +837,7 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
                      "is not the default {}: a version completes only if every node packs it "
                      "alike; set the same value on every node, or name the run (io_init_comm, "
                      "IOFWD_RUN) for its record to hold one",
-                     m.job, m.nodes, opts_.pack_versions, options{}.pack_versions);
+                     m.job, m.nodes, opts_.pack_versions, default_pack_versions());
         }
         // The versions the journal held, then the journal started over: a
         // claim refused before this point (join_run) keeps the records for
@@ -1106,8 +1116,10 @@ void job::finish_batches()
 {
     batches_finishing_ = true;
     close_batch();
+    // Retention waiting for its spacing runs now, and from now on without
+    // one (the timer's handler, cancelled, does nothing).
     if (prune_timer_armed_)
-        prune_timer_.cancel();  // its handler starts a retention waiting, at once
+        prune_timer_.cancel();
     start_prune();
 }
 
@@ -1485,7 +1497,10 @@ void job::start_prune()
         },
         [this, job, result](std::error_code) {
             pruning_ = false;
-            pruned_at_ = std::chrono::steady_clock::now();
+            // A run paused by a write goes on at the next idle moment, not
+            // a spacing later: it has not done what it was asked.
+            if (result->ec != std::errc::operation_canceled)
+                pruned_at_ = std::chrono::steady_clock::now();
             // Versions already removed are reported even when a later one failed.
             for (auto v : result->removed)
                 log_info("retention (keep {}): removed version {} of job {}", opts_.keep, v, job);

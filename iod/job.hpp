@@ -90,7 +90,8 @@ public:
     // otherwise.
     packed_bytes held_part(std::uint64_t version, std::uint32_t rank) const;
     // The node's open batch is committed now, not after a pause: a rank
-    // said BYE, or the daemon is stopping. Later versions close at once too.
+    // said BYE, or the daemon is stopping. Later versions close at once too,
+    // and retention no longer waits for its spacing (start_prune).
     void finish_batches();
     // Node-local rank `rank` said BYE and every version it wrote is with
     // the job: once every rank of the node is (or is gone), finish_batches().
