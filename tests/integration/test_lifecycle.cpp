@@ -195,6 +195,36 @@ TEST_CASE("retention keeps exactly the newest K complete versions when they are 
     CHECK(has_line(r2, "read 2 0"));  // ENOENT
 }
 
+TEST_CASE("retention runs while the job lives, not only when its ranks leave",
+          "[lifecycle][retention]")
+{
+    // Versions back to back: retention waits a second after each run
+    // (job::start_prune), on a timer. The rank then waits at its gate,
+    // connected: the versions older than the newest go in that time, not
+    // at its goodbye.
+    cluster c;
+    auto env = small_journal;
+    env.insert({"IOFWD_KEEP", "1"});
+    auto r0 = c.rank(0, 1, {"--size", "5000", "--versions", "6", "--wait", "--gate-at", "6",
+                            gate(c)},
+                     env);
+    const bool all_gone = wait_until(
+        [&] { return count(c.log(), "retention (keep 1): removed version") == 5; },
+        std::chrono::seconds(20));
+    INFO("log:\n" << c.log() << "rank:\n" << r0.output());
+    CHECK(has_line(r0, "gated 6"));
+    CHECK(all_gone);
+    CHECK(r0.running());  // still connected: this was not its goodbye
+    open_gate(c);
+    require_exit(r0, 0);
+    CHECK(count(c.log(), "retention (keep 1): removed version") == 5);
+    CHECK(c.log().find("retention (keep 1): removed version 6 ") == std::string::npos);
+    auto probe = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", "6"}, env);
+    require_exit(probe, 0);
+    CHECK(has_line(probe, "latest 0 6"));
+    CHECK(has_line(probe, "read 0 5000"));
+}
+
 TEST_CASE("retention goes on past what a flush killed mid-write left behind",
           "[lifecycle][retention-crash]")
 {
