@@ -13,7 +13,8 @@ using namespace iofwd;
 
 namespace {
 
-// No IOFWD_* setting in the environment while it lives; put back after.
+// No IOFWD_* setting in the environment while it lives; after, exactly
+// those there before (what a test set goes also when a REQUIRE stopped it).
 class environment_cleared {
 public:
     environment_cleared()
@@ -28,6 +29,8 @@ public:
     }
     ~environment_cleared()
     {
+        for (const auto& v : config::variables())
+            ::unsetenv(std::string(v.name).c_str());
         for (const auto& [name, value] : saved_)
             ::setenv(name.c_str(), value.c_str(), 1);
     }
@@ -98,6 +101,4 @@ TEST_CASE("iod's environment beats the table's default, and its command line bot
     REQUIRE(parse({"--pack-versions=16"}, from_argv) == iod::parse_result::run);
     CHECK(from_argv.pack_versions == 16);
     CHECK(from_argv.staging_bytes == 64ull << 20);
-    ::unsetenv("IOFWD_PACK_VERSIONS");
-    ::unsetenv("IOFWD_STAGING_SIZE");
 }
