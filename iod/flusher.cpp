@@ -2,19 +2,27 @@
 
 #include <boost/asio/post.hpp>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <iterator>
 #include <utility>
 
+#include "procfs.hpp"
+
 namespace iofwd::iod {
 
-flusher::flusher(boost::asio::io_context& loop, unsigned threads, std::function<void()> on_idle)
+flusher::flusher(boost::asio::io_context& loop, unsigned threads, std::string name,
+                 std::function<void()> on_idle)
     : loop_(loop), on_idle_(std::move(on_idle))
 {
     if (threads == 0)
         threads = 1;
     for (unsigned i = 0; i < threads; ++i)
-        threads_.emplace_back([this] { run(); });
+        threads_.emplace_back([this, n = fmt::format("{}-{}", name, i)] {
+            name_this_thread(n.c_str());
+            run();
+        });
 }
 
 flusher::~flusher()
@@ -91,8 +99,8 @@ flush_policy::flush_policy(boost::asio::io_context& loop, unsigned threads, stag
                            std::function<void()> on_busy, std::function<void()> on_idle)
     : loop_(loop), slots_(slots), on_busy_(std::move(on_busy)), on_idle_(std::move(on_idle)),
       // One: a batch at a time (start_appends).
-      journal_pool_(loop, 1, [this] { became_idle(); }),
-      pool_(loop, threads, [this] { became_idle(); })
+      journal_pool_(loop, 1, "iod-journal", [this] { became_idle(); }),
+      pool_(loop, threads, "iod-flush", [this] { became_idle(); })
 {
 }
 

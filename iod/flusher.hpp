@@ -11,6 +11,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -26,7 +27,9 @@ class flusher final {
 public:
     // `on_idle` runs on the loop each time the last submitted job's handler
     // has run.
-    flusher(boost::asio::io_context& loop, unsigned threads, std::function<void()> on_idle = {});
+    // `name`: its threads' (name_this_thread), with each one's number.
+    flusher(boost::asio::io_context& loop, unsigned threads, std::string name,
+            std::function<void()> on_idle = {});
     flusher(const flusher&) = delete;
     flusher& operator=(const flusher&) = delete;
     // Finishes the queued jobs, then joins the threads.

@@ -6,6 +6,7 @@
 
 #include "errors.hpp"
 #include "log.hpp"
+#include "procfs.hpp"
 
 namespace iofwd::iod {
 
@@ -82,7 +83,10 @@ std::error_code puller::start(const ucx::context& ctx, std::string& why)
         return ec;
     keep_.emplace(io_.get_executor());
     // From here on the worker is touched on the thread only.
-    thread_ = std::thread([this] { io_.run(); });
+    thread_ = std::thread([this] {
+        name_this_thread(fmt::format("iod-pull-{}", index_).c_str());
+        io_.run();
+    });
     return {};
 }
 

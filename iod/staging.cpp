@@ -11,6 +11,7 @@
 
 #include "errors.hpp"
 #include "mapping.hpp"
+#include "procfs.hpp"
 #include "protocol.hpp"
 #include "log.hpp"
 
@@ -41,6 +42,7 @@ void staging::fault_in(const std::stop_token& stop)
     // ranks' io_init with 2 GiB of staging took 4-6 s). The pauses end after
     // a few seconds in all, whoever keeps connecting.
     ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
+    name_this_thread(staging_fault_in_thread);
     constexpr std::size_t huge_page = 2u << 20;
     const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
     constexpr std::uint64_t quiet_ns = 100'000'000;

@@ -11,6 +11,7 @@
 
 #include "crc32c.hpp"
 #include "errors.hpp"
+#include "procfs.hpp"
 #include "store/byte_fields.hpp"
 #include "store/pack.hpp"
 #include "sys.hpp"
@@ -194,6 +195,7 @@ void journal::prepare()
     if (filler_.joinable())
         return;
     filler_ = std::thread([this, from = static_cast<std::uint64_t>(st.st_size) / block * block] {
+        name_this_thread("journal-fill");
         // Raw calls, not the fault seam's: this is not data, and a fault
         // test counts the data's calls.
         std::vector<std::byte> zeros(1u << 20);

@@ -27,6 +27,7 @@
 
 #include "crc32c.hpp"
 #include "errors.hpp"
+#include "procfs.hpp"
 #include "rendezvous.hpp"
 #include "unique_handle.hpp"
 
@@ -470,7 +471,10 @@ public:
 
     lease_claim(rados_ioctx_t io, std::string oid, std::string cookie)
         : io_(io), oid_(std::move(oid)), cookie_(std::move(cookie)),
-          renewer_([this](std::stop_token stop) { renew(stop); })
+          renewer_([this](std::stop_token stop) {
+              name_this_thread("rados-renew");
+              renew(stop);
+          })
     {
     }
     ~lease_claim() override

@@ -23,6 +23,7 @@
 #include "errors.hpp"
 #include "format.hpp"
 #include "launcher.hpp"
+#include "procfs.hpp"
 
 namespace iofwd::client {
 namespace {
@@ -366,6 +367,7 @@ std::error_code client::init(void* buffer, std::uint64_t len, std::uint32_t rank
             after_init_ = std::jthread([r = collapse_later ? huge_pages : huge_range{},
                                         w = writing_, mail = &writer_](std::stop_token stop) {
                 ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
+                name_this_thread("iofwd-init-bg");
                 // Out of the way of a write the daemon reads, as the
                 // collapse. A failure leaves the pages to the first writes
                 // into the mailbox: nothing to report.
@@ -484,6 +486,7 @@ void client::offer_huge_pages(const void* data, std::uint64_t len)
         try {
             pager_ = std::jthread([this, w = writing_](std::stop_token stop) {
                 ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 19);
+                name_this_thread("iofwd-pager");
                 std::unique_lock lock(pager_mutex_);
                 while (pager_cv_.wait(lock, stop, [&] { return !pager_queue_.empty(); })) {
                     const auto [b, n] = pager_queue_.front();

@@ -1,10 +1,12 @@
 #include "procfs.hpp"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -60,6 +62,24 @@ std::optional<std::uint64_t> huge_page_bytes(const void* begin, std::uint64_t le
             kib += k;
     }
     return kib << 10;
+}
+
+void name_this_thread(const char* name) noexcept
+{
+    ::pthread_setname_np(::pthread_self(), name);
+}
+
+bool has_thread_named(int pid, std::string_view name)
+{
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(
+             "/proc/" + std::to_string(pid) + "/task", ec)) {
+        std::ifstream in(e.path() / "comm");
+        std::string comm;
+        if (std::getline(in, comm) && comm == name)
+            return true;
+    }
+    return false;
 }
 
 }  // namespace iofwd

@@ -3,6 +3,7 @@
 // (the benchmark, the tests).
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 namespace iofwd {
 
@@ -16,5 +17,17 @@ std::uint64_t process_peak_rss(int pid);
 // (AnonHugePages) in the mappings that overlap [begin, begin + length),
 // counted whole; nothing when smaps cannot be read.
 std::optional<std::uint64_t> huge_page_bytes(const void* begin, std::uint64_t length);
+
+// Names the calling thread as ps -L, top -H and /proc show it (the kernel
+// keeps 15 characters): which of a process's threads burns a core, read at
+// a glance. Nothing happens when it cannot be named.
+void name_this_thread(const char* name) noexcept;
+
+// The daemon's thread that faults its staging memory in after start
+// (iod/staging.cpp), alive until that is done: the benchmark waits for it.
+inline constexpr const char* staging_fault_in_thread = "iod-fault-in";
+
+// Whether a thread of process `pid` is named `name` now.
+bool has_thread_named(int pid, std::string_view name);
 
 }  // namespace iofwd

@@ -51,7 +51,7 @@ TEST_CASE("the flusher runs jobs by order, lowest first, in the order submitted 
     std::vector<std::string> ran;
     unsigned done = 0;
     {
-        flusher pool(loop, 1);
+        flusher pool(loop, 1, "test-flush");
         auto job = [&](std::string name) {
             return [&, name] {
                 std::lock_guard lock(m);
@@ -99,7 +99,7 @@ TEST_CASE("the flusher never runs two jobs of one key at once, and runs other jo
     unsigned done = 0;
     int key_a = 0, key_b = 0;
     {
-        flusher pool(loop, 2);
+        flusher pool(loop, 2, "test-flush");
         auto count = [&](std::error_code) { ++done; };
         auto job = [&](std::string name) {
             return [&, name] {
