@@ -213,7 +213,8 @@ std::error_code daemon::start(std::string& why)
             loop_, i, [this](puller& p, const proto::push_header& h, std::size_t length, void* desc) {
                 if (pushed(&p, h, length, desc) != UCS_INPROGRESS)
                     p.release(h.session, desc);
-            }));
+            },
+            &claims_));
         if (auto ec = pullers_.back()->start(context_, why))
             return ec;
     }

@@ -24,6 +24,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "chunk_claims.hpp"
 #include "fd.hpp"
 #include "files.hpp"
 #include "flusher.hpp"
@@ -78,6 +79,7 @@ public:
     // The threads that copy pushed chunks; none when the loop's worker does
     // (--pull-threads 0).
     const std::vector<std::unique_ptr<puller>>& pullers() const noexcept { return pullers_; }
+    chunk_claims& claims() noexcept { return claims_; }
     bool shutting_down() const noexcept { return shutting_down_; }
     // A rank's CONNECT on session `s` (job::admit, unless shutting down).
     std::error_code admit(const session& s, const proto::connect_msg& m,
@@ -131,6 +133,9 @@ private:
     ucx::context context_;
     ucx::worker worker_;
     worker_driver driver_{loop_, worker_};
+    // Receives posted ahead for pushed chunks: outlives the pullers and
+    // the sessions' transfers, which take and retract them.
+    chunk_claims claims_;
     // Destroyed before the context and the staging memory they use.
     staging staging_;
     std::vector<std::unique_ptr<puller>> pullers_;

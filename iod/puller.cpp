@@ -40,8 +40,8 @@ struct puller::receive_op {
     std::function<void(ucs_status_t)> done;
 };
 
-puller::puller(asio::io_context& loop, unsigned index, arrival on_arrival)
-    : loop_(loop), index_(index), on_arrival_(std::move(on_arrival))
+puller::puller(asio::io_context& loop, unsigned index, arrival on_arrival, chunk_claims* claims)
+    : loop_(loop), index_(index), on_arrival_(std::move(on_arrival)), claims_(claims)
 {
 }
 
@@ -97,6 +97,13 @@ ucs_status_t puller::on_push(void* arg, const void* header, std::size_t header_l
     proto::push_header h;
     if (!decode_push(header, header_length, length, param, h))
         return UCS_ERR_INVALID_PARAM;
+    if (self->claims_) {
+        if (auto c = self->claims_->take({h.session, h.cookie, h.offset}, length)) {
+            // Received on this thread, after this callback returns.
+            self->receive(h.session, data, c->dest, length, c->memh, std::move(c->done));
+            return UCS_INPROGRESS;
+        }
+    }
     asio::post(self->loop_, [self, h, length, data] { self->on_arrival_(*self, h, length, data); });
     return UCS_INPROGRESS;
 }

@@ -8,7 +8,9 @@
 //
 // Only UCX work runs here: which slot a chunk goes into, the flushes and the
 // answers to the rank stay on the daemon's event loop, which hands work over
-// with receive() / release() and hears back through the loop.
+// with receive() / release() and hears back through the loop; or, for a
+// chunk it had a slot for before the chunk came, with a claim the puller
+// takes when the chunk arrives (chunk_claims.hpp).
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -27,6 +29,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include "chunk_claims.hpp"
 #include "protocol.hpp"
 #include "pushed_chunk.hpp"
 #include "ucx.hpp"
@@ -48,7 +51,9 @@ public:
     using arrival =
         std::function<void(puller&, const proto::push_header&, std::size_t length, void* desc)>;
 
-    puller(boost::asio::io_context& loop, unsigned index, arrival on_arrival);
+    // `claims`: where the loop posts receives ahead (null: none).
+    puller(boost::asio::io_context& loop, unsigned index, arrival on_arrival,
+           chunk_claims* claims = nullptr);
     puller(const puller&) = delete;
     puller& operator=(const puller&) = delete;
     // Stops the thread; chunks not received by then are dropped with the worker.
@@ -94,6 +99,7 @@ private:
     boost::asio::io_context& loop_;  // the daemon's
     unsigned index_;
     arrival on_arrival_;
+    chunk_claims* claims_;
     boost::asio::io_context io_;     // the puller's own
     std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> keep_;
     ucx::worker worker_;

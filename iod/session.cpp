@@ -344,7 +344,12 @@ transfer::source session::source(bool push, ucp_rkey_h rkey, std::uint64_t addre
     // The process whose exit frees a pull UCX never completed: the socket's
     // peer, and only when it is the process the CONNECT says it is.
     const int pid = hello_ && static_cast<int>(hello_->pid) == peer_pid_ ? peer_pid_ : 0;
-    return transfer::source{ep_.get(), rkey, address, push, push_key_, pid};
+    transfer::source src{ep_.get(), rkey, address, push, push_key_, pid};
+    // Claims only where the rank's chunks reach a puller that holds an
+    // endpoint to it (pushed()).
+    if (push && pullers_connected_)
+        src.claims = &d_.claims();
+    return src;
 }
 
 std::error_code session::unpack_key(std::span<const std::byte> packed, ucx::rkey& out) const

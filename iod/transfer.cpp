@@ -54,6 +54,7 @@ struct transfer::pull_request {
     bool orphaned = false;
     bool slot_returned = false;
     bool loop_worker = true;  // done by the loop's worker, not a puller
+    bool claim = false;       // posted ahead (chunk_claims), the chunk not yet seen here
 };
 
 transfer::transfer(transfer_resources r, source src, std::uint32_t rank, std::uint64_t version,
@@ -69,8 +70,11 @@ transfer::transfer(transfer_resources r, source src, std::uint32_t rank, std::ui
     crcs_.resize(chunks);
     sizes_.resize(chunks);
     held_.resize(chunks);
-    if (src_.push && !from_inline_)
+    if (src_.push && !from_inline_) {
         announced_.resize(chunks);
+        if (src_.claims)
+            claim_of_.resize(chunks);
+    }
 }
 
 ucs_status_t transfer::arrived(std::uint64_t offset, std::uint64_t length, pushed_chunk p)
@@ -86,10 +90,74 @@ ucs_status_t transfer::arrived(std::uint64_t offset, std::uint64_t length, pushe
     }
     if (error_)
         return UCS_ERR_CANCELED;
-    announced_[offset / slot] = true;
-    pending_.push_back({chunk{static_cast<std::uint32_t>(offset / slot), offset, length}, p});
+    const chunk c{static_cast<std::uint32_t>(offset / slot), offset, length};
+    if (pull_request* req = claim_of_.empty() ? nullptr : claim_of_[c.index]) {
+        // Its claim was posted after the chunk had passed its puller.
+        iod::slot s;
+        if (!retract_claim(req, s)) {
+            // A puller took the claim: the chunk came before, and this one
+            // is its double.
+            log_warn("rank {}: the chunk [{}, {}) of write {} pushed twice: refused", rank_,
+                     offset, offset + length, version_);
+            return UCS_ERR_INVALID_PARAM;
+        }
+        announced_[c.index] = true;
+        receive_pushed(s, c, p);
+        return UCS_INPROGRESS;
+    }
+    announced_[c.index] = true;
+    pending_.push_back({c, p});
     request_slot();
     return UCS_INPROGRESS;
+}
+
+bool transfer::claim_wanted()
+{
+    if (claim_of_.empty() || error_)
+        return false;
+    while (next_claim_ < claim_of_.size() && announced_[next_claim_])
+        ++next_claim_;
+    return next_claim_ < claim_of_.size();
+}
+
+void transfer::post_claim(slot s)
+{
+    const std::uint64_t size = r_.slots.slot_size();
+    const std::uint32_t i = next_claim_++;
+    const chunk c{i, i * size, std::min(size, length_ - i * size)};
+    auto* req = new pull_request{shared_from_this(), s, c};
+    req->loop_worker = false;
+    req->claim = true;
+    ++pulls_in_flight_;
+    pull_begun(false);
+    in_flight_.push_back(req);
+    claim_of_[i] = req;
+    src_.claims->post({src_.sender, src_.cookie, c.offset},
+                      {s.data, static_cast<std::size_t>(c.size), r_.slots.memh(),
+                       [req](ucs_status_t st) { pull_done(req, st); }});
+}
+
+bool transfer::retract_claim(pull_request* req, slot& s)
+{
+    claim_of_[req->c.index] = nullptr;
+    if (!src_.claims->retract({src_.sender, src_.cookie, req->c.offset}))
+        return false;  // its pull_done comes from the puller
+    s = req->s;
+    std::erase(in_flight_, req);
+    --pulls_in_flight_;
+    pull_ended(false);
+    delete req;
+    return true;
+}
+
+void transfer::retract_claims()
+{
+    auto keep = shared_from_this();  // the requests hold references
+    for (pull_request* req : claim_of_) {
+        slot s;
+        if (req && retract_claim(req, s))
+            r_.slots.release(s);
+    }
 }
 
 void transfer::drop_pending()
@@ -141,7 +209,8 @@ void transfer::start()
 void transfer::request_slot()
 {
     const bool pushed = src_.push && !from_inline_;
-    if (error_ || waiting_for_slot_ || (pushed ? pending_.empty() : next_offset_ >= length_))
+    if (error_ || waiting_for_slot_ ||
+        (pushed ? pending_.empty() && !claim_wanted() : next_offset_ >= length_))
         return;
     // At most half the slots (two at least) in UCX's hands per transfer,
     // asked for again as each pull ends: UCX can hold them for good
@@ -168,18 +237,18 @@ void transfer::on_slot(slot s)
         return;
     }
     if (src_.push && !from_inline_) {
-        // The next pushed chunk, read from the rank by UCX (cma) into the slot.
-        const pushed p = pending_.front();
-        pending_.pop_front();
-        if (p.held.via) {
-            receive_via_puller(s, p.c, p.held);
-            request_slot();
+        if (!pending_.empty()) {
+            // The next pushed chunk, read from the rank by UCX (cma) into the slot.
+            const pushed p = pending_.front();
+            pending_.pop_front();
+            receive_pushed(s, p.c, p.held);
+        } else if (claim_wanted()) {
+            // Where the next chunk goes, for its puller to start at once.
+            post_claim(s);
+        } else {
+            r_.slots.release(s);
             return;
         }
-        pull_into(s, p.c, [&](ucp_request_param_t& param) {
-            param.cb.recv_am = &transfer::recv_done;
-            return ucp_am_recv_data_nbx(r_.worker.get(), p.held.desc, s.data, p.c.size, &param);
-        });
         request_slot();
         return;
     }
@@ -240,6 +309,18 @@ void transfer::pull_ended(bool loop_worker)
     r_.flushes.pull_finished();
 }
 
+void transfer::receive_pushed(slot s, chunk c, pushed_chunk p)
+{
+    if (p.via) {
+        receive_via_puller(s, c, p);
+        return;
+    }
+    pull_into(s, c, [&](ucp_request_param_t& param) {
+        param.cb.recv_am = &transfer::recv_done;
+        return ucp_am_recv_data_nbx(r_.worker.get(), p.desc, s.data, c.size, &param);
+    });
+}
+
 void transfer::receive_via_puller(slot s, chunk c, pushed_chunk p)
 {
     auto* req = new pull_request{shared_from_this(), s, c};
@@ -279,6 +360,13 @@ void transfer::pull_done(pull_request* req, ucs_status_t status)
     }
     req->self->pull_ended(req->loop_worker);
     std::erase(req->self->in_flight_, req);
+    if (req->claim) {
+        // A puller took the claim: the chunk came.
+        auto& t = *req->self;
+        if (t.claim_of_[req->c.index] == req)
+            t.claim_of_[req->c.index] = nullptr;
+        t.announced_[req->c.index] = true;
+    }
     auto self = std::move(req->self);
     const slot s = req->s;
     const chunk c = req->c;
@@ -539,6 +627,7 @@ void transfer::fail(std::error_code ec, std::string why)
     error_ = ec;
     why_ = std::move(why);
     drop_pending();
+    retract_claims();
     r_.flushes.release(this);
 }
 

@@ -25,6 +25,7 @@
 #include <ucp/api/ucp.h>
 
 #include "store/layout.hpp"
+#include "chunk_claims.hpp"
 #include "held_bytes.hpp"
 #include "pushed_chunk.hpp"
 #include "staging.hpp"
@@ -65,6 +66,10 @@ public:
         // exited, a pull UCX never completed can no longer write into its
         // staging slot, which is then returned.
         int pid = 0;
+        // The write's cookie, and where its chunks' receives may be posted
+        // ahead (null: each chunk waits for the loop when it comes).
+        std::uint64_t cookie = 0;
+        chunk_claims* claims = nullptr;
     };
     // When the first chunk's flush job began (creating the object, writing)
     // and when the commit was back on the loop, on proto::monotonic_ns()'s
@@ -172,6 +177,18 @@ private:
     void report_commit(std::error_code ec, std::uint32_t crc);
     // Receives pushed chunk `c` into slot `s` on its puller's thread.
     void receive_via_puller(slot s, chunk c, pushed_chunk p);
+    // Receives an arrived pushed chunk into slot `s`, on its puller or on
+    // the loop's worker.
+    void receive_pushed(slot s, chunk c, pushed_chunk p);
+    // A chunk not yet come that a slot could be claimed for (next_claim_).
+    bool claim_wanted();
+    // Posts the claim of that chunk into slot `s` (chunk_claims.hpp).
+    void post_claim(slot s);
+    // Takes back the claim `req` if no puller took it (true: its pull
+    // undone, `s` its slot); false: a puller receives into it.
+    bool retract_claim(pull_request* req, slot& s);
+    // Every claim still posted goes back, their slots to staging.
+    void retract_claims();
     static void get_done(void* request, ucs_status_t status, void* user_data);
     static void recv_done(void* request, ucs_status_t status, std::size_t length, void* user_data);
     // A pull ended (back on the loop), whichever worker did it.
@@ -238,6 +255,10 @@ private:
     };
     std::deque<pushed> pending_;   // pushed chunks waiting for a slot
     std::vector<bool> announced_;  // per chunk: already arrived
+    // Per chunk: its claim while posted and not known taken (its pull is
+    // in in_flight_ already); the next chunk to claim a slot for.
+    std::vector<pull_request*> claim_of_;
+    std::uint32_t next_claim_ = 0;
     std::unique_ptr<boost::asio::steady_timer> grace_;
     std::vector<pull_request*> orphans_;  // still UCX's, their slots still held
     std::unique_ptr<boost::asio::posix::stream_descriptor> exit_watch_;  // a pidfd of src_.pid

@@ -33,6 +33,7 @@ std::shared_ptr<transfer> write_path::start(request r)
     const std::uint64_t version = r.version;
     const std::uint64_t mail_end = r.mail_end;
     const bool push = r.src.push && r.data.empty();
+    r.src.cookie = cookie;
     key_ = std::move(r.key);
 
     transfer::handlers h;

@@ -273,3 +273,35 @@ TEST_CASE("a process of the same user cannot push bytes into another rank's writ
     d.signal(SIGTERM);
     CHECK(d.wait(10s).has_value());
 }
+
+TEST_CASE("a chunk pushed twice is received once, the double refused", "[security][double-push]")
+{
+    // The daemon posts where each chunk of a pushed write goes as soon as
+    // it has the slot, and the puller a chunk reaches takes that claim at
+    // once (iod/chunk_claims.hpp). A rank that pushes a chunk twice, to two
+    // pullers, must not have both received into one slot, nor either lost:
+    // one is taken, the other refused, and the version is the bytes sent.
+    cluster c;
+    c.unpacked();
+    auto d = c.daemon();
+    auto peer = c.run({build_path("IOFWD_TEST_RAW_PEER"), c.socket(), "double-push"});
+    REQUIRE(peer.wait(30s).has_value());
+    INFO("peer: " << peer.output() << "\nlog:\n" << c.log());
+    REQUIRE(has_line(peer, "answer WRITE_DONE version 1"));
+    CHECK(has_line(peer, "finished 1 versions"));
+    CHECK((c.log().find("pushed twice: refused") != std::string::npos ||
+           c.log().find("that is not one of write 1's") != std::string::npos));
+    const std::string object = c.store() + "/itest/v00000001/nodeA.r0000";
+    REQUIRE(wait_until([&] { return exists(object); }, 20s));
+    unsigned long long chunk = 0;
+    REQUIRE(std::sscanf(peer.output().c_str(), "pushed 3 chunks of %llu bytes", &chunk) == 1);
+    const auto stored = read_file(object);
+    REQUIRE(stored.size() == 2 * chunk);
+    bool same = true;
+    for (std::size_t i = 0; i < stored.size() && same; ++i)
+        same = static_cast<unsigned char>(stored[i]) == i % 251;
+    CHECK(same);
+    REQUIRE(d.running());
+    d.signal(SIGTERM);
+    CHECK(d.wait(10s).has_value());
+}

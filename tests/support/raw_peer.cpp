@@ -17,6 +17,12 @@
 //       going for 4 s (a chunk the daemon kept is read from it then) and
 //       prints "forged <n>"; UCX completes a rendezvous the daemon refused
 //       as one it took, so the daemon's log, not this, says which) |
+//       double-push (a real UCX worker, admitted to push as rank 0 of 1 of
+//       job itest, announces version 1 of two chunks, waits 100 ms (the
+//       daemon has posted where each goes by then), pushes chunk 0 to two
+//       pullers at once and chunk 1 to one, bytes i % 251; prints
+//       "pushed 3 chunks of <bytes> bytes", the answer, then "finished
+//       <n> versions" after BYE) |
 //       huge-write FILE (a real UCX worker, admitted to push files, opens
 //       FILE and announces a pushed write of 2^62 bytes to it) |
 //       stall-get SECONDS [MIB] (a real UCX worker, admitted as rank 0 of 1
@@ -84,10 +90,11 @@ bool read_message(int fd, iofwd::proto::message& out, std::vector<iofwd::unique_
     return !proto::decode_payload(h, std::span(in).subspan(proto::header_size, h.length), out, why);
 }
 
-// Admits a real UCX worker as `rank` of `ranks` of job itest (files only,
-// with `flags`) and returns the ACCEPT.
+// Admits a real UCX worker as `rank` of `ranks` of job itest (files, with
+// `flags`, and versions of up to `buffer` bytes) and returns the ACCEPT.
 bool admit(int fd, iofwd::ucx::worker& worker, std::uint32_t rank, std::uint32_t ranks,
-           std::uint32_t flags, iofwd::proto::accept_msg& out, std::vector<iofwd::unique_fd>& fds)
+           std::uint32_t flags, iofwd::proto::accept_msg& out, std::vector<iofwd::unique_fd>& fds,
+           std::uint64_t buffer = 0)
 {
     using namespace iofwd;
     proto::connect_msg m;
@@ -96,6 +103,7 @@ bool admit(int fd, iofwd::ucx::worker& worker, std::uint32_t rank, std::uint32_t
     m.rank = rank;
     m.ranks = ranks;
     m.flags = proto::connect_flag_files | flags;
+    m.buffer_length = buffer;
     m.job = "itest";
     const auto hello = proto::encode(m);
     ::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL);
@@ -107,6 +115,21 @@ bool admit(int fd, iofwd::ucx::worker& worker, std::uint32_t rank, std::uint32_t
     if (!std::holds_alternative<proto::accept_msg>(a))
         return false;
     out = std::get<proto::accept_msg>(a);
+    return true;
+}
+
+// An endpoint from `worker` to each puller ACCEPT named; false (said) when
+// one cannot be made.
+bool connect_pullers(iofwd::ucx::worker& worker, const iofwd::proto::accept_msg& a,
+                     std::vector<iofwd::ucx::endpoint>& eps)
+{
+    eps.resize(a.pullers.size());
+    for (std::size_t i = 0; i < eps.size(); ++i)
+        if (iofwd::ucx::endpoint::connect(worker.get(), a.pullers[i].address, nullptr, nullptr,
+                                          eps[i]) != UCS_OK) {
+            std::printf("setup-failed no endpoint to puller %zu\n", i);
+            return false;
+        }
     return true;
 }
 
@@ -122,11 +145,9 @@ int forge_push(int fd)
     std::vector<unique_fd> fds;
     if (!admit(fd, worker, 1, 2, proto::connect_flag_push, a, fds) || a.pullers.empty())
         return std::printf("setup-failed not admitted to push\n"), 4;
-    std::vector<ucx::endpoint> eps(a.pullers.size());
-    for (std::size_t i = 0; i < eps.size(); ++i)
-        if (ucx::endpoint::connect(worker.get(), a.pullers[i].address, nullptr, nullptr, eps[i]) !=
-            UCS_OK)
-            return std::printf("setup-failed no endpoint to puller %zu\n", i), 5;
+    std::vector<ucx::endpoint> eps;
+    if (!connect_pullers(worker, a, eps))
+        return 5;
     std::vector<std::byte> bytes(1 << 20, std::byte{0xee});
     struct sent {
         std::byte header[proto::push_header_size];  // UCX's until the send ends
@@ -156,6 +177,93 @@ int forge_push(int fd)
         ::usleep(1000);
     }
     std::printf("forged %zu\n", pushes.size());
+    std::fflush(stdout);
+    ::_exit(0);  // requests still in flight die with the process
+}
+
+// Pushes one chunk twice; see double-push above.
+int double_push(int fd)
+{
+    using namespace iofwd;
+    ucx::context ctx;
+    ucx::worker worker;
+    if (ucx::context::create(UCP_FEATURE_AM, "raw-peer", ctx) || ucx::worker::create(ctx, worker))
+        return std::printf("setup-failed ucx\n"), 3;
+    proto::accept_msg a;
+    std::vector<unique_fd> fds;
+    constexpr std::uint64_t buffer = 64u << 20;
+    if (!admit(fd, worker, 0, 1, proto::connect_flag_push, a, fds, buffer) ||
+        a.pullers.size() < 2 || a.chunk_bytes == 0 || 2 * a.chunk_bytes > buffer)
+        return std::printf("setup-failed not admitted to push to two pullers\n"), 4;
+    std::vector<ucx::endpoint> eps;
+    if (!connect_pullers(worker, a, eps))
+        return 5;
+    const std::uint64_t chunk = a.chunk_bytes;
+    std::vector<std::byte> bytes(2 * chunk);
+    for (std::size_t i = 0; i < bytes.size(); ++i)
+        bytes[i] = static_cast<std::byte>(i % 251);
+    const auto req = proto::encode(proto::write_req_msg{1, bytes.size(), {}});
+    ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+    ::usleep(100'000);
+    struct sent {
+        std::byte header[proto::push_header_size];  // UCX's until the send ends
+        void* request = nullptr;
+    };
+    std::vector<sent> pushes(3);
+    const std::uint64_t offsets[] = {0, 0, chunk};
+    for (std::size_t i = 0; i < pushes.size(); ++i) {
+        proto::encode_push_header(proto::push_header{a.session, 1, offsets[i]}, pushes[i].header);
+        ucp_request_param_t param{};
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        param.flags = UCP_AM_SEND_FLAG_RNDV;
+        pushes[i].request =
+            ucp_am_send_nbx(eps[i == 1 ? 1 : 0].get(), proto::am_push, pushes[i].header,
+                            proto::push_header_size, bytes.data() + offsets[i], chunk, &param);
+        if (UCS_PTR_IS_ERR(pushes[i].request))
+            return std::printf("setup-failed push %zu\n", i), 6;
+    }
+    std::printf("pushed 3 chunks of %llu bytes\n", static_cast<unsigned long long>(chunk));
+    std::fflush(stdout);
+    // The answer comes once both chunks are in staging; the sends end as
+    // the daemon reads or refuses them.
+    proto::message answer;
+    bool answered = false;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < until) {
+        worker.progress();
+        bool sending = false;
+        for (const auto& p : pushes)
+            sending |= UCS_PTR_IS_PTR(p.request) &&
+                       ucp_request_check_status(p.request) == UCS_INPROGRESS;
+        pollfd pf{fd, POLLIN, 0};
+        if (!answered && ::poll(&pf, 1, 0) > 0) {
+            if (!read_message(fd, answer, fds))
+                return std::printf("closed\n"), 0;
+            answered = true;
+        }
+        if (answered && !sending)
+            break;
+        ::usleep(100);
+    }
+    if (!answered)
+        return std::printf("timeout\n"), 0;
+    if (const auto* e = std::get_if<proto::error_msg>(&answer))
+        return std::printf("answer ERROR %u %d %s\n", static_cast<unsigned>(e->domain), e->value,
+                           e->text.c_str()), 0;
+    const auto* done = std::get_if<proto::write_done_msg>(&answer);
+    if (!done)
+        return std::printf("answer %s\n", proto::to_string(proto::type_of(answer))), 0;
+    std::printf("answer WRITE_DONE version %llu\n", static_cast<unsigned long long>(done->version));
+    std::fflush(stdout);
+    const auto bye = proto::encode(proto::bye_msg{});
+    ::send(fd, bye.data(), bye.size(), MSG_NOSIGNAL);
+    proto::message end;
+    if (!read_message(fd, end, fds))
+        return std::printf("no answer to BYE\n"), 0;
+    if (const auto* f = std::get_if<proto::finished_msg>(&end))
+        std::printf("finished %llu versions\n", static_cast<unsigned long long>(f->versions));
+    else
+        std::printf("answer to BYE %s\n", proto::to_string(proto::type_of(end)));
     std::fflush(stdout);
     ::_exit(0);  // requests still in flight die with the process
 }
@@ -292,6 +400,8 @@ int main(int argc, char** argv)
             return 8;
     } else if (mode == "forge-push") {
         return forge_push(fd);
+    } else if (mode == "double-push") {
+        return double_push(fd);
     } else if (mode == "stall-get" && (argc == 4 || argc == 5)) {
         const int mib = argc == 5 ? std::atoi(argv[4]) : 1;
         if (mib < 1 || mib > 1024)
