@@ -10,7 +10,11 @@
 // A claim is keyed by the rank's push key (its session's secret), the write's
 // cookie and the chunk's offset, and taken only by a chunk of exactly its
 // length: whatever else comes goes through the loop, which refuses it there.
-// Taken (by a puller) or retracted (by the loop), never both.
+// Taken (by a puller) or retracted (by the loop that posted it: its owner),
+// never both; a key posted already is not posted again.
+//
+// A write has at most `ahead` claims posted and not yet taken (twice the
+// pullers): the slots a rank that announces a write and never pushes holds.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -24,6 +28,9 @@ namespace iofwd::iod {
 
 class chunk_claims final {
 public:
+    explicit chunk_claims(unsigned ahead) : ahead_(ahead) {}
+    unsigned ahead() const noexcept { return ahead_; }
+
     struct key {
         std::uint64_t sender = 0;
         std::uint64_t cookie = 0;
@@ -36,13 +43,15 @@ public:
         ucp_mem_h memh = nullptr;
         // Runs on the loop once the receive ended (puller::receive).
         std::function<void(ucs_status_t)> done;
+        const void* owner = nullptr;  // who may retract it
     };
 
-    // The loop: the chunk `k` goes to `c` when it comes.
-    void post(const key& k, claim c)
+    // The loop: the chunk `k` goes to `c` when it comes; false (nothing
+    // posted) when a claim of `k` is posted already.
+    bool post(const key& k, claim c)
     {
         std::lock_guard lock(m_);
-        claims_.insert_or_assign(k, std::move(c));
+        return claims_.try_emplace(k, std::move(c)).second;
     }
     // A puller: the claim of a chunk `k` of `length` bytes, now its own.
     std::optional<claim> take(const key& k, std::size_t length)
@@ -55,12 +64,16 @@ public:
         claims_.erase(it);
         return c;
     }
-    // The loop: true when the claim of `k` was still posted (now gone, its
-    // destination the loop's again); false when a puller took it.
-    bool retract(const key& k)
+    // The loop: true when `owner`'s claim of `k` was still posted (now
+    // gone, its destination the loop's again); false when a puller took it.
+    bool retract(const key& k, const void* owner)
     {
         std::lock_guard lock(m_);
-        return claims_.erase(k) > 0;
+        const auto it = claims_.find(k);
+        if (it == claims_.end() || it->second.owner != owner)
+            return false;
+        claims_.erase(it);
+        return true;
     }
 
 private:
@@ -73,6 +86,7 @@ private:
             return static_cast<std::size_t>(h);
         }
     };
+    const unsigned ahead_;
     std::mutex m_;
     std::unordered_map<key, claim, hash> claims_;
 };

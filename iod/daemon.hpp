@@ -135,7 +135,7 @@ private:
     worker_driver driver_{loop_, worker_};
     // Receives posted ahead for pushed chunks: outlives the pullers and
     // the sessions' transfers, which take and retract them.
-    chunk_claims claims_;
+    chunk_claims claims_{2 * opts_.pull_threads};
     // Destroyed before the context and the staging memory they use.
     staging staging_;
     std::vector<std::unique_ptr<puller>> pullers_;

@@ -113,7 +113,7 @@ ucs_status_t transfer::arrived(std::uint64_t offset, std::uint64_t length, pushe
 
 bool transfer::claim_wanted()
 {
-    if (claim_of_.empty() || error_)
+    if (claim_of_.empty() || error_ || claims_posted_ >= src_.claims->ahead())
         return false;
     while (next_claim_ < claim_of_.size() && announced_[next_claim_])
         ++next_claim_;
@@ -128,20 +128,31 @@ void transfer::post_claim(slot s)
     auto* req = new pull_request{shared_from_this(), s, c};
     req->loop_worker = false;
     req->claim = true;
+    if (!src_.claims->post({src_.sender, src_.cookie, c.offset},
+                           {s.data, static_cast<std::size_t>(c.size), r_.slots.memh(),
+                            [req](ucs_status_t st) { pull_done(req, st); }, this})) {
+        // A claim of the same chunk is posted (the rank named a cookie of
+        // a write still under way): this write's chunks go through the loop.
+        delete req;
+        next_claim_ = static_cast<std::uint32_t>(claim_of_.size());  // no more claims
+        r_.slots.release(s);
+        return;
+    }
     ++pulls_in_flight_;
     pull_begun(false);
     in_flight_.push_back(req);
     claim_of_[i] = req;
-    src_.claims->post({src_.sender, src_.cookie, c.offset},
-                      {s.data, static_cast<std::size_t>(c.size), r_.slots.memh(),
-                       [req](ucs_status_t st) { pull_done(req, st); }});
+    ++claims_posted_;
 }
 
 bool transfer::retract_claim(pull_request* req, slot& s)
 {
     claim_of_[req->c.index] = nullptr;
-    if (!src_.claims->retract({src_.sender, src_.cookie, req->c.offset}))
+    --claims_posted_;
+    if (!src_.claims->retract({src_.sender, src_.cookie, req->c.offset}, this)) {
+        announced_[req->c.index] = true;
         return false;  // its pull_done comes from the puller
+    }
     s = req->s;
     std::erase(in_flight_, req);
     --pulls_in_flight_;
@@ -363,8 +374,10 @@ void transfer::pull_done(pull_request* req, ucs_status_t status)
     if (req->claim) {
         // A puller took the claim: the chunk came.
         auto& t = *req->self;
-        if (t.claim_of_[req->c.index] == req)
+        if (t.claim_of_[req->c.index] == req) {
             t.claim_of_[req->c.index] = nullptr;
+            --t.claims_posted_;
+        }
         t.announced_[req->c.index] = true;
     }
     auto self = std::move(req->self);
@@ -513,6 +526,7 @@ void transfer::source_gone()
 {
     if (all_pulled())
         return;
+    const auto keep = shared_from_this();  // fail() may end it
     fail(make_error_code(errc::peer_gone),
          fmt::format("rank {} went away after {} of {} bytes of version {} were pulled; "
                      "the partial version is discarded",
@@ -624,6 +638,9 @@ void transfer::fail(std::error_code ec, std::string why)
 {
     if (error_)
         return;
+    // A slot given back below may go straight to this transfer's own
+    // request, which then reports its end: the last reference may go.
+    const auto keep = shared_from_this();
     error_ = ec;
     why_ = std::move(why);
     drop_pending();

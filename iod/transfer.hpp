@@ -185,7 +185,8 @@ private:
     // Posts the claim of that chunk into slot `s` (chunk_claims.hpp).
     void post_claim(slot s);
     // Takes back the claim `req` if no puller took it (true: its pull
-    // undone, `s` its slot); false: a puller receives into it.
+    // undone, `s` its slot); false: a puller receives into it, and its
+    // chunk counts as come (a double of it is refused).
     bool retract_claim(pull_request* req, slot& s);
     // Every claim still posted goes back, their slots to staging.
     void retract_claims();
@@ -256,8 +257,9 @@ private:
     std::deque<pushed> pending_;   // pushed chunks waiting for a slot
     std::vector<bool> announced_;  // per chunk: already arrived
     // Per chunk: its claim while posted and not known taken (its pull is
-    // in in_flight_ already); the next chunk to claim a slot for.
+    // in in_flight_ already); how many; the next chunk to claim a slot for.
     std::vector<pull_request*> claim_of_;
+    unsigned claims_posted_ = 0;
     std::uint32_t next_claim_ = 0;
     std::unique_ptr<boost::asio::steady_timer> grace_;
     std::vector<pull_request*> orphans_;  // still UCX's, their slots still held

@@ -274,17 +274,20 @@ TEST_CASE("a process of the same user cannot push bytes into another rank's writ
     CHECK(d.wait(10s).has_value());
 }
 
-TEST_CASE("a chunk pushed twice is received once, the double refused", "[security][double-push]")
+TEST_CASE("a chunk pushed three times is received once, the doubles refused",
+          "[security][repeat-push]")
 {
     // The daemon posts where each chunk of a pushed write goes as soon as
     // it has the slot, and the puller a chunk reaches takes that claim at
-    // once (iod/chunk_claims.hpp). A rank that pushes a chunk twice, to two
-    // pullers, must not have both received into one slot, nor either lost:
-    // one is taken, the other refused, and the version is the bytes sent.
+    // once (iod/chunk_claims.hpp). A rank that pushes a chunk again, to
+    // another puller and to the same, must not have two received into one
+    // slot, nor one counted twice (the write would then end with a chunk
+    // missing, or never): one is taken, the others refused, and the version
+    // is the bytes sent.
     cluster c;
     c.unpacked();
     auto d = c.daemon();
-    auto peer = c.run({build_path("IOFWD_TEST_RAW_PEER"), c.socket(), "double-push"});
+    auto peer = c.run({build_path("IOFWD_TEST_RAW_PEER"), c.socket(), "repeat-push"});
     REQUIRE(peer.wait(30s).has_value());
     INFO("peer: " << peer.output() << "\nlog:\n" << c.log());
     REQUIRE(has_line(peer, "answer WRITE_DONE version 1"));
@@ -294,7 +297,7 @@ TEST_CASE("a chunk pushed twice is received once, the double refused", "[securit
     const std::string object = c.store() + "/itest/v00000001/nodeA.r0000";
     REQUIRE(wait_until([&] { return exists(object); }, 20s));
     unsigned long long chunk = 0;
-    REQUIRE(std::sscanf(peer.output().c_str(), "pushed 3 chunks of %llu bytes", &chunk) == 1);
+    REQUIRE(std::sscanf(peer.output().c_str(), "pushed 4 chunks of %llu bytes", &chunk) == 1);
     const auto stored = read_file(object);
     REQUIRE(stored.size() == 2 * chunk);
     bool same = true;

@@ -17,12 +17,12 @@
 //       going for 4 s (a chunk the daemon kept is read from it then) and
 //       prints "forged <n>"; UCX completes a rendezvous the daemon refused
 //       as one it took, so the daemon's log, not this, says which) |
-//       double-push (a real UCX worker, admitted to push as rank 0 of 1 of
+//       repeat-push (a real UCX worker, admitted to push as rank 0 of 1 of
 //       job itest, announces version 1 of two chunks, waits 100 ms (the
-//       daemon has posted where each goes by then), pushes chunk 0 to two
-//       pullers at once and chunk 1 to one, bytes i % 251; prints
-//       "pushed 3 chunks of <bytes> bytes", the answer, then "finished
-//       <n> versions" after BYE) |
+//       daemon has posted where each goes by then), pushes chunk 0 three
+//       times, to the first puller, the second and the first again, and
+//       chunk 1 once, bytes i % 251; prints "pushed 4 chunks of <bytes>
+//       bytes", the answer, then "finished <n> versions" after BYE) |
 //       huge-write FILE (a real UCX worker, admitted to push files, opens
 //       FILE and announces a pushed write of 2^62 bytes to it) |
 //       stall-get SECONDS [MIB] (a real UCX worker, admitted as rank 0 of 1
@@ -181,8 +181,8 @@ int forge_push(int fd)
     ::_exit(0);  // requests still in flight die with the process
 }
 
-// Pushes one chunk twice; see double-push above.
-int double_push(int fd)
+// Pushes one chunk three times; see repeat-push above.
+int repeat_push(int fd)
 {
     using namespace iofwd;
     ucx::context ctx;
@@ -209,8 +209,8 @@ int double_push(int fd)
         std::byte header[proto::push_header_size];  // UCX's until the send ends
         void* request = nullptr;
     };
-    std::vector<sent> pushes(3);
-    const std::uint64_t offsets[] = {0, 0, chunk};
+    std::vector<sent> pushes(4);
+    const std::uint64_t offsets[] = {0, 0, 0, chunk};
     for (std::size_t i = 0; i < pushes.size(); ++i) {
         proto::encode_push_header(proto::push_header{a.session, 1, offsets[i]}, pushes[i].header);
         ucp_request_param_t param{};
@@ -222,7 +222,7 @@ int double_push(int fd)
         if (UCS_PTR_IS_ERR(pushes[i].request))
             return std::printf("setup-failed push %zu\n", i), 6;
     }
-    std::printf("pushed 3 chunks of %llu bytes\n", static_cast<unsigned long long>(chunk));
+    std::printf("pushed 4 chunks of %llu bytes\n", static_cast<unsigned long long>(chunk));
     std::fflush(stdout);
     // The answer comes once both chunks are in staging; the sends end as
     // the daemon reads or refuses them.
@@ -400,8 +400,8 @@ int main(int argc, char** argv)
             return 8;
     } else if (mode == "forge-push") {
         return forge_push(fd);
-    } else if (mode == "double-push") {
-        return double_push(fd);
+    } else if (mode == "repeat-push") {
+        return repeat_push(fd);
     } else if (mode == "stall-get" && (argc == 4 || argc == 5)) {
         const int mib = argc == 5 ? std::atoi(argv[4]) : 1;
         if (mib < 1 || mib > 1024)
