@@ -14,7 +14,9 @@
 // never both; a key posted already is not posted again.
 //
 // A write has at most `ahead` claims posted and not yet taken (twice the
-// pullers): the slots a rank that announces a write and never pushes holds.
+// pullers), and posts none while other writes wait for slots: the slots a
+// rank that announces a write and never pushes holds. A claim counts as a
+// pull (the data path busy) only once a puller has taken it.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -41,7 +43,9 @@ public:
         void* dest = nullptr;
         std::size_t length = 0;
         ucp_mem_h memh = nullptr;
-        // Runs on the loop once the receive ended (puller::receive).
+        // Run on the loop: once a puller has taken it (before `done`), and
+        // once the receive ended (puller::receive).
+        std::function<void()> taken;
         std::function<void(ucs_status_t)> done;
         const void* owner = nullptr;  // who may retract it
     };

@@ -99,6 +99,7 @@ ucs_status_t puller::on_push(void* arg, const void* header, std::size_t header_l
         return UCS_ERR_INVALID_PARAM;
     if (self->claims_) {
         if (auto c = self->claims_->take({h.session, h.cookie, h.offset}, length)) {
+            asio::post(self->loop_, std::move(c->taken));
             // Received on this thread, after this callback returns.
             self->receive(h.session, data, c->dest, length, c->memh, std::move(c->done));
             return UCS_INPROGRESS;

@@ -55,6 +55,7 @@ struct transfer::pull_request {
     bool slot_returned = false;
     bool loop_worker = true;  // done by the loop's worker, not a puller
     bool claim = false;       // posted ahead (chunk_claims), the chunk not yet seen here
+    bool counted = true;      // in the flush policy's pulls (a claim: once taken)
 };
 
 transfer::transfer(transfer_resources r, source src, std::uint32_t rank, std::uint64_t version,
@@ -113,7 +114,8 @@ ucs_status_t transfer::arrived(std::uint64_t offset, std::uint64_t length, pushe
 
 bool transfer::claim_wanted()
 {
-    if (claim_of_.empty() || error_ || claims_posted_ >= src_.claims->ahead())
+    if (claim_of_.empty() || error_ || claims_posted_ >= src_.claims->ahead() ||
+        r_.slots.short_of_slots())
         return false;
     while (next_claim_ < claim_of_.size() && announced_[next_claim_])
         ++next_claim_;
@@ -128,8 +130,10 @@ void transfer::post_claim(slot s)
     auto* req = new pull_request{shared_from_this(), s, c};
     req->loop_worker = false;
     req->claim = true;
+    req->counted = false;
     if (!src_.claims->post({src_.sender, src_.cookie, c.offset},
                            {s.data, static_cast<std::size_t>(c.size), r_.slots.memh(),
+                            [req] { claim_taken(req); },
                             [req](ucs_status_t st) { pull_done(req, st); }, this})) {
         // A claim of the same chunk is posted (the rank named a cookie of
         // a write still under way): this write's chunks go through the loop.
@@ -139,10 +143,19 @@ void transfer::post_claim(slot s)
         return;
     }
     ++pulls_in_flight_;
-    pull_begun(false);
     in_flight_.push_back(req);
     claim_of_[i] = req;
     ++claims_posted_;
+}
+
+void transfer::claim_taken(pull_request* req)
+{
+    // Before its pull_done (both posted by the puller, in this order); an
+    // orphan no longer counts.
+    if (req->orphaned || req->counted)
+        return;
+    req->counted = true;
+    req->self->pull_begun(false);
 }
 
 bool transfer::retract_claim(pull_request* req, slot& s)
@@ -156,8 +169,7 @@ bool transfer::retract_claim(pull_request* req, slot& s)
     s = req->s;
     std::erase(in_flight_, req);
     --pulls_in_flight_;
-    pull_ended(false);
-    delete req;
+    delete req;  // never taken: never counted
     return true;
 }
 
@@ -369,7 +381,8 @@ void transfer::pull_done(pull_request* req, ucs_status_t status)
         delete req;
         return;
     }
-    req->self->pull_ended(req->loop_worker);
+    if (req->counted)
+        req->self->pull_ended(req->loop_worker);
     std::erase(req->self->in_flight_, req);
     if (req->claim) {
         // A puller took the claim: the chunk came.
@@ -557,7 +570,8 @@ void transfer::orphan_pulls()
     for (auto* req : in_flight_) {
         req->orphaned = true;
         --pulls_in_flight_;
-        pull_ended(req->loop_worker);
+        if (req->counted)
+            pull_ended(req->loop_worker);
         r_.slots.stalled_add(req->s.size);
     }
     orphans_ = std::move(in_flight_);

@@ -184,6 +184,8 @@ private:
     bool claim_wanted();
     // Posts the claim of that chunk into slot `s` (chunk_claims.hpp).
     void post_claim(slot s);
+    // A puller took the claim `req`: its pull counts from now (on the loop).
+    static void claim_taken(pull_request* req);
     // Takes back the claim `req` if no puller took it (true: its pull
     // undone, `s` its slot); false: a puller receives into it, and its
     // chunk counts as come (a double of it is refused).
