@@ -99,7 +99,8 @@ job::job(boost::asio::io_context& loop, const options& opts, store::backend& sto
          byte_counts puller_bytes)
     : loop_(loop), opts_(opts), store_(store), session_(session), data_(data),
       on_change_(std::move(on_change)), prune_timer_(loop), batch_timer_(loop),
-      puller_bytes_(std::move(puller_bytes)), catalog_(loop, 1, "iod-catalog"), retention_(loop, 1, "iod-retention")
+      puller_bytes_(std::move(puller_bytes)), catalog_(loop, 1, "iod-catalog"),
+      retention_(loop, 1, "iod-retention")
 {
 }
 

@@ -131,7 +131,7 @@ void transfer::post_claim(slot s)
     req->loop_worker = false;
     req->claim = true;
     req->counted = false;
-    if (!src_.claims->post({src_.sender, src_.cookie, c.offset},
+    if (!src_.claims->post(claim_key(c.offset),
                            {s.data, static_cast<std::size_t>(c.size), r_.slots.memh(),
                             [req] { claim_taken(req); },
                             [req](ucs_status_t st) { pull_done(req, st); }, this})) {
@@ -162,7 +162,7 @@ bool transfer::retract_claim(pull_request* req, slot& s)
 {
     claim_of_[req->c.index] = nullptr;
     --claims_posted_;
-    if (!src_.claims->retract({src_.sender, src_.cookie, req->c.offset}, this)) {
+    if (!src_.claims->retract(claim_key(req->c.offset), this)) {
         announced_[req->c.index] = true;
         return false;  // its pull_done comes from the puller
     }

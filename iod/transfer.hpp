@@ -184,6 +184,11 @@ private:
     bool claim_wanted();
     // Posts the claim of that chunk into slot `s` (chunk_claims.hpp).
     void post_claim(slot s);
+    // What names the chunk at `offset` among the claims.
+    chunk_claims::key claim_key(std::uint64_t offset) const noexcept
+    {
+        return {src_.sender, src_.cookie, offset};
+    }
     // A puller took the claim `req`: its pull counts from now (on the loop).
     static void claim_taken(pull_request* req);
     // Takes back the claim `req` if no puller took it (true: its pull

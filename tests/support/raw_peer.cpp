@@ -118,36 +118,45 @@ bool admit(int fd, iofwd::ucx::worker& worker, std::uint32_t rank, std::uint32_t
     return true;
 }
 
-// An endpoint from `worker` to each puller ACCEPT named; false (said) when
-// one cannot be made.
-bool connect_pullers(iofwd::ucx::worker& worker, const iofwd::proto::accept_msg& a,
-                     std::vector<iofwd::ucx::endpoint>& eps)
+// A real UCX worker admitted to push, with an endpoint to each puller
+// ACCEPT named (in the order they go).
+struct pusher {
+    iofwd::ucx::context ctx;
+    iofwd::ucx::worker worker;
+    iofwd::proto::accept_msg a;
+    std::vector<iofwd::unique_fd> fds;
+    std::vector<iofwd::ucx::endpoint> eps;
+};
+
+// Joins as `rank` of `ranks` of job itest (versions of up to `buffer`
+// bytes) with at least `pullers` pullers: 0, or the exit code once what
+// failed is said.
+int join_to_push(int fd, std::uint32_t rank, std::uint32_t ranks, std::uint64_t buffer,
+                 std::size_t pullers, pusher& p)
 {
-    eps.resize(a.pullers.size());
-    for (std::size_t i = 0; i < eps.size(); ++i)
-        if (iofwd::ucx::endpoint::connect(worker.get(), a.pullers[i].address, nullptr, nullptr,
-                                          eps[i]) != UCS_OK) {
-            std::printf("setup-failed no endpoint to puller %zu\n", i);
-            return false;
-        }
-    return true;
+    using namespace iofwd;
+    if (ucx::context::create(UCP_FEATURE_AM, "raw-peer", p.ctx) ||
+        ucx::worker::create(p.ctx, p.worker))
+        return std::printf("setup-failed ucx\n"), 3;
+    if (!admit(fd, p.worker, rank, ranks, proto::connect_flag_push, p.a, p.fds, buffer) ||
+        p.a.pullers.size() < pullers)
+        return std::printf("setup-failed not admitted to push to %zu pullers\n", pullers), 4;
+    p.eps.resize(p.a.pullers.size());
+    for (std::size_t i = 0; i < p.eps.size(); ++i)
+        if (ucx::endpoint::connect(p.worker.get(), p.a.pullers[i].address, nullptr, nullptr,
+                                   p.eps[i]) != UCS_OK)
+            return std::printf("setup-failed no endpoint to puller %zu\n", i), 5;
+    return 0;
 }
 
 // Pushes chunks naming other sessions than its own; see the modes above.
 int forge_push(int fd)
 {
     using namespace iofwd;
-    ucx::context ctx;
-    ucx::worker worker;
-    if (ucx::context::create(UCP_FEATURE_AM, "raw-peer", ctx) || ucx::worker::create(ctx, worker))
-        return std::printf("setup-failed ucx\n"), 3;
-    proto::accept_msg a;
-    std::vector<unique_fd> fds;
-    if (!admit(fd, worker, 1, 2, proto::connect_flag_push, a, fds) || a.pullers.empty())
-        return std::printf("setup-failed not admitted to push\n"), 4;
-    std::vector<ucx::endpoint> eps;
-    if (!connect_pullers(worker, a, eps))
-        return 5;
+    pusher p;
+    if (const int rc = join_to_push(fd, 1, 2, 0, 1, p))
+        return rc;
+    auto& [ctx, worker, a, fds, eps] = p;
     std::vector<std::byte> bytes(1 << 20, std::byte{0xee});
     struct sent {
         std::byte header[proto::push_header_size];  // UCX's until the send ends
@@ -185,19 +194,14 @@ int forge_push(int fd)
 int repeat_push(int fd)
 {
     using namespace iofwd;
-    ucx::context ctx;
-    ucx::worker worker;
-    if (ucx::context::create(UCP_FEATURE_AM, "raw-peer", ctx) || ucx::worker::create(ctx, worker))
-        return std::printf("setup-failed ucx\n"), 3;
-    proto::accept_msg a;
-    std::vector<unique_fd> fds;
     constexpr std::uint64_t buffer = 64u << 20;
-    if (!admit(fd, worker, 0, 1, proto::connect_flag_push, a, fds, buffer) ||
-        a.pullers.size() < 2 || a.chunk_bytes == 0 || 2 * a.chunk_bytes > buffer)
-        return std::printf("setup-failed not admitted to push to two pullers\n"), 4;
-    std::vector<ucx::endpoint> eps;
-    if (!connect_pullers(worker, a, eps))
-        return 5;
+    pusher p;
+    if (const int rc = join_to_push(fd, 0, 1, buffer, 2, p))
+        return rc;
+    auto& [ctx, worker, a, fds, eps] = p;
+    if (a.chunk_bytes == 0 || 2 * a.chunk_bytes > buffer)
+        return std::printf("setup-failed two chunks of %llu bytes do not fit\n",
+                           static_cast<unsigned long long>(a.chunk_bytes)), 4;
     const std::uint64_t chunk = a.chunk_bytes;
     std::vector<std::byte> bytes(2 * chunk);
     for (std::size_t i = 0; i < bytes.size(); ++i)
