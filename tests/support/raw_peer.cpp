@@ -23,6 +23,12 @@
 //       times, to the first puller, the second and the first again, and
 //       chunk 1 once, bytes i % 251; prints "pushed 4 chunks of <bytes>
 //       bytes", the answer, then "finished <n> versions" after BYE) |
+//       push-then-announce DONE CHUNKS (a real UCX worker, admitted to push
+//       as rank 1 of 2 of job itest, writes DONE versions of one chunk
+//       each, bytes i % 251, printing each answer, then announces a write
+//       of CHUNKS chunks and pushes none of it: prints "announced <n>
+//       chunks of <bytes> bytes" and lives on, progressing its worker,
+//       until killed or for 600 s) |
 //       huge-write FILE (a real UCX worker, admitted to push files, opens
 //       FILE and announces a pushed write of 2^62 bytes to it) |
 //       stall-get SECONDS [MIB] (a real UCX worker, admitted as rank 0 of 1
@@ -190,6 +196,45 @@ int forge_push(int fd)
     ::_exit(0);  // requests still in flight die with the process
 }
 
+// Progresses `worker` until the answer to a write has come and none of
+// `requests` (UCX's, of the write's pushes) is still sending: at most 10 s.
+// Prints the answer ("answer WRITE_DONE version <v>", or what came instead:
+// then false, as for "closed" and "timeout").
+bool await_write_done(int fd, iofwd::ucx::worker& worker, const std::vector<void*>& requests,
+                      std::vector<iofwd::unique_fd>& fds)
+{
+    using namespace iofwd;
+    proto::message answer;
+    bool answered = false;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < until) {
+        worker.progress();
+        bool sending = false;
+        for (void* r : requests)
+            sending |= UCS_PTR_IS_PTR(r) && ucp_request_check_status(r) == UCS_INPROGRESS;
+        pollfd pf{fd, POLLIN, 0};
+        if (!answered && ::poll(&pf, 1, 0) > 0) {
+            if (!read_message(fd, answer, fds))
+                return std::printf("closed\n"), false;
+            answered = true;
+        }
+        if (answered && !sending)
+            break;
+        ::usleep(100);
+    }
+    if (!answered)
+        return std::printf("timeout\n"), false;
+    if (const auto* e = std::get_if<proto::error_msg>(&answer))
+        return std::printf("answer ERROR %u %d %s\n", static_cast<unsigned>(e->domain), e->value,
+                           e->text.c_str()), false;
+    const auto* done = std::get_if<proto::write_done_msg>(&answer);
+    if (!done)
+        return std::printf("answer %s\n", proto::to_string(proto::type_of(answer))), false;
+    std::printf("answer WRITE_DONE version %llu\n", static_cast<unsigned long long>(done->version));
+    std::fflush(stdout);
+    return true;
+}
+
 // Pushes one chunk three times; see repeat-push above.
 int repeat_push(int fd)
 {
@@ -230,35 +275,11 @@ int repeat_push(int fd)
     std::fflush(stdout);
     // The answer comes once both chunks are in staging; the sends end as
     // the daemon reads or refuses them.
-    proto::message answer;
-    bool answered = false;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < until) {
-        worker.progress();
-        bool sending = false;
-        for (const auto& p : pushes)
-            sending |= UCS_PTR_IS_PTR(p.request) &&
-                       ucp_request_check_status(p.request) == UCS_INPROGRESS;
-        pollfd pf{fd, POLLIN, 0};
-        if (!answered && ::poll(&pf, 1, 0) > 0) {
-            if (!read_message(fd, answer, fds))
-                return std::printf("closed\n"), 0;
-            answered = true;
-        }
-        if (answered && !sending)
-            break;
-        ::usleep(100);
-    }
-    if (!answered)
-        return std::printf("timeout\n"), 0;
-    if (const auto* e = std::get_if<proto::error_msg>(&answer))
-        return std::printf("answer ERROR %u %d %s\n", static_cast<unsigned>(e->domain), e->value,
-                           e->text.c_str()), 0;
-    const auto* done = std::get_if<proto::write_done_msg>(&answer);
-    if (!done)
-        return std::printf("answer %s\n", proto::to_string(proto::type_of(answer))), 0;
-    std::printf("answer WRITE_DONE version %llu\n", static_cast<unsigned long long>(done->version));
-    std::fflush(stdout);
+    std::vector<void*> requests;
+    for (const auto& p : pushes)
+        requests.push_back(p.request);
+    if (!await_write_done(fd, worker, requests, fds))
+        return 0;
     const auto bye = proto::encode(proto::bye_msg{});
     ::send(fd, bye.data(), bye.size(), MSG_NOSIGNAL);
     proto::message end;
@@ -270,6 +291,55 @@ int repeat_push(int fd)
         std::printf("answer to BYE %s\n", proto::to_string(proto::type_of(end)));
     std::fflush(stdout);
     ::_exit(0);  // requests still in flight die with the process
+}
+
+// Writes `done` versions of one chunk each, then announces one of
+// `chunks` chunks and pushes none of it; see push-then-announce above.
+int push_then_announce(int fd, unsigned done, unsigned chunks)
+{
+    using namespace iofwd;
+    constexpr std::uint64_t buffer = 64u << 20;
+    pusher p;
+    if (const int rc = join_to_push(fd, 1, 2, buffer, 1, p))
+        return rc;
+    auto& [ctx, worker, a, fds, eps] = p;
+    if (a.chunk_bytes == 0 || chunks * a.chunk_bytes > buffer)
+        return std::printf("setup-failed %u chunks of %llu bytes do not fit\n", chunks,
+                           static_cast<unsigned long long>(a.chunk_bytes)), 4;
+    std::vector<std::byte> bytes(a.chunk_bytes);
+    for (std::size_t i = 0; i < bytes.size(); ++i)
+        bytes[i] = static_cast<std::byte>(i % 251);
+    std::byte header[proto::push_header_size];  // UCX's until the send ends
+    for (std::uint64_t cookie = 1; cookie <= done; ++cookie) {
+        const auto req = proto::encode(proto::write_req_msg{cookie, bytes.size(), {}});
+        ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+        proto::encode_push_header(proto::push_header{a.session, cookie, 0}, header);
+        ucp_request_param_t param{};
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        param.flags = UCP_AM_SEND_FLAG_RNDV;
+        void* sent = ucp_am_send_nbx(eps[0].get(), proto::am_push, header,
+                                     proto::push_header_size, bytes.data(), bytes.size(), &param);
+        if (UCS_PTR_IS_ERR(sent))
+            return std::printf("setup-failed push of write %llu\n",
+                               static_cast<unsigned long long>(cookie)), 6;
+        const bool written = await_write_done(fd, worker, {sent}, fds);
+        if (UCS_PTR_IS_PTR(sent))
+            ucp_request_free(sent);
+        if (!written)
+            return 0;
+    }
+    const auto req = proto::encode(proto::write_req_msg{done + 1u, chunks * a.chunk_bytes, {}});
+    ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+    std::printf("announced %u chunks of %llu bytes\n", chunks,
+                static_cast<unsigned long long>(a.chunk_bytes));
+    std::fflush(stdout);
+    // Alive and progressing, pushing nothing, until killed.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(600);
+    while (std::chrono::steady_clock::now() < until) {
+        worker.progress();
+        ::usleep(1000);
+    }
+    ::_exit(0);
 }
 
 // See stall-get above.
@@ -406,6 +476,11 @@ int main(int argc, char** argv)
         return forge_push(fd);
     } else if (mode == "repeat-push") {
         return repeat_push(fd);
+    } else if (mode == "push-then-announce" && argc == 5) {
+        const int done = std::atoi(argv[3]), chunks = std::atoi(argv[4]);
+        if (done < 0 || done > 100 || chunks < 1 || chunks > 64)
+            return 2;
+        return push_then_announce(fd, static_cast<unsigned>(done), static_cast<unsigned>(chunks));
     } else if (mode == "stall-get" && (argc == 4 || argc == 5)) {
         const int mib = argc == 5 ? std::atoi(argv[4]) : 1;
         if (mib < 1 || mib > 1024)
