@@ -29,6 +29,7 @@ session::session(daemon& d, connection::socket_type sock, std::uint64_t id,
 
 session::~session()
 {
+    release_close_request();
     if (ep_)
         close_endpoint(true);
 }
@@ -433,8 +434,11 @@ void session::close_endpoint(bool force)
     }
     rkey_ = ucx::rkey{};
     if (force) {
-        ep_.close(ucx::endpoint::mode::force);
-        d_.kick();  // the cancelled operations complete through progress
+        // Not waited for: given back at once (the cancelled operations
+        // complete through progress).
+        if (void* request = ep_.close(ucx::endpoint::mode::force))
+            ucp_request_free(request);
+        d_.kick();
         return;
     }
     auto* weak = new std::weak_ptr<session>(weak_from_this());
@@ -446,6 +450,8 @@ void session::close_endpoint(bool force)
         finish_closing();
         return;
     }
+    close_request_ = request;
+    close_weak_ = weak;
     // Do not let a peer that stopped progressing hold FINISHED back forever.
     close_timer_.expires_after(std::chrono::seconds(5));
     close_timer_.async_wait([weak = weak_from_this()](boost::system::error_code ec) {
@@ -453,16 +459,30 @@ void session::close_endpoint(bool force)
             return;
         if (auto self = weak.lock()) {
             log_warn("{}: endpoint close did not complete in 5 s; answering anyway", self->who());
+            self->release_close_request();
             self->finish_closing();
         }
     });
 }
 
+void session::release_close_request() noexcept
+{
+    if (!close_request_)
+        return;
+    ucp_request_free(close_request_);
+    delete close_weak_;
+    close_request_ = nullptr;
+    close_weak_ = nullptr;
+}
+
 void session::ep_closed(void* request, ucs_status_t, void* user_data)
 {
+    // Runs on the loop's thread (its worker's progress), as the timer does.
     auto* weak = static_cast<std::weak_ptr<session>*>(user_data);
     ucp_request_free(request);
     if (auto self = weak->lock()) {
+        self->close_request_ = nullptr;
+        self->close_weak_ = nullptr;
         self->close_timer_.cancel();
         self->finish_closing();
     }

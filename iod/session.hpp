@@ -144,6 +144,11 @@ private:
     void on_bye();
     void on_status();
     void close_endpoint(bool force);
+    // The endpoint's close, still under way, given back to UCX: it goes on
+    // inside UCX and its callback never runs. UCX 1.13 aborts the daemon
+    // (an assertion in ucp_worker_destroy) over a close request never
+    // given back when the worker goes.
+    void release_close_request() noexcept;
     void finish_closing();
 
     static void ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
@@ -176,6 +181,10 @@ private:
     std::error_code durable_error_;
     std::string durable_why_;
     boost::asio::steady_timer close_timer_;
+    // The endpoint's flushing close while it is under way, and what its
+    // callback (ep_closed) is handed.
+    void* close_request_ = nullptr;
+    std::weak_ptr<session>* close_weak_ = nullptr;
 };
 
 }  // namespace iofwd::iod

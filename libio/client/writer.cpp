@@ -279,8 +279,10 @@ void writer::close_daemon_eps()
     for (void* p : closing) {
         while (ucp_request_check_status(p) == UCS_INPROGRESS && clock::now() < deadline)
             worker_->progress();
-        if (ucp_request_check_status(p) != UCS_INPROGRESS)
-            ucp_request_free(p);
+        // Given back even when still under way (it goes on inside UCX): one
+        // never given back makes UCX 1.13 abort the process in
+        // ucp_worker_destroy.
+        ucp_request_free(p);
     }
 }
 
