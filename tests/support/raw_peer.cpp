@@ -37,7 +37,11 @@
 //       for a write of all of it and never progresses its worker: UCX 1.13
 //       emulates the get with this process's CPU, so it never ends; prints
 //       "accepted", hangs up after 1 s, prints "hung up", lives on until
-//       killed or for SECONDS, then exits)
+//       killed or for SECONDS, then exits) |
+//       status (sends STATUS and prints the reply's staging: "staging used
+//       <bytes> total <bytes> chunk <bytes> stalled <bytes> waiting <n>";
+//       waits up to 10 s, since a daemon's loop may be writing into a slow
+//       store)
 // Prints "answer <type> <domain> <value> <text>" or "closed" or "timeout".
 #include <poll.h>
 #include <sys/mman.h>
@@ -75,8 +79,10 @@ std::vector<std::byte> raw_header(std::uint32_t magic, std::uint16_t version, st
     return out;
 }
 
-// Reads one message with the descriptors that came with it (at most 5 s).
-bool read_message(int fd, iofwd::proto::message& out, std::vector<iofwd::unique_fd>& fds)
+// Reads one message with the descriptors that came with it (at most
+// `wait_ms` for each piece).
+bool read_message(int fd, iofwd::proto::message& out, std::vector<iofwd::unique_fd>& fds,
+                  int wait_ms = 5000)
 {
     using namespace iofwd;
     std::vector<std::byte> in;
@@ -85,7 +91,7 @@ bool read_message(int fd, iofwd::proto::message& out, std::vector<iofwd::unique_
     while (in.size() < proto::header_size ||
            (!proto::decode_header(in, h, why) && in.size() < proto::header_size + h.length)) {
         pollfd p{fd, POLLIN, 0};
-        if (::poll(&p, 1, 5000) <= 0)
+        if (::poll(&p, 1, wait_ms) <= 0)
             return false;
         std::byte buf[8192];
         const ssize_t n = receive_with_fds(fd, buf, 0, fds);
@@ -486,6 +492,22 @@ int main(int argc, char** argv)
         if (mib < 1 || mib > 1024)
             return 2;
         return stall_get(fd, std::atoi(argv[3]), static_cast<std::size_t>(mib));
+    } else if (mode == "status") {
+        const auto ask = proto::encode(proto::status_msg{});
+        ::send(fd, ask.data(), ask.size(), MSG_NOSIGNAL);
+        proto::message m;
+        std::vector<unique_fd> fds;
+        if (!read_message(fd, m, fds, 10000))
+            return std::printf("timeout or closed\n"), 0;
+        const auto* r = std::get_if<proto::status_reply_msg>(&m);
+        if (!r)
+            return std::printf("answer %s\n", proto::to_string(proto::type_of(m))), 0;
+        std::printf("staging used %llu total %llu chunk %llu stalled %llu waiting %u\n",
+                    static_cast<unsigned long long>(r->staging_used),
+                    static_cast<unsigned long long>(r->staging_total),
+                    static_cast<unsigned long long>(r->chunk_bytes),
+                    static_cast<unsigned long long>(r->staging_stalled), r->slot_waiters);
+        return 0;
     } else if (mode == "huge-write" && argc == 4) {
         ucx::context ctx;
         ucx::worker worker;

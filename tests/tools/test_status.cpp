@@ -1,9 +1,7 @@
 // iofwd status against real daemons: one mid-job with ranks and a slowed
 // disk (IOFWD_FAULT=pwrite:DELAY: every store write a second late), one
 // stopped with SIGSTOP, one killed (its socket left behind), none at all,
-// another user's process at a session's socket, and the staging a pushing
-// rank's claims hold (one that pushes nothing, one killed at the worst
-// moment). Outputs, exit statuses
+// and another user's process at a session's socket. Outputs, exit statuses
 // and the --json fields (read back by python3) are asserted exactly; pids
 // come from the processes and the daemon's log, and what changes from one
 // moment to the next (uptime, ages, rates) is matched by pattern.
@@ -16,8 +14,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstddef>
-#include <cstdint>
 #include <fstream>
 #include <regex>
 #include <string>
@@ -25,7 +21,6 @@
 #include "fd.hpp"
 #include "fixture.hpp"
 #include "iofwd_run.hpp"
-#include "pattern.hpp"
 
 using namespace test;
 
@@ -349,126 +344,4 @@ TEST_CASE("status --watch: a snapshot every interval until interrupted", "[tools
     CHECK(tty.output().find("== ") == std::string::npos);
     d.signal(SIGTERM);
     require_exit(d, 0);
-}
-
-namespace {
-
-// The daemon's staging as `iofwd status --json` says it. (Bounded at 10 s,
-// not the default 2: at a job's end the daemon's loop writes the job's
-// summary into the store, and every store write is late in one test.)
-std::string staging_of(cluster& c)
-{
-    auto j = run_iofwd(c, {"status", "--json", "--timeout", "10"});
-    INFO(j.out << j.err);
-    CHECK(j.code == 0);
-    return py(c, j.out, "d['daemons'][0]['daemon']['staging']");
-}
-
-std::string staging_line(std::uint64_t used, unsigned waiting)
-{
-    return "{'chunk': 1048576, 'stalled': 0, 'total': 8388608, 'used': " + std::to_string(used) +
-           ", 'waiting': " + std::to_string(waiting) + "}\n";
-}
-
-}  // namespace
-
-TEST_CASE("status: a rank that announces a pushed write and pushes nothing holds its claims' "
-          "slots, not the data path, until it goes",
-          "[tools][claims]")
-{
-    // The daemon posts where a pushed write's chunks go before they come
-    // (iod/chunk_claims.hpp), four ahead with two pullers. A claim counts
-    // as a pull only once a puller takes it: before, a rank that announced
-    // a write and never pushed kept the data path busy for good, and
-    // retention never ran. The peer is rank 1 of 2: versions 1 and 2 of
-    // one chunk, then version 3 of eight chunks announced and never pushed.
-    cluster c;
-    c.unpacked();
-    auto d = c.daemon({}, {{"IOFWD_STAGING_SIZE", "8M"}, {"IOFWD_CHUNK_SIZE", "1M"},
-                           {"IOFWD_KEEP", "1"}});
-    auto r0 = c.rank(0, 2, {"--size", "5000", "--versions", "2", "--gate-at", "2", gate(c)});
-    REQUIRE(wait_until([&] { return has_line(r0, "gated 2"); }, 30s));
-    auto peer = c.run({build_path("IOFWD_TEST_RAW_PEER"), c.socket(), "push-then-announce", "2",
-                       "8"});
-    const bool announced =
-        wait_until([&] { return has_line(peer, "announced 8 chunks of 1048576 bytes"); }, 30s);
-    INFO("peer:\n" << peer.output() << "log:\n" << c.log());
-    REQUIRE(announced);
-    CHECK(has_line(peer, "answer WRITE_DONE version 1"));
-    CHECK(has_line(peer, "answer WRITE_DONE version 2"));
-    // Rank 0's version 2 after the announce: the version completes, and
-    // retention has one to remove, only while the claims are posted.
-    open_gate(c);
-    require_exit(r0, 0);
-    const bool removed = wait_until(
-        [&] { return count(c.log(), "retention (keep 1): removed version 1 of job itest") == 1; },
-        20s);
-    INFO("log:\n" << c.log());
-    CHECK(removed);
-    CHECK(!exists(c.store() + "/itest/v00000001"));
-    CHECK(exists(c.store() + "/itest/v00000002/COMPLETE"));
-    REQUIRE(peer.running());
-    CHECK(staging_of(c) == staging_line(4u << 20, 0));
-    // Its process goes: the claims are taken back, every slot is free.
-    peer.signal(SIGKILL);
-    REQUIRE(peer.wait(10s).has_value());
-    REQUIRE(wait_until(
-        [&] {
-            return count(c.log(), "rank 1 went away after 0 of 8388608 bytes of version 3") == 1;
-        },
-        20s));
-    CHECK(staging_of(c) == staging_line(0, 0));
-    CHECK(count(c.log(), "please report this") == 0);
-    CHECK(d.running());
-}
-
-TEST_CASE("status: a rank killed while its claim is posted and its next slot is first in line "
-          "gives every slot back",
-          "[tools][claims]")
-{
-    // The moment a review of the claims found: staging short, a pushing
-    // rank's write holds one claim and waits for the next slot. The rank
-    // dies; taking back the claim frees a slot that goes straight to the
-    // write's own request, which then ends the write (the session lets go
-    // of it) in the middle of the failure's own bookkeeping. The transfer
-    // must outlive that (under AddressSanitizer a use after free before).
-    // Rank 0's 7 MiB write holds seven of eight slots while every store
-    // write of its chunks is three seconds late (one at a time: 21 s).
-    cluster c;
-    c.unpacked();
-    auto d = c.daemon({}, {{"IOFWD_STAGING_SIZE", "8M"}, {"IOFWD_CHUNK_SIZE", "1M"},
-                           {"IOFWD_FAULT", "pwrite:DELAY3"}});
-    constexpr std::size_t size = 7u << 20;
-    auto r0 = c.rank(0, 2, {"--size", std::to_string(size), "--versions", "1"});
-    const bool written = wait_until([&] { return has_line(r0, "write 0 0 1 "); }, 30s);
-    INFO("rank 0:\n" << r0.output() << "log:\n" << c.log());
-    REQUIRE(written);
-    auto peer = c.run({build_path("IOFWD_TEST_RAW_PEER"), c.socket(), "push-then-announce", "0",
-                       "8"});
-    REQUIRE(wait_until([&] { return has_line(peer, "announced 8 chunks of 1048576 bytes"); },
-                       30s));
-    INFO("peer:\n" << peer.output() << "log:\n" << c.log());
-    // Set up as meant: every slot held, the peer's second one asked for.
-    REQUIRE(staging_of(c) == staging_line(8u << 20, 1));
-    peer.signal(SIGKILL);
-    REQUIRE(peer.wait(10s).has_value());
-    REQUIRE(wait_until(
-        [&] {
-            return count(c.log(), "rank 1 went away after 0 of 8388608 bytes of version 1") == 1;
-        },
-        20s));
-    REQUIRE(d.running());
-    CHECK(py(c, run_iofwd(c, {"status", "--json"}).out,
-             "d['daemons'][0]['daemon']['staging']['waiting']") == "0\n");
-    // Rank 0's version is durable, byte for byte, and all of staging free.
-    require_exit(r0, 0);
-    const auto stored = read_file(c.store() + "/itest/v00000001/nodeA.r0000");
-    std::string expected(size, '\0');
-    example::fill_pattern(reinterpret_cast<std::byte*>(expected.data()), size,
-                          example::pattern_seed("nodeA", 0, 1));
-    CHECK(stored.size() == size);
-    CHECK(stored == expected);
-    CHECK(staging_of(c) == staging_line(0, 0));
-    CHECK(count(c.log(), "please report this") == 0);
-    CHECK(d.running());
 }
