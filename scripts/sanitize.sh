@@ -26,11 +26,18 @@ root=$PWD
 builds=("$@")
 [ ${#builds[@]} -gt 0 ] || builds=(asan tsan)
 
+# -O1 and line tables (-g1), what the sanitizers' own documentation asks
+# for: reports name every frame's function, file and line, and the builds
+# take about half the time of -O2 -g (job.cpp under ASan+UBSan: 72 s
+# against 165 s, 2026-12-01), which keeps CI inside its 90 minutes.
+options=(-Doptimization=1 -Ddebug=false -Db_lundef=false
+         "-Dc_args=-g1 -fno-omit-frame-pointer" "-Dcpp_args=-g1 -fno-omit-frame-pointer")
 configure() {
   local dir=$1 sanitize=$2
   if [ ! -f "$dir/build.ninja" ]; then
-    meson setup "$dir" --buildtype=debugoptimized -Db_sanitize="$sanitize" -Db_lundef=false \
-      -Dcpp_args=-fno-omit-frame-pointer >/dev/null || return 1
+    meson setup "$dir" -Db_sanitize="$sanitize" "${options[@]}" >/dev/null || return 1
+  else  # a directory of an earlier run: the same options (a no-op when they are)
+    meson configure "$dir" -Db_sanitize="$sanitize" "${options[@]}" >/dev/null || return 1
   fi
 }
 
