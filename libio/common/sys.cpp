@@ -18,6 +18,7 @@ namespace {
 
 std::atomic<bool> armed{false};
 std::mutex fault_mutex;
+std::mutex delay_mutex;
 fault current;
 std::uint64_t calls_seen = 0;
 bool fired = false;
@@ -28,7 +29,7 @@ verdict check(call c)
 {
     if (!armed.load(std::memory_order_relaxed))
         return verdict::pass;
-    std::lock_guard lock(fault_mutex);
+    std::unique_lock lock(fault_mutex);
     if (current.which != c)
         return verdict::pass;
     if (calls_seen++ < current.after)
@@ -38,12 +39,18 @@ verdict check(call c)
     fired = true;
     if (current.short_io)
         return verdict::shorten;
-    if (current.delay_s > 0) {
-        std::this_thread::sleep_for(std::chrono::seconds(current.delay_s));
-        if (current.error == 0)
+    const fault f = current;
+    // Delayed calls are late one at a time, as on a disk that serves one
+    // request at a time; calls of the other kinds go on meanwhile (a slow
+    // rename does not hold up the journal's appends).
+    lock.unlock();
+    if (f.delay_s > 0) {
+        std::lock_guard one_at_a_time(delay_mutex);
+        std::this_thread::sleep_for(std::chrono::seconds(f.delay_s));
+        if (f.error == 0)
             return verdict::pass;
     }
-    errno = current.error;
+    errno = f.error;
     return verdict::fail;
 }
 

@@ -10,7 +10,8 @@
 //   (calls: pwrite pread fsync fdatasync rename open fallocate link)
 //   DELAY instead of an errno makes the call succeed one second late (a slow disk),
 //   DELAYn n seconds late (1-60); DELAYn+<errno name> fails n seconds late (a
-//   full disk found slowly: posix_fallocate of a large file on ext4).
+//   full disk found slowly: posix_fallocate of a large file on ext4). Delayed
+//   calls are late one after another; calls of the other kinds go on meanwhile.
 #include <sys/types.h>
 
 #include <cstddef>
