@@ -346,6 +346,7 @@ std::error_code job::complete_recovered(const std::string& job, std::uint64_t fi
                                       why))
             return ec;
     rearrive_manifests(job, first, named, completed, job_wide);
+    skip_gaps(job, first, named, job_wide);
     recovered_.clear();
     claimed_dirs_.clear();
     if (completed)
@@ -376,93 +377,207 @@ void job::rearrive_manifests(const std::string& job, std::uint64_t first, bool n
                      opts_.node, job, look_at_most);
             return;
         }
-        const auto name = store::manifest_object(job, v, opts_.node);
-        std::string text, reason;
-        if (auto ec = store::read_all(store_, name, text); ec == errc::not_found) {
-            std::uint64_t size = 0;
-            if (!store_.size(store::complete_object(job, v), size))
-                return;  // complete, and none of the node's after it
-            continue;
-        } else if (ec) {
-            log_warn("version {} of node {}: cannot read {} to see whether it arrived at its "
-                     "bucket: {}",
-                     v, opts_.node, name, store::failure(store_, name, ec));
+        if (arrive_again(job, v, named, completed, job_wide))
             return;
-        }
-        if (recovered_.count(v))
-            return;  // the journal's to complete (complete_from_journal)
-        store::manifest m;
-        if (auto ec = store::parse_manifest(text, m, reason)) {
-            log_warn("version {} of node {}: {} does not read ({}); not arriving with it", v,
-                     opts_.node, name, reason);
-            return;
-        }
-        if (m.bucket == 0)
-            return;  // arrives at the version's own tally (or did)
-        if (m.job != job || m.node != opts_.node || m.version != v) {
-            log_warn("version {} of node {}: {} is the manifest of job {} node {} version {}; "
-                     "not arriving with it",
-                     v, opts_.node, name, m.job, m.node, m.version);
-            return;
-        }
-        const auto tally = store::bucket_arrivals_object(job, m.bucket);
-        std::vector<store::backend::arrival> arrived;
-        if (auto ec = store_.arrivals(tally, arrived); ec && ec != errc::not_found) {
-            log_warn("version {} of node {}: cannot read the arrivals of bucket {}: {}", v,
-                     opts_.node, m.bucket, store::failure(store_, tally, ec));
-            return;
-        }
-        // Arrived before the daemon stopped, perhaps not whole (its keys)
-        // or without the look its arrival was to make: again, which takes
-        // nothing twice and looks when the version's count is full (its
-        // numbering was the job's then, named or not); not when the
-        // bucket's record completes the version already, and never with
-        // another note, which would make the tally refuse every reader.
-        const std::uint32_t crc = crc32c(std::as_bytes(std::span(text)));
-        const store::bucket_part part{opts_.node, m.ranks, v, v, crc, true};
-        const auto member = store::bucket_member(opts_.node, v);
-        const auto before = std::find_if(arrived.begin(), arrived.end(),
-                                         [&](const auto& a) { return a.member == member; });
-        const bool again = before != arrived.end();
-        if (again && before->note != store::bucket_note(part)) {
-            log_warn("version {} of node {}: its arrival at bucket {} brought '{}', not what "
-                     "{} says ('{}'); not arriving with it again",
-                     v, opts_.node, m.bucket, before->note, name, store::bucket_note(part));
-            return;
-        }
-        if (bool recorded = false;
-            again && !store::in_bucket(store_, job, v, recorded) && recorded)
-            return;
-        if (!again && m.nodes > 1 && !named) {
-            log_info("version {} of node {}: not arrived at bucket {} again: a job of several "
-                     "nodes without a run name (IOFWD_RUN) may have numbered it anew on another "
-                     "node",
-                     v, opts_.node, m.bucket);
-            return;
-        }
-        std::uint64_t complete = 0;
-        if (auto ec = store::try_complete_bucket(store_, job, m.bucket, part, m.nodes, complete,
-                                                 reason)) {
-            log_error("version {} of node {}: arriving at bucket {} with its manifest failed: "
-                      "{}; the version stays incomplete",
-                      v, opts_.node, m.bucket, reason);
-            return;
-        }
-        job_wide = job_wide || complete >= v;
-        const std::string upto =
-            complete >= v
-                ? fmt::format(": complete on all {} nodes up to version {}", m.nodes, complete)
-                : std::string(", waiting for the job's other nodes");
-        if (again) {
-            log_info("version {} of node {} arrived at bucket {} again with its manifest{}", v,
-                     opts_.node, m.bucket, upto);
-            return;
-        }
-        ++completed;
-        log_warn("version {} of node {} arrived at bucket {} with its manifest (the daemon "
-                 "before stopped after writing it){}",
-                 v, opts_.node, m.bucket, upto);
+        std::uint64_t size = 0;
+        if (!store_.size(store::complete_object(job, v), size))
+            return;  // complete, and none of the node's after it
+    }
+}
+
+bool job::arrive_again(const std::string& job, std::uint64_t v, bool named, unsigned& completed,
+                       bool& job_wide)
+{
+    const auto name = store::manifest_object(job, v, opts_.node);
+    std::string text, reason;
+    if (auto ec = store::read_all(store_, name, text); ec == errc::not_found) {
+        return false;
+    } else if (ec) {
+        log_warn("version {} of node {}: cannot read {} to see whether it arrived at its "
+                 "bucket: {}",
+                 v, opts_.node, name, store::failure(store_, name, ec));
+        return true;
+    }
+    if (recovered_.count(v))
+        return true;  // the journal's to complete (complete_from_journal)
+    store::manifest m;
+    if (auto ec = store::parse_manifest(text, m, reason)) {
+        log_warn("version {} of node {}: {} does not read ({}); not arriving with it", v,
+                 opts_.node, name, reason);
+        return true;
+    }
+    if (m.bucket == 0)
+        return true;  // arrives at the version's own tally (or did)
+    if (m.job != job || m.node != opts_.node || m.version != v) {
+        log_warn("version {} of node {}: {} is the manifest of job {} node {} version {}; "
+                 "not arriving with it",
+                 v, opts_.node, name, m.job, m.node, m.version);
+        return true;
+    }
+    const auto tally = store::bucket_arrivals_object(job, m.bucket);
+    std::vector<store::backend::arrival> arrived;
+    if (auto ec = store_.arrivals(tally, arrived); ec && ec != errc::not_found) {
+        log_warn("version {} of node {}: cannot read the arrivals of bucket {}: {}", v,
+                 opts_.node, m.bucket, store::failure(store_, tally, ec));
+        return true;
+    }
+    // Arrived before the daemon stopped, perhaps not whole (its keys)
+    // or without the look its arrival was to make: again, which takes
+    // nothing twice and looks when the version's count is full (its
+    // numbering was the job's then, named or not); not when the
+    // bucket's record completes the version already, and never with
+    // another note, which would make the tally refuse every reader.
+    const std::uint32_t crc = crc32c(std::as_bytes(std::span(text)));
+    const store::bucket_part part{opts_.node, m.ranks, v, v, crc, true};
+    const auto member = store::bucket_member(opts_.node, v);
+    const auto before = std::find_if(arrived.begin(), arrived.end(),
+                                     [&](const auto& a) { return a.member == member; });
+    const bool again = before != arrived.end();
+    if (again && before->note != store::bucket_note(part)) {
+        log_warn("version {} of node {}: its arrival at bucket {} brought '{}', not what "
+                 "{} says ('{}'); not arriving with it again",
+                 v, opts_.node, m.bucket, before->note, name, store::bucket_note(part));
+        return true;
+    }
+    if (bool recorded = false;
+        again && !store::in_bucket(store_, job, v, recorded) && recorded)
+        return true;
+    if (!again && m.nodes > 1 && !named) {
+        log_info("version {} of node {}: not arrived at bucket {} again: a job of several "
+                 "nodes without a run name (IOFWD_RUN) may have numbered it anew on another "
+                 "node",
+                 v, opts_.node, m.bucket);
+        return true;
+    }
+    std::uint64_t complete = 0;
+    if (auto ec = store::try_complete_bucket(store_, job, m.bucket, part, m.nodes, complete,
+                                             reason)) {
+        log_error("version {} of node {}: arriving at bucket {} with its manifest failed: "
+                  "{}; the version stays incomplete",
+                  v, opts_.node, m.bucket, reason);
+        return true;
+    }
+    job_wide = job_wide || complete >= v;
+    const std::string upto =
+        complete >= v
+            ? fmt::format(": complete on all {} nodes up to version {}", m.nodes, complete)
+            : std::string(", waiting for the job's other nodes");
+    if (again) {
+        log_info("version {} of node {} arrived at bucket {} again with its manifest{}", v,
+                 opts_.node, m.bucket, upto);
+        return true;
+    }
+    ++completed;
+    log_warn("version {} of node {} arrived at bucket {} with its manifest (the daemon "
+             "before stopped after writing it){}",
+             v, opts_.node, m.bucket, upto);
+    return true;
+}
+
+void job::skip_gaps(const std::string& job, std::uint64_t first, bool named, bool& job_wide)
+{
+    // A version some part of which went past the journal leaves the node
+    // nothing to arrive with when the daemon before stopped while flushing
+    // it, before its manifest, or when the manifest failed: a gap, and its
+    // bucket's later versions, journaled and reported durable or not,
+    // would never complete on any node. Each gap below a version some
+    // node brought to the bucket is skipped: this node can never have it.
+    // A daemon leaves gaps in the buckets it was writing: the newest few
+    // of the runs before are looked at, a read of each one's tally.
+    constexpr std::ptrdiff_t look_at_most = 4;
+    std::vector<std::uint64_t> all;
+    if (auto ec = store::buckets(store_, job, all)) {
+        if (ec != errc::not_found)
+            log_warn("job {}: cannot list its buckets to skip the versions node {} never had: "
+                     "{}",
+                     job, opts_.node, store::failure(store_, job, ec));
         return;
+    }
+    const auto end = std::lower_bound(all.begin(), all.end(), first);
+    for (auto it = end - std::min(end - all.begin(), look_at_most); it != end; ++it) {
+        const std::uint64_t bucket = *it;
+        const std::uint64_t limit = std::min(it + 1 != all.end() ? *(it + 1) : first, first);
+        std::map<std::string, std::vector<store::bucket_part>> parts;
+        std::string why;
+        if (auto ec = store::bucket_arrivals(store_, job, bucket, parts, why)) {
+            log_warn("bucket {} of job {}: {}; not looked at for versions node {} never had",
+                     bucket, job, why, opts_.node);
+            continue;
+        }
+        std::uint64_t top = 0;
+        for (const auto& [node, list] : parts)
+            for (const auto& p : list)
+                top = std::max(top, std::min(p.last, limit - 1));
+        const auto own = parts.find(opts_.node);
+        const std::vector<store::bucket_part> none;
+        const auto& held = own != parts.end() ? own->second : none;
+        // The job's nodes and the node's ranks then: from the journal, or
+        // from a manifest the node brought.
+        std::uint32_t nodes = 0, ranks = held.empty() ? 0 : held.front().ranks;
+        for (const auto& [v, rv] : recovered_)
+            if (rv.bucket == bucket && rv.consistent) {
+                nodes = rv.nodes;
+                ranks = rv.ranks;
+            }
+        for (auto p = held.rbegin(); nodes == 0 && p != held.rend(); ++p) {
+            store::manifest m;
+            std::string text, reason;
+            if (p->manifest &&
+                !store::read_all(store_, store::manifest_object(job, p->first, opts_.node),
+                                 text) &&
+                !store::parse_manifest(text, m, reason) && m.bucket == bucket)
+                nodes = m.nodes;
+        }
+        std::vector<std::uint64_t> gaps;
+        std::uint64_t v = bucket;
+        for (const auto& p : held) {
+            for (; v < p.first && v <= top; ++v)
+                gaps.push_back(v);
+            v = std::max(v, p.last + 1);
+        }
+        for (; v <= top && top != 0; ++v)
+            gaps.push_back(v);
+        std::erase_if(gaps, [&](std::uint64_t g) { return recovered_.count(g) > 0; });
+        if (gaps.empty())
+            continue;
+        if (nodes == 0 || ranks == 0) {
+            log_warn("bucket {} of job {}: node {} has no part of versions {}-{} and nothing "
+                     "says how many nodes and ranks the job had; they are not skipped, and the "
+                     "bucket's later versions stay incomplete",
+                     bucket, job, opts_.node, gaps.front(), gaps.back());
+            continue;
+        }
+        if (nodes > 1 && !named) {
+            log_info("bucket {} of job {}: versions {}-{} of node {} not skipped: a job of "
+                     "several nodes without a run name (IOFWD_RUN) may have numbered them anew "
+                     "on another node",
+                     bucket, job, gaps.front(), gaps.back(), opts_.node);
+            continue;
+        }
+        unsigned arrived = 0;
+        for (const auto g : gaps) {
+            if (arrive_again(job, g, named, arrived, job_wide))
+                continue;  // its manifest is there: it arrived with it, or the log says why not
+            std::uint64_t complete = 0;
+            if (auto ec = store::try_complete_bucket(store_, job, bucket,
+                                                     {opts_.node, ranks, g, g, 0, false, true},
+                                                     nodes, complete, why)) {
+                log_error("version {} of node {}: its skip could not arrive at bucket {}: {}; "
+                          "the bucket's later versions cannot complete",
+                          g, opts_.node, bucket, why);
+                break;
+            }
+            job_wide = job_wide || complete > g;
+            log_warn("version {} of job {} skipped by node {} in bucket {}: the daemon before "
+                     "stopped (or its manifest failed) with no part of it in the node's journal "
+                     "and no manifest; {}",
+                     g, job, opts_.node, bucket,
+                     complete > g ? fmt::format("the bucket is complete on all {} nodes up to "
+                                                "version {} without it",
+                                                nodes, complete)
+                                  : std::string("the bucket's later versions complete without "
+                                                "it"));
+        }
     }
 }
 
@@ -1206,6 +1321,7 @@ void job::commit_unpacked(const std::string& job, std::uint64_t version, pending
                                           store::failure(*st, name, ec));
                 return ec;
             }
+            result->arriving = true;
             return store::try_complete_bucket(*st, job, bucket,
                                               {node, ranks, version, version, crc, true}, nodes,
                                               result->complete, result->why);
@@ -1214,6 +1330,11 @@ void job::commit_unpacked(const std::string& job, std::uint64_t version, pending
          log = journal_](std::error_code ec) {
             if (!ec)
                 settle_journaled(log, journaled);
+            // No manifest, and no part in the journal for the next daemon
+            // to write one from: the node will never have the version, and
+            // a gap would keep the bucket's later versions from completing.
+            if (ec && !result->arriving && journaled == 0)
+                skip_version(version, result->why);
             bucket_committed(ec, {version}, bucket, *result);
         });
 }

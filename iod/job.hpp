@@ -194,6 +194,7 @@ private:
     struct bucket_outcome {
         std::uint64_t complete = 0;  // try_complete_bucket's
         std::string why;
+        bool arriving = false;  // the failure, if any, is the arrival's (the manifest is there)
     };
     void bucket_committed(std::error_code ec, const std::vector<std::uint64_t>& versions,
                           std::uint64_t bucket, const bucket_outcome& result);
@@ -249,6 +250,16 @@ private:
     // that is complete. Best effort, like complete_from_journal.
     void rearrive_manifests(const std::string& job, std::uint64_t first, bool named,
                             unsigned& completed, bool& job_wide);
+    // One version's manifest of the node, when it is there, arriving at
+    // its bucket again (or the log says why not): false when the node has
+    // no manifest of `v`.
+    bool arrive_again(const std::string& job, std::uint64_t v, bool named, unsigned& completed,
+                      bool& job_wide);
+    // Versions of the newest buckets before `first` that the node has no
+    // part of, neither journaled nor with a manifest, below one some node
+    // brought: each arrives as a skip, so that the bucket's later versions
+    // complete (after complete_packed and rearrive_manifests).
+    void skip_gaps(const std::string& job, std::uint64_t first, bool named, bool& job_wide);
     // The packed versions of one bucket found in the journal, ascending:
     // those a pack of the node holds already arrive with it; the rest are
     // packed, a pack per run of consecutive versions whose every rank is in

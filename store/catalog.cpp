@@ -245,20 +245,6 @@ std::error_code read_bucket(backend& st, const std::string& job, std::uint64_t b
     return first_ec;
 }
 
-// The job's buckets, ascending (none: not an error).
-std::error_code buckets(backend& st, const std::string& job, std::vector<std::uint64_t>& out)
-{
-    std::vector<std::string> names;
-    out.clear();
-    if (auto ec = st.list(fmt::format("{}/{}/", job, packs_dir), names))
-        return ec == errc::not_found ? std::error_code{} : ec;
-    for (const auto& n : names)
-        if (const auto b = parse_bucket_dir(n))
-            out.push_back(*b);
-    std::sort(out.begin(), out.end());
-    return {};
-}
-
 // The bucket whose record says `version` is complete: not_found when none
 // does (the version is in no pack, or not complete yet).
 std::error_code find_bucket(backend& st, const std::string& job, std::uint64_t version,
@@ -287,6 +273,19 @@ std::error_code find_bucket(backend& st, const std::string& job, std::uint64_t v
 }
 
 }  // namespace
+
+std::error_code buckets(backend& st, const std::string& job, std::vector<std::uint64_t>& out)
+{
+    std::vector<std::string> names;
+    out.clear();
+    if (auto ec = st.list(fmt::format("{}/{}/", job, packs_dir), names))
+        return ec == errc::not_found ? std::error_code{} : ec;
+    for (const auto& n : names)
+        if (const auto b = parse_bucket_dir(n))
+            out.push_back(*b);
+    std::sort(out.begin(), out.end());
+    return {};
+}
 
 std::error_code in_bucket(backend& st, const std::string& job, std::uint64_t version, bool& yes)
 {
@@ -1019,7 +1018,45 @@ bool parse_bucket_arrival(const backend::arrival& a, bucket_part& out)
     return true;
 }
 
+// Every node's parts among `arrived` (the tally `tally`'s arrivals).
+std::error_code parse_arrivals(const std::string& tally,
+                               const std::vector<backend::arrival>& arrived,
+                               std::map<std::string, std::vector<bucket_part>>& parts,
+                               std::string& why)
+{
+    for (const auto& a : arrived) {
+        bucket_part p;
+        if (!parse_bucket_arrival(a, p)) {
+            why = fmt::format("{}: '{}' arrived with '{}', not a node's pack or manifest; "
+                              "leaving the bucket incomplete",
+                              tally, a.member, a.note);
+            return make_error_code(errc::corrupt);
+        }
+        parts[p.node].push_back(std::move(p));
+    }
+    return {};
+}
+
 }  // namespace
+
+std::error_code bucket_arrivals(backend& st, const std::string& job, std::uint64_t bucket,
+                                std::map<std::string, std::vector<bucket_part>>& out,
+                                std::string& why)
+{
+    out.clear();
+    const auto tally = bucket_arrivals_object(job, bucket);
+    std::vector<backend::arrival> arrived;
+    if (auto ec = st.arrivals(tally, arrived); ec && ec != errc::not_found) {
+        why = fmt::format("cannot read {}: {}", tally, failure(st, tally, ec));
+        return ec;
+    }
+    if (auto ec = parse_arrivals(tally, arrived, out, why))
+        return ec;
+    for (auto& [node, list] : out)
+        std::sort(list.begin(), list.end(),
+                  [](const auto& a, const auto& b) { return a.first < b.first; });
+    return {};
+}
 
 std::error_code try_complete_bucket(backend& st, const std::string& job, std::uint64_t bucket,
                                     const bucket_part& part, std::uint32_t nodes,
@@ -1050,16 +1087,8 @@ std::error_code try_complete_bucket(backend& st, const std::string& job, std::ui
                                   why, nodes > 1 ? &keys : nullptr))
         return ec;
     std::map<std::string, std::vector<bucket_part>> parts;
-    for (const auto& a : arrived) {
-        bucket_part p;
-        if (!parse_bucket_arrival(a, p)) {
-            why = fmt::format("{}: '{}' arrived with '{}', not a node's pack or manifest; "
-                              "leaving the bucket incomplete",
-                              tally, a.member, a.note);
-            return make_error_code(errc::corrupt);
-        }
-        parts[p.node].push_back(std::move(p));
-    }
+    if (auto ec = parse_arrivals(tally, arrived, parts, why))
+        return ec;
     if (parts.size() < nodes)
         return {};
     if (parts.size() > nodes) {

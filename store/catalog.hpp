@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <span>
 #include <string>
 #include <system_error>
@@ -231,6 +232,15 @@ std::string bucket_note(const bucket_part& p);
 std::error_code try_complete_bucket(backend& st, const std::string& job, std::uint64_t bucket,
                                     const bucket_part& part, std::uint32_t nodes,
                                     std::uint64_t& complete, std::string& why);
+// The job's buckets (their first versions), ascending: one listing (none:
+// not an error).
+std::error_code buckets(backend& st, const std::string& job, std::vector<std::uint64_t>& out);
+// What has arrived at `bucket`'s tally, by node, each node's parts in
+// version order (none when nothing has); corrupt, in words, when an
+// arrival is not one try_complete_bucket made. One read of the tally.
+std::error_code bucket_arrivals(backend& st, const std::string& job, std::uint64_t bucket,
+                                std::map<std::string, std::vector<bucket_part>>& out,
+                                std::string& why);
 
 // Deletes one version: its COMPLETE record first (a version half deleted is
 // never taken as complete), then its objects and its directory, with what

@@ -1003,6 +1003,103 @@ TEST_CASE("a version one node will never have does not stop the rest of its buck
     }
 }
 
+namespace {
+
+// A run after fill_journal's: version 2 of 200,000 bytes, past the journal
+// (IOFWD_JOURNAL_MAX 64 KiB), then versions 3 and 4 of 5,000 through it,
+// each waited for. The second rename of the run is version 2's manifest
+// (the first: its object). The run's bucket starts at its first version, 2.
+std::map<std::string, std::string> past_the_journal()
+{
+    auto env = packing();
+    env["IOFWD_JOURNAL_MAX"] = "65536";
+    return env;
+}
+
+process gap_rank(cluster& c)
+{
+    return c.rank(0, 1, {"--size", "200000", "--versions", "3", "--size-at", "1", "5000",
+                         "--size-at", "2", "5000", "--wait", "--skip-finalize"},
+                  past_the_journal());
+}
+
+// A next run's view of versions 1 to 4: the newest complete, version 3's
+// bytes read back, and the verifier's count.
+void versions_after_a_gap(cluster& c)
+{
+    auto next = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", "3"}, packing());
+    const auto s = next.wait(60s);
+    INFO("next rank:\n" << next.output() << "log:\n" << c.log());
+    REQUIRE(s.has_value());
+    CHECK(has_line(next, "latest 0 4"));
+    CHECK(has_line(next, "read 0 5000"));
+    const std::string record =
+        read_file(c.store() + "/itest/packs/b00000002/COMPLETE.v00000004");
+    CHECK(record.find("\nskip nodeA 1 2\n") != std::string::npos);
+    std::string out;
+    CHECK(c.verify(4, 1, out) != 0);  // version 2 is not there
+    INFO(out);
+    CHECK(out.find("3 complete versions") != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("a version whose manifest fails, with no part in the journal, is skipped at once",
+          "[failure][packs-gap]")
+{
+    // Version 2 went past the journal: when its manifest cannot be
+    // written, nothing is left for a next daemon to commit it from, and
+    // the gap kept the bucket's later versions, reported durable through
+    // the journal, from ever completing (io_latest said 1). The node skips
+    // it: versions 3 and 4 complete without it.
+    cluster c;
+    fill_journal(c, 1, packing());
+    auto d = faulty_daemon(c, "rename:EIO:1:once", past_the_journal());
+    auto r = gap_rank(c);
+    const bool answered = wait_until([&] { return has_line(r, "durable 2 0 "); }, 30s);
+    INFO("rank:\n" << r.output() << "log:\n" << c.log());
+    REQUIRE(answered);
+    REQUIRE(wait_until([&] {
+        return c.log().find("versions up to 4 of job itest complete on all 1 nodes") !=
+               std::string::npos;
+    }, 20s));
+    CHECK(c.log().find("version 2 of node nodeA: writing manifest itest/v00000002/nodeA.manifest "
+                       "failed: Input/output error") != std::string::npos);
+    CHECK(c.log().find("version 2 of job itest skipped by node nodeA in bucket 2 (writing "
+                       "manifest") != std::string::npos);
+    r.signal(SIGKILL);
+    REQUIRE(r.wait(10s).has_value());
+    d.signal(SIGTERM);
+    REQUIRE(d.wait(30s).has_value());
+    versions_after_a_gap(c);
+}
+
+TEST_CASE("a version the daemon was committing past the journal when it died is skipped at "
+          "the claim",
+          "[failure][packs-gap]")
+{
+    // The daemon is killed while version 2's manifest is 30 s late (its
+    // rename), after versions 3 and 4 are durable in the journal: no part
+    // of version 2 in the journal, no manifest. The next daemon packs 3
+    // and 4 from the journal and skips 2; without the skip the bucket
+    // stopped at version 1 for good.
+    cluster c;
+    fill_journal(c, 1, packing());
+    auto d = faulty_daemon(c, "rename:DELAY30:1:once", past_the_journal());
+    auto r = gap_rank(c);
+    const bool answered = wait_until([&] { return has_line(r, "durable 2 0 "); }, 30s);
+    INFO("rank:\n" << r.output() << "log:\n" << c.log());
+    REQUIRE(answered);
+    CHECK(!exists(c.store() + "/itest/v00000002/nodeA.manifest"));
+    d.signal(SIGKILL);
+    r.signal(SIGKILL);
+    REQUIRE(d.wait(10s).has_value());
+    REQUIRE(r.wait(10s).has_value());
+    versions_after_a_gap(c);
+    CHECK(c.log().find("version 2 of job itest skipped by node nodeA in bucket 2: the daemon "
+                       "before stopped") != std::string::npos);
+}
+
 TEST_CASE("a version the journal holds in part is skipped by the next daemon",
           "[failure][packs-crash-skip]")
 {

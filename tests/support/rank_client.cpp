@@ -27,6 +27,8 @@
 //   write <k> <errno> <version> <milliseconds>
 //   finalize <errno> <milliseconds>
 //   error <io_last_error()>
+// --size-at K BYTES: write K is BYTES long (at most --size, the buffer's);
+//   given again for other writes.
 // Exit status 0 when every call returned 0.
 #include <signal.h>
 #include <stdlib.h>
@@ -37,6 +39,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -98,6 +101,7 @@ int main(int argc, char** argv)
     unsigned barrier_passes = 0;
     bool again = false;
     bool read_back = false;
+    std::map<unsigned, unsigned long long> size_at;
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
         auto next = [&] { return i + 1 < argc ? argv[++i] : (std::exit(2), argv[0]); };
@@ -123,6 +127,10 @@ int main(int argc, char** argv)
         else if (a == "--again") again = true;
         else if (a == "--read-back") read_back = true;
         else if (a == "--barrier") barrier = true;
+        else if (a == "--size-at") {
+            const auto k = static_cast<unsigned>(std::atoi(next()));
+            size_at[k] = std::strtoull(next(), nullptr, 10);
+        }
         else {
             std::fprintf(stderr, "rank_client: unknown option %s\n", argv[i]);
             return 2;
@@ -201,11 +209,13 @@ int main(int argc, char** argv)
             std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
         std::uint64_t next = 0;
         io_next_version(&next);
-        example::fill_pattern(buf, size, example::pattern_seed(node, rank, next));
+        const auto at = size_at.find(k);
+        const auto length = std::min(size, at == size_at.end() ? size : at->second);
+        example::fill_pattern(buf, length, example::pattern_seed(node, rank, next));
         const auto t0 = std::chrono::steady_clock::now();
         std::printf("writing %u\n", k);
         std::uint64_t version = 0;
-        rc = io_write_version(size, &version);
+        rc = io_write_version(length, &version);
         std::printf("write %u %d %llu %.3f\n", k, rc, static_cast<unsigned long long>(version),
                     ms_since(t0));
         if (rc == 0)
