@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
 
 #include <fmt/format.h>
 
@@ -114,7 +115,7 @@ std::error_code journal::replay(std::vector<record>& out)
         const auto size = get<std::uint64_t>(h + 24);
         // Bounded by the file, not by this daemon's size: one set smaller
         // than the daemon's before must still find what that one answered.
-        if (size > end - at - block || footprint(size) > end - at)
+        if (size > max_record || size > end - at - block || footprint(size) > end - at)
             break;
         record r;
         r.version = get<std::uint64_t>(h + 16);
@@ -128,7 +129,11 @@ std::error_code journal::replay(std::vector<record>& out)
             r.bucket = get<std::uint64_t>(h + 48);
         r.job.assign(reinterpret_cast<const char*>(h + fixed), job_len);
         r.node.assign(reinterpret_cast<const char*>(h + fixed + job_len), node_len);
-        r.data.resize(size);
+        try {
+            r.data.resize(size);
+        } catch (const std::bad_alloc&) {
+            return std::make_error_code(std::errc::not_enough_memory);
+        }
         if (size > 0 &&
             sys::pread_all(fd_.get(), r.data.data(), size, static_cast<off_t>(at + block)) != 0)
             return last_system_error();

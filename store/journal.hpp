@@ -58,6 +58,12 @@ public:
     static constexpr std::uint64_t block = 4096;
     static constexpr std::uint64_t header_bytes = 2 * block;
     static constexpr std::size_t max_name = 255;
+    // The largest record's bytes (IOFWD_JOURNAL_MAX's range in the settings
+    // table, libio/common/config.cpp, ends here): replay
+    // reads each record whole into memory, and a record that claims more is
+    // not one this iofwd wrote (a damaged or planted journal, a sparse file
+    // of any length); replay ends there, as at a torn append.
+    static constexpr std::uint64_t max_record = std::uint64_t{1} << 30;
 
     // Whose bytes a record holds: one node-local rank's part of a version,
     // and how many ranks the node and nodes the job have (0: not known, a

@@ -8,6 +8,7 @@
 
 #include "config.hpp"
 #include "options.hpp"
+#include "store/journal.hpp"
 
 using namespace iofwd;
 
@@ -101,4 +102,18 @@ TEST_CASE("iod's environment beats the table's default, and its command line bot
     REQUIRE(parse({"--pack-versions=16"}, from_argv) == iod::parse_result::run);
     CHECK(from_argv.pack_versions == 16);
     CHECK(from_argv.staging_bytes == 64ull << 20);
+}
+
+TEST_CASE("iod refuses a journal max larger than a journal record may be", "[options]")
+{
+    // A claim reads each record of the journal whole into memory, and
+    // takes none larger than store::journal::max_record: the settings
+    // table's range for IOFWD_JOURNAL_MAX ends there.
+    environment_cleared cleared;
+    CHECK(store::journal::max_record == 1ull << 30);
+    iod::options o;
+    CHECK(parse({"--journal-max=1G"}, o) == iod::parse_result::run);
+    CHECK(o.journal_max == 1ull << 30);
+    iod::options refused;
+    CHECK(parse({"--journal-max=1025M"}, refused) == iod::parse_result::exit_error);
 }

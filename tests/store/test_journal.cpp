@@ -273,6 +273,42 @@ TEST_CASE("journal: a torn record ends the journal there", "[journal]")
     CHECK(found[0].data == bytes_of(5000, 1));
 }
 
+TEST_CASE("journal: a record that claims more than any record may hold ends the journal there",
+          "[journal]")
+{
+    // A damaged or planted journal: the second record's header, its
+    // checksum made right, says 1 TiB, and the file is made that long
+    // (sparse). Replay held every record in memory: the daemon's claim and
+    // iofwd ls died of bad_alloc. It ends the journal there instead.
+    test::temp_dir tmp;
+    const auto path = tmp / "j";
+    {
+        auto j = ready_journal(path, 1u << 20);
+        for (unsigned v = 1; v <= 2; ++v)
+            REQUIRE(!append(*j, v, 0, bytes_of(5000, v)));
+    }
+    const std::uint64_t second = journal::header_bytes + journal::footprint(5000);
+    {
+        unique_fd fd = open_file(path);
+        std::vector<std::byte> h(journal::block);
+        REQUIRE(::pread(fd.get(), h.data(), h.size(), static_cast<off_t>(second)) ==
+                static_cast<ssize_t>(h.size()));
+        const std::uint64_t huge = std::uint64_t{1} << 40;
+        std::memcpy(h.data() + 24, &huge, sizeof huge);
+        // The header's checksum: from the generation to the end of the
+        // names ("job", "node7") after the 60 bytes of fixed fields.
+        const std::uint32_t crc = crc32c(std::span<const std::byte>(h.data() + 8, 60 - 8 + 8));
+        std::memcpy(h.data() + 4, &crc, sizeof crc);
+        REQUIRE(::pwrite(fd.get(), h.data(), h.size(), static_cast<off_t>(second)) ==
+                static_cast<ssize_t>(h.size()));
+        REQUIRE(::ftruncate(fd.get(), static_cast<off_t>(huge + (4u << 20))) == 0);
+    }
+    const auto found = replay(path, 1u << 20);
+    REQUIRE(found.size() == 1);
+    CHECK(found[0].version == 1);
+    CHECK(found[0].data == bytes_of(5000, 1));
+}
+
 TEST_CASE("journal: whole records behind a torn one are not found, and gone after a reset",
           "[journal]")
 {
