@@ -1637,6 +1637,28 @@ std::vector<std::string> pack_holders(backend& st, const std::string& job, std::
 
 }  // namespace
 
+std::vector<std::string> manifests_to_arrive(backend& st, const std::string& job,
+                                             std::uint64_t version)
+{
+    std::vector<std::string> out;
+    for (const auto& node : manifest_nodes(st, job, version)) {
+        std::string text, reason;
+        manifest m;
+        if (read_all(st, manifest_object(job, version, node), text) ||
+            parse_manifest(text, m, reason) || m.bucket == 0 || m.node != node ||
+            m.version != version)
+            continue;
+        std::map<std::string, std::vector<bucket_part>> parts;
+        bucket_arrivals(st, job, m.bucket, parts, reason);  // unreadable: none arrived
+        const auto own = parts.find(node);
+        if (own == parts.end() ||
+            std::none_of(own->second.begin(), own->second.end(),
+                         [&](const bucket_part& p) { return p.first == version; }))
+            out.push_back(node);
+    }
+    return out;
+}
+
 std::error_code join_run(backend& st, const std::string& job, const std::string& run,
                          std::uint32_t nodes, const std::string& node, std::uint64_t next,
                          std::uint32_t pack_versions, run_record& out, std::string& why)

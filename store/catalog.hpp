@@ -232,6 +232,13 @@ std::string bucket_note(const bucket_part& p);
 std::error_code try_complete_bucket(backend& st, const std::string& job, std::uint64_t bucket,
                                     const bucket_part& part, std::uint32_t nodes,
                                     std::uint64_t& complete, std::string& why);
+// The nodes whose manifest of `version` names a bucket that has no arrival
+// of theirs for it (a daemon that stopped between the two): the node's
+// next daemon arrives with it (job::arrive_again), so the version may
+// still complete. A listing of the version, a read of each manifest and of
+// its bucket's tally; a tally that does not read counts as no arrival.
+std::vector<std::string> manifests_to_arrive(backend& st, const std::string& job,
+                                             std::uint64_t version);
 // The job's buckets (their first versions), ascending: one listing (none:
 // not an error).
 std::error_code buckets(backend& st, const std::string& job, std::vector<std::uint64_t>& out);

@@ -249,7 +249,8 @@ std::error_code inspect_job(backend& st, const std::string& job, job_entry& out,
                                          [&](const journaled_version& jv) { return jv.version == v; });
             if (in != journaled.end())
                 e.journaled_by = in->nodes;
-            e.dead = journals_read && e.journaled_by.empty();
+            e.arriving = manifests_to_arrive(st, job, v);
+            e.dead = journals_read && e.journaled_by.empty() && e.arriving.empty();
         }
         j.versions.push_back(std::move(e));
     }

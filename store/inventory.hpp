@@ -52,10 +52,13 @@ struct version_entry {
     std::uint32_t nodes = 0;   // complete: the record's; else the nodes with a manifest
     std::uint32_t ranks = 0;   // complete: the manifests'; else the rank objects present
     std::uint64_t bytes = 0;   // of those ranks' objects
-    bool dead = false;         // incomplete, no live daemon claims the job, and no
-                               // node's journal holds it (it can never complete)
+    bool dead = false;         // incomplete, no live daemon claims the job, no node's
+                               // journal holds it, and no node's manifest of it has
+                               // yet to arrive (it can never complete)
     std::vector<std::string> journaled_by;  // incomplete, no live daemon: the nodes whose
                                             // journals hold parts of it (journaled_versions)
+    std::vector<std::string> arriving;  // incomplete, no live daemon: the nodes whose manifest
+                                        // has yet to arrive at its bucket (manifests_to_arrive)
 };
 
 struct job_entry {

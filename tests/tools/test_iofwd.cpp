@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "crc32c.hpp"
@@ -689,6 +690,61 @@ std::vector<process> restart_two(cluster& c)
 }
 
 }  // namespace
+
+TEST_CASE("gc keeps a version whose manifest has yet to arrive at its bucket, which the node's "
+          "next daemon completes",
+          "[tools][gc-journal]")
+{
+    // The state of failure packs-crash-manifest: a node without a journal
+    // commits version 1 unpacked, and its daemon is killed after the
+    // manifest is in place, before its arrival at the bucket. gc took the
+    // version for one that can never complete and removed it; the next
+    // daemon would have arrived with the manifest.
+    cluster c;
+    auto env = small_journal;
+    env["IOFWD_PACK_VERSIONS"] = "4";
+    env["IOFWD_JOURNAL_MAX"] = "0";
+    const std::string manifest = c.store() + "/itest/v00000001/nodeA.manifest";
+    {
+        // The ninth fsync: the manifest's directory.
+        auto denv = env;
+        denv["IOFWD_FAULT"] = "fsync:DELAY30:9";
+        auto d = c.daemon({}, denv);
+        REQUIRE(wait_until([&] { return count(c.log(), "ready:") == 1 || !d.running(); }, 20s));
+        auto r = c.rank(0, 1, {"--size", "5000", "--versions", "1", "--wait", "--skip-finalize"},
+                        env);
+        REQUIRE(wait_until([&] { return has_line(r, "durable 0 "); }, 20s));
+        REQUIRE(wait_until([&] { return std::filesystem::exists(manifest); }, 20s));
+        std::this_thread::sleep_for(500ms);  // stopped at the fsync, not passing by
+        d.signal(SIGKILL);
+        r.signal(SIGKILL);
+        REQUIRE(d.wait(10s).has_value());
+        REQUIRE(r.wait(10s).has_value());
+    }
+    // No arrival of nodeA's (named "<member>=<note>") in the bucket's tally.
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(
+             c.store() + "/itest/packs/b00000001/.ARRIVED", ec))
+        REQUIRE(e.path().filename().string().rfind("nodeA.", 0) != 0);
+    auto listed = run_iofwd(c, {"ls", "itest", "--json"});
+    CHECK(py(c, listed.out, "[(v['version'], v['dead'], v['arriving']) for v in d['versions']]") ==
+          "[(1, False, ['nodeA'])]\n");
+    auto gc = run_iofwd(c, {"gc", "itest"});
+    INFO("gc:\n" << gc.out << gc.err);
+    CHECK(gc.code == 0);
+    CHECK(gc.err == "iofwd gc: job itest: kept version 1: node nodeA's manifest of it has yet to "
+                    "arrive at its bucket, which the node's next daemon does when the job runs "
+                    "there again, so that it can complete (iofwd rm itest 1 removes it, for a node "
+                    "that will not run the job again)\n");
+    CHECK(gc.out.find("removed version") == std::string::npos);
+    REQUIRE(std::filesystem::exists(manifest));
+    auto next = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", "1"}, env);
+    const auto s = next.wait(60s);
+    INFO("next rank:\n" << next.output() << "log:\n" << c.log());
+    REQUIRE(s.has_value());
+    CHECK(has_line(next, "latest 0 1"));
+    CHECK(has_line(next, "read 0 5000"));
+}
 
 TEST_CASE("gc keeps a version a node's journal holds, for the node's next daemon to complete",
           "[tools][gc-journal]")

@@ -427,6 +427,7 @@ int gc(const clean_args& a)
                                                    store::failure(*st, l, ec)));
         std::vector<std::uint64_t> dead;
         std::vector<std::string> kept;
+        std::vector<std::pair<std::uint64_t, std::string>> arriving_kept;  // version, nodes
         for (const auto v : all) {
             store::version_entry e;
             if (store::inspect_version(*st, job, v, e) ||
@@ -436,6 +437,14 @@ int gc(const clean_args& a)
                 kept.push_back(fmt::format("version {}: {} its parts", v,
                                            journals_hold(in.front()->nodes)));
                 j["kept_versions"].push_back({{"version", v}, {"nodes", in.front()->nodes}});
+                continue;
+            }
+            // A daemon stopped between a manifest and its arrival at the
+            // bucket: the node's next one arrives with it.
+            if (const auto arriving = store::manifests_to_arrive(*st, job, v);
+                !arriving.empty()) {
+                arriving_kept.emplace_back(v, fmt::format("{}", fmt::join(arriving, ", ")));
+                j["kept_versions"].push_back({{"version", v}, {"nodes", arriving}});
                 continue;
             }
             dead.push_back(v);
@@ -520,6 +529,13 @@ int gc(const clean_args& a)
                                    "complete (iofwd gc --discard-journals {} drops them, for a "
                                    "node that will not run the job again)\n",
                            job, k, job);
+            for (const auto& [v, nodes] : arriving_kept)
+                fmt::print(stderr, "iofwd gc: job {}: kept version {}: node {}'s manifest of it "
+                                   "has yet to arrive at its bucket, which the node's next "
+                                   "daemon does when the job runs there again, so that it can "
+                                   "complete (iofwd rm {} {} removes it, for a node that will "
+                                   "not run the job again)\n",
+                           job, v, nodes, job, v);
             for (const auto& l : left)
                 fmt::print("job {}: removed leftover {}\n", job, l);
             for (const auto v : dead)

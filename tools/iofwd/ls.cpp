@@ -34,6 +34,7 @@ nlohmann::json version_json(const store::version_entry& v)
             {"bytes", v.bytes},
             {"dead", v.dead},
             {"journaled_by", v.journaled_by},
+            {"arriving", v.arriving},
             {"why", v.why}};
 }
 
@@ -137,6 +138,10 @@ int list_job(store::backend& st, const ls_args& a)
             note += fmt::format("; node {}'s journal holds parts of it, which the node's next "
                                 "daemon commits when the job runs there again",
                                 fmt::join(v.journaled_by, ", "));
+        else if (!v.arriving.empty())
+            note += fmt::format("; node {}'s manifest of it has yet to arrive at its bucket, "
+                                "which the node's next daemon does when the job runs there again",
+                                fmt::join(v.arriving, ", "));
         auto line = fmt::format("{:>8}  {:<10}  {:<20}  {:>5}  {:>5}  {:>10}  {}", v.version,
                                 store::state_name(v.state), utc_time(v.time), v.nodes, v.ranks,
                                 human_bytes(v.bytes), note);
