@@ -207,6 +207,14 @@ bool has_line(const process& p, const std::string& prefix)
     return out.rfind(prefix, 0) == 0 || out.find("\n" + prefix) != std::string::npos;
 }
 
+void require_exit(process& p, int code)
+{
+    const auto st = p.wait(std::chrono::seconds(120));
+    INFO(p.output());
+    REQUIRE(st.has_value());
+    REQUIRE(exit_code(*st) == code);
+}
+
 std::string gate(const cluster& c, const std::string& name)
 {
     return c.runtime_dir() + "/" + name;

@@ -87,6 +87,8 @@ std::vector<pid_t> daemon_pids(const std::string& log);
 std::size_t count(const std::string& hay, const std::string& needle);
 // A line of p's output starts with `prefix`.
 bool has_line(const process& p, const std::string& prefix);
+// Waits (at most 120 s) for `p` and requires its exit code.
+void require_exit(process& p, int code);
 // The gate a rank started with --go-file waits at after io_init (or with
 // --gate-at before a write): its path in the test's runtime directory, and
 // opening it (the file made). `name` tells a second gate from the first.

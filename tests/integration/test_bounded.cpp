@@ -426,15 +426,6 @@ std::string staging_line(std::uint64_t used, unsigned waiting)
            std::to_string(waiting) + "\n";
 }
 
-// Waits (bounded) for a rank and requires its exit code.
-void require_exit(process& p, int code)
-{
-    const auto st = p.wait(120s);
-    INFO(p.output());
-    REQUIRE(st.has_value());
-    REQUIRE(exit_code(*st) == code);
-}
-
 }  // namespace
 
 TEST_CASE("a rank that announces a pushed write and pushes nothing holds its claims' "

@@ -35,7 +35,8 @@ double monotonic_now()
     return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-void require_exit(process& p, int code)
+// Waits (bounded) for `p` and checks its exit code (the test goes on).
+void check_exit(process& p, int code)
 {
     const auto st = p.wait(scaled(120s));
     INFO(p.output());
@@ -81,13 +82,13 @@ TEST_CASE("after the whole job is killed in version 4, a new job restarts from v
 
     // Before any io_init, a new job already sees version 3.
     auto probe = c.rank(0, 2, {"--latest-only"});
-    require_exit(probe, 0);
+    check_exit(probe, 0);
     CHECK(has_line(probe, "latest 0 3"));
 
     auto n0 = c.rank(0, 2, {"--size", "300000", "--versions", "2", "--restart"});
     auto n1 = c.rank(1, 2, {"--size", "300000", "--versions", "2", "--restart"});
-    require_exit(n0, 0);
-    require_exit(n1, 0);
+    check_exit(n0, 0);
+    check_exit(n1, 0);
     CHECK(has_line(n0, "restart 0 3 1"));
     CHECK(has_line(n1, "restart 0 3 1"));
     // The new versions continue after the half-written one: 5 and 6.
@@ -108,8 +109,8 @@ TEST_CASE("a flipped bit is named by io_read and skipped by io_latest_verified",
     {
         auto r0 = c.rank(0, 2, {"--size", "100000", "--versions", "3"});
         auto r1 = c.rank(1, 2, {"--size", "100000", "--versions", "3"});
-        require_exit(r0, 0);
-        require_exit(r1, 0);
+        check_exit(r0, 0);
+        check_exit(r1, 0);
     }
     const std::string victim = c.store() + "/itest/v00000003/nodeA.r0001";
     {
@@ -123,7 +124,7 @@ TEST_CASE("a flipped bit is named by io_read and skipped by io_latest_verified",
     }
     auto p = c.rank(1, 2, {"--size", "100000", "--versions", "0", "--probe", "3"});
     auto other = c.rank(0, 2, {"--size", "100000", "--versions", "0"});
-    require_exit(other, 0);
+    check_exit(other, 0);
     const auto st = p.wait(60s);
     REQUIRE(st.has_value());
     INFO(p.output());
@@ -142,7 +143,7 @@ TEST_CASE("retention keeps exactly the newest K complete versions", "[lifecycle]
     c.unpacked();
     auto r0 = c.rank(0, 1, {"--size", "50000", "--versions", "5", "--pause-ms", "50"},
                      {{"IOFWD_KEEP", "2"}});
-    require_exit(r0, 0);
+    check_exit(r0, 0);
     for (int v = 1; v <= 3; ++v)
         CHECK_FALSE(exists(c.store() + "/itest/v0000000" + std::to_string(v)));
     CHECK(exists(c.store() + "/itest/v00000004/COMPLETE"));
@@ -163,7 +164,7 @@ TEST_CASE("retention keeps exactly the newest K complete versions when they are 
     auto env = small_journal;
     env.insert({{"IOFWD_KEEP", "2"}, {"IOFWD_PACK_VERSIONS", "8"}});
     auto r0 = c.rank(0, 1, {"--size", "5000", "--versions", "7", "--pause-ms", "50"}, env);
-    require_exit(r0, 0);
+    check_exit(r0, 0);
     INFO("log:\n" << c.log());
     CHECK(count(c.log(), "retention (keep 2): removed version") == 6);
     CHECK(exists(c.store() + "/itest/packs/b00000002/RETIRED.v00000006"));
@@ -186,11 +187,11 @@ TEST_CASE("retention keeps exactly the newest K complete versions when they are 
     CHECK(out.find("/itest: 2 complete versions, 0 incomplete, 2 objects") != std::string::npos);
     // The next run reads the newest, and finds 5 gone.
     auto r1 = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", "8"}, small_journal);
-    require_exit(r1, 0);
+    check_exit(r1, 0);
     CHECK(has_line(r1, "latest 0 8"));
     CHECK(has_line(r1, "read 0 5000"));
     auto r2 = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", "5"}, small_journal);
-    require_exit(r2, 0);
+    check_exit(r2, 0);
     INFO("probe 5:\n" << r2.output());
     CHECK(has_line(r2, "read 2 0"));  // ENOENT
 }
@@ -216,11 +217,11 @@ TEST_CASE("retention runs while the job lives, not only when its ranks leave",
     CHECK(all_gone);
     CHECK(r0.running());  // still connected: this was not its goodbye
     open_gate(c);
-    require_exit(r0, 0);
+    check_exit(r0, 0);
     CHECK(count(c.log(), "retention (keep 1): removed version") == 5);
     CHECK(c.log().find("retention (keep 1): removed version 6 ") == std::string::npos);
     auto probe = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", "6"}, env);
-    require_exit(probe, 0);
+    check_exit(probe, 0);
     CHECK(has_line(probe, "latest 0 6"));
     CHECK(has_line(probe, "read 0 5000"));
 }
@@ -232,14 +233,14 @@ TEST_CASE("retention goes on past what a flush killed mid-write left behind",
     c.unpacked();
     {
         auto r = c.rank(0, 1, {"--size", "50000", "--versions", "2"});
-        require_exit(r, 0);
+        check_exit(r, 0);
     }
     c.crash_mid_write(c.store() + "/itest/v00000003");
     REQUIRE(temporaries(c.store()).size() == 1);
     CHECK_FALSE(exists(c.store() + "/itest/v00000003/COMPLETE"));
 
     auto r = c.rank(0, 1, {"--size", "50000", "--versions", "2"}, {{"IOFWD_KEEP", "1"}});
-    require_exit(r, 0);
+    check_exit(r, 0);
     const auto log = c.log();
     INFO(log);
     CHECK(log.find("retention (keep 1): removed version 3 of job itest") != std::string::npos);
@@ -287,7 +288,7 @@ TEST_CASE("two nodes commit a version together; if one dies first it is complete
     // Node A makes both versions durable; node B dies (after version 1 is
     // committed everywhere) before writing version 2. A's io_finalize must
     // not claim success for a version that is complete nowhere.
-    require_exit(ra, 1);
+    check_exit(ra, 1);
     CHECK(has_line(ra, "finalize 5 "));
     CHECK(ra.output().find("version 2 of job itest is durable on this node but not complete "
                            "job-wide: version 2 has the manifests of 1 node (nodeA), the job has "
@@ -307,7 +308,7 @@ TEST_CASE("two nodes commit a version together; if one dies first it is complete
     CHECK(record.find("\nnode nodeB ranks 1 ") != std::string::npos);
 
     auto probe = c.rank(0, 1, {"--latest-only"});
-    require_exit(probe, 0);
+    check_exit(probe, 0);
     CHECK(has_line(probe, "latest 0 1"));
     std::string out;
     CHECK(c.verify(1, 2, out) == 0);
@@ -323,7 +324,7 @@ TEST_CASE("a barrier set for one io_init is not called after the next", "[lifecy
     cluster c;
     auto r = c.rank(0, 1, {"--size", "70000", "--versions", "1", "--barrier", "--again"},
                     {{"IOFWD_NODES", "2"}, {"IOFWD_FINALIZE_TIMEOUT", "1"}});
-    require_exit(r, 1);
+    check_exit(r, 1);
     CHECK(has_line(r, "barrier 1 0 "));
     CHECK(has_line(r, "finalize 5 "));
     CHECK(has_line(r, "again init 0"));
@@ -380,7 +381,7 @@ TEST_CASE("a second concurrent job under the same name is refused in words", "[l
     REQUIRE(wait_until([&] { return has_line(first, "stalled"); }, 30s));
     // Another job (its own session) with the same job name on the same node.
     auto second = c.rank(0, 1, {"--size", "4096", "--versions", "1"}, {{"IOFWD_SESSION", "other"}});
-    require_exit(second, 1);
+    check_exit(second, 1);
     CHECK(has_line(second, "init 98"));  // EADDRINUSE
     CHECK(second.output().find("job 'itest' on node nodeA is being written by another daemon") !=
           std::string::npos);
@@ -397,7 +398,7 @@ TEST_CASE("a claim an iofwd command holds for a moment delays the job, not refus
     cluster c;
     {
         auto first = c.rank(0, 1, {"--size", "4096", "--versions", "1"});
-        require_exit(first, 0);
+        check_exit(first, 0);
     }
     const std::string claim = c.store() + "/itest/.nodeA.claim";
     const int fd = ::open(claim.c_str(), O_RDWR | O_CLOEXEC);
@@ -420,7 +421,7 @@ TEST_CASE("a claim an iofwd command holds for a moment delays the job, not refus
         // Past the open, in its flock (the daemon tries every 50 ms).
         std::this_thread::sleep_for(100ms);
         ::close(fd);
-        require_exit(next, 0);
+        check_exit(next, 0);
         CHECK(c.log().find("job 'itest' on node nodeA: its claim was held by someone else (an "
                            "iofwd command?); taken after ") != std::string::npos);
         CHECK(has_line(next, "write 0 0 2 "));
@@ -430,7 +431,7 @@ TEST_CASE("a claim an iofwd command holds for a moment delays the job, not refus
     SECTION("held for longer: refused in words")
     {
         auto next = c.rank(0, 1, {"--size", "4096", "--versions", "1"});
-        require_exit(next, 1);
+        check_exit(next, 1);
         ::close(fd);
         CHECK(has_line(next, "init 98"));  // EADDRINUSE
         CHECK(next.output().find("job 'itest' on node nodeA is being written by another daemon "
@@ -473,17 +474,17 @@ TEST_CASE("a claim an iofwd command holds for a moment delays the job, not refus
             return n;
         };
         auto first = c.rank(0, 1, {"--size", "4096", "--versions", "1"});
-        require_exit(first, 1);
+        check_exit(first, 1);
         const int patient = opens();
         INFO("log:\n" << c.log());
         CHECK(patient >= 5);  // every 50 ms for a second
         auto second = c.rank(0, 1, {"--size", "4096", "--versions", "1"});
-        require_exit(second, 1);
+        check_exit(second, 1);
         CHECK(has_line(second, "init 98"));
         CHECK(opens() == 1);
         ::close(fd);
         auto third = c.rank(0, 1, {"--size", "4096", "--versions", "1"});
-        require_exit(third, 0);
+        check_exit(third, 0);
         CHECK(opens() >= 1);
         ::close(watch);
         CHECK(c.log().find("taken after") == std::string::npos);
@@ -555,7 +556,7 @@ TEST_CASE("a long flush shows progress in the log; the log level and IOFWD_LOG a
                                                   {"IOFWD_CHUNK_SIZE", "1M"},
                                                   {"IOFWD_PROGRESS_INTERVAL", "1"}};
     auto r = c.rank(0, 1, {"--size", std::to_string(3 << 20), "--versions", "1"}, slow);
-    require_exit(r, 0);
+    check_exit(r, 0);
     const auto log = c.log();
     INFO(log);
     CHECK(count(log, "progress: itest/v00000001/nodeA.r0000 (rank 0): ") >= 2);
@@ -567,9 +568,9 @@ TEST_CASE("a long flush shows progress in the log; the log level and IOFWD_LOG a
     const std::string elsewhere = q.tmp / "my.log";
     auto r2 = q.rank(0, 1, {"--size", "70000", "--versions", "2"},
                      {{"IOFWD_LOG", elsewhere}, {"IOFWD_LOG_LEVEL", "warn"}});
-    require_exit(r2, 0);
+    check_exit(r2, 0);
     CHECK(count(read_file(elsewhere), "iod[") == 0);  // nothing at info level
     auto r3 = q.rank(0, 1, {"--size", "70000", "--versions", "1"}, {{"IOFWD_LOG", elsewhere}});
-    require_exit(r3, 0);
+    check_exit(r3, 0);
     CHECK(count(read_file(elsewhere), "connect job itest") == 1);
 }

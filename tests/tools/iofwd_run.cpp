@@ -49,14 +49,6 @@ std::string masked(const std::string& text)
                               ".tmp-P-N");
 }
 
-void require_exit(process& p, int code)
-{
-    const auto st = p.wait(120s);
-    INFO(p.output());
-    REQUIRE(st.has_value());
-    REQUIRE(exit_code(*st) == code);
-}
-
 std::vector<std::string> names_in(const std::string& dir)
 {
     std::vector<std::string> names;

@@ -25,9 +25,6 @@ std::string py(cluster& c, const std::string& json, const std::string& expr);
 // Times and temporary names change from run to run.
 std::string masked(const std::string& text);
 
-// Waits (bounded) for `p` and requires its exit code.
-void require_exit(process& p, int code);
-
 // The names in `dir`, sorted.
 std::vector<std::string> names_in(const std::string& dir);
 
