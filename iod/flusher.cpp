@@ -142,7 +142,10 @@ void flush_policy::commit(std::uint64_t order, flusher::work w, flusher::done d)
 
 void flush_policy::append(flusher::work write, flusher::work durable, flusher::done d)
 {
-    appends_.push_back({std::move(write), std::move(durable), std::move(d), {}});
+    {
+        std::lock_guard lock(appends_mutex_);
+        appends_.push_back({std::move(write), std::move(durable), std::move(d), {}});
+    }
     if (!appending_)
         start_appends();
 }
@@ -150,11 +153,28 @@ void flush_policy::append(flusher::work write, flusher::work durable, flusher::d
 void flush_policy::start_appends()
 {
     appending_ = true;
-    std::swap(appends_, batch_);
+    {
+        std::lock_guard lock(appends_mutex_);
+        std::swap(appends_, batch_);
+    }
     journal_pool_.submit(
         [this] {
-            for (auto& a : batch_)
-                a.ec = a.write();
+            // The appends that came while these were written join them
+            // before the fdatasync: the ranks of a node write the same
+            // version at about the same time, and the second rank's part
+            // (handed over a crc32c after the first) waited a whole sync
+            // for the next batch. A few rounds at most, so that a stream
+            // of appends cannot put off the first one's sync for long.
+            std::size_t written = 0;
+            for (int round = 0;; ++round) {
+                for (; written < batch_.size(); ++written)
+                    batch_[written].ec = batch_[written].write();
+                std::lock_guard lock(appends_mutex_);
+                if (round == late_rounds || appends_.empty())
+                    break;
+                std::move(appends_.begin(), appends_.end(), std::back_inserter(batch_));
+                appends_.clear();
+            }
             // The first durable() of each journal syncs its records; the
             // rest find them done.
             for (auto& a : batch_)
@@ -166,12 +186,18 @@ void flush_policy::start_appends()
             std::swap(batch_, answering_);
             appending_ = false;
             // The next batch is written while these answers go out.
-            if (!appends_.empty())
+            if (!appends_empty())
                 start_appends();
             for (auto& a : answering_)
                 a.done(a.ec);
             answering_.clear();
         });
+}
+
+bool flush_policy::appends_empty() const
+{
+    std::lock_guard lock(appends_mutex_);
+    return appends_.empty();
 }
 
 void flush_policy::pull_started()

@@ -93,7 +93,9 @@ private:
 //  - and go there in batches: the appends made while one batch is being
 //    written and synced wait, then go together, all written before one
 //    fdatasync and answered in one trip back to the loop (back-to-back
-//    4 KiB versions had a fdatasync and two thread hand-offs per part).
+//    4 KiB versions had a fdatasync and two thread hand-offs per part);
+//    those made while the batch is still being written join it before
+//    its fdatasync.
 class flush_policy final {
 public:
     // `on_busy` runs when a pull starts (the daemon reports progress while
@@ -125,7 +127,7 @@ public:
     // Nothing pulled, held or being flushed.
     bool idle() const noexcept
     {
-        return pulls_ == 0 && held_.empty() && !appending_ && appends_.empty() && !pool_.busy() &&
+        return pulls_ == 0 && held_.empty() && !appending_ && appends_empty() && !pool_.busy() &&
                !journal_pool_.busy();
     }
     // Whether a pull started since clear_disturbed(): read by the retention
@@ -139,6 +141,7 @@ public:
 private:
     void became_idle();
     void start_appends();
+    bool appends_empty() const;
 
     boost::asio::io_context& loop_;
     staging& slots_;
@@ -159,8 +162,11 @@ private:
         std::error_code ec;
     };
     // Swapped from one to the next, each keeping its capacity: waiting
-    // (loop thread), in flight (the journal thread's until its handler
-    // runs), answered (loop thread).
+    // (loop thread; the journal thread takes those that come while its
+    // batch is written, hence the mutex), in flight (the journal thread's
+    // until its handler runs), answered (loop thread).
+    static constexpr int late_rounds = 4;
+    mutable std::mutex appends_mutex_;
     std::vector<journal_append> appends_;
     std::vector<journal_append> batch_;
     std::vector<journal_append> answering_;

@@ -41,8 +41,7 @@ std::uint64_t round_up(std::uint64_t n)
     return (n + journal::block - 1) / journal::block * journal::block;
 }
 
-// A buffer per flusher thread, kept between appends: a new one of 1 MiB
-// would be mapped and faulted every time.
+// A buffer per flusher thread for a record's header, kept between appends.
 std::vector<std::byte>& scratch(std::size_t bytes)
 {
     thread_local std::vector<std::byte> buf;
@@ -289,7 +288,10 @@ std::error_code journal::write(const origin& o, std::span<const std::byte> data,
     ++awaiting_;
     lock.unlock();
 
-    auto& buf = scratch(need);
+    // The header is built here; the bytes go from where they are (the
+    // staging slot), not copied next to it first: at 1 MiB that copy was
+    // a fifth of the journal thread's time.
+    auto& buf = scratch(block);
     std::byte* h = buf.data();
     std::memset(h, 0, block);
     // A record without a bucket keeps the layout before buckets, which an
@@ -311,10 +313,13 @@ std::error_code journal::write(const origin& o, std::span<const std::byte> data,
     std::memcpy(h + fixed, job.data(), job.size());
     std::memcpy(h + fixed + job.size(), node.data(), node.size());
     put(h + 4, crc32c(std::span(h + 8, fixed - 8 + job.size() + node.size())));
-    if (!data.empty())
-        std::memcpy(h + block, data.data(), data.size());
-    std::memset(h + block + data.size(), 0, need - block - data.size());
-    const int rc = sys::pwrite_all(fd_.get(), h, need, static_cast<off_t>(at));
+    static constexpr std::byte zeros[block] = {};
+    iovec iov[3] = {
+        {h, block},
+        {const_cast<std::byte*>(data.data()), data.size()},
+        {const_cast<std::byte*>(zeros), need - block - data.size()},
+    };
+    const int rc = sys::pwritev_all(fd_.get(), iov, 3, static_cast<off_t>(at));
     const std::error_code wec = rc != 0 ? last_system_error() : std::error_code{};
 
     lock.lock();

@@ -270,6 +270,48 @@ int pwrite_all(int fd, const void* buf, std::size_t n, off_t offset)
     return 0;
 }
 
+int pwritev_all(int fd, struct iovec* iov, int count, off_t offset)
+{
+    while (count > 0 && iov->iov_len == 0) {
+        ++iov;
+        --count;
+    }
+    while (count > 0) {
+        ssize_t w = 0;
+        switch (check(call::pwrite)) {
+        case verdict::fail: return -1;
+        case verdict::shorten: {
+            // Half of the first buffer (all of it when one byte).
+            const std::size_t n = iov->iov_len > 1 ? iov->iov_len / 2 : iov->iov_len;
+            w = ::pwrite(fd, iov->iov_base, n, offset);
+            break;
+        }
+        case verdict::pass: w = ::pwritev(fd, iov, count, offset); break;
+        }
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (w == 0) {
+            errno = EIO;
+            return -1;
+        }
+        offset += w;
+        auto left = static_cast<std::size_t>(w);
+        while (count > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            ++iov;
+            --count;
+        }
+        if (count > 0) {
+            iov->iov_base = static_cast<char*>(iov->iov_base) + left;
+            iov->iov_len -= left;
+        }
+    }
+    return 0;
+}
+
 int pread_all(int fd, void* buf, std::size_t n, off_t offset)
 {
     auto* p = static_cast<char*>(buf);

@@ -13,6 +13,7 @@
 //   full disk found slowly: posix_fallocate of a large file on ext4). Delayed
 //   calls are late one after another; calls of the other kinds go on meanwhile.
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -60,6 +61,11 @@ int linkat(int dirfd, const char* from, const char* to);
 
 // Loops over short transfers and EINTR; -1 and errno on failure.
 int pwrite_all(int fd, const void* buf, std::size_t n, off_t offset);
+// pwritev(2) of `count` buffers (at most IOV_MAX) in one call where it can,
+// faulted as pwrite (SHORT: half the bytes): a record written from where
+// its pieces are, without copying them together first. Modifies `iov` as
+// it goes.
+int pwritev_all(int fd, struct iovec* iov, int count, off_t offset);
 int pread_all(int fd, void* buf, std::size_t n, off_t offset);
 
 }  // namespace iofwd::sys

@@ -181,10 +181,14 @@ TEST_CASE("an append to the journal does not wait for the flushes and commits be
 TEST_CASE("appends made while a batch is in the journal go together, each with its own error",
           "[flusher]")
 {
-    // The first append's write is held; three more come meanwhile. They go
-    // as one batch after it: every write, then the durables of the writes
-    // that succeeded (the first syncs them all in store::journal), then
-    // each handler with its own append's error.
+    // The first append's write (or its durable) is held; three more come
+    // meanwhile. While the write is held they join its batch before its
+    // sync; while the durable is, they go as the next batch. Either way
+    // every write, then the durables of the writes that succeeded (the
+    // first syncs them all in store::journal), then each handler with its
+    // own append's error.
+    const bool hold_write = GENERATE(true, false);
+    INFO((hold_write ? "the first write held" : "the first durable held"));
     boost::asio::io_context loop;
     auto keep = boost::asio::make_work_guard(loop);
     iofwd::iod::staging slots;
@@ -196,6 +200,10 @@ TEST_CASE("appends made while a batch is in the journal go together, each with i
         std::lock_guard lock(m);
         ran.push_back(std::move(what));
     };
+    auto hold = [&] {
+        first_started.count_down();
+        opened(first_go);
+    };
     const auto refused = std::make_error_code(std::errc::no_buffer_space);
     const auto sync_failed = std::make_error_code(std::errc::io_error);
     {
@@ -204,14 +212,14 @@ TEST_CASE("appends made while a batch is in the journal go together, each with i
             data.append(
                 [&, k, write_ec] {
                     note("w" + std::to_string(k));
-                    if (k == 1) {
-                        first_started.count_down();
-                        opened(first_go);
-                    }
+                    if (k == 1 && hold_write)
+                        hold();
                     return write_ec;
                 },
                 [&, k, durable_ec] {
                     note("d" + std::to_string(k));
+                    if (k == 1 && !hold_write)
+                        hold();
                     return durable_ec;
                 },
                 [&, k](std::error_code ec) { answers.emplace_back(k, ec); });
@@ -227,7 +235,10 @@ TEST_CASE("appends made while a batch is in the journal go together, each with i
         run_until(loop, until, [&] { return answers.size() >= 4; });
         CHECK(data.idle());
     }
-    CHECK(ran == std::vector<std::string>{"w1", "d1", "w2", "w3", "w4", "d2", "d4"});
+    if (hold_write)
+        CHECK(ran == std::vector<std::string>{"w1", "w2", "w3", "w4", "d1", "d2", "d4"});
+    else
+        CHECK(ran == std::vector<std::string>{"w1", "d1", "w2", "w3", "w4", "d2", "d4"});
     REQUIRE(answers.size() == 4);
     CHECK(answers[0] == std::pair<int, std::error_code>{1, {}});
     CHECK(answers[1] == std::pair<int, std::error_code>{2, {}});
