@@ -7,7 +7,7 @@
 //
 //   IOFWD_FAULT=<call>:<errno name>[:<successful calls before failing>]
 //   e.g. IOFWD_FAULT=pwrite:ENOSPC:3   IOFWD_FAULT=fsync:EIO   IOFWD_FAULT=pwrite:SHORT
-//   (calls: pwrite pread fsync fdatasync rename open fallocate link)
+//   (calls: pwrite (pwritev_all too) pread fsync fdatasync rename open fallocate link)
 //   DELAY instead of an errno makes the call succeed one second late (a slow disk),
 //   DELAYn n seconds late (1-60); DELAYn+<errno name> fails n seconds late (a
 //   full disk found slowly: posix_fallocate of a large file on ext4). Delayed
