@@ -279,7 +279,7 @@ int pwritev_all(int fd, struct iovec* iov, int count, off_t offset)
     while (count > 0) {
         ssize_t w = 0;
         switch (check(call::pwrite)) {
-        case verdict::fail: return -1;
+        case verdict::fail: w = -1; break;  // EINTR is retried below, as pwrite_all does
         case verdict::shorten: {
             // Half of the first buffer (all of it when one byte).
             const std::size_t n = iov->iov_len > 1 ? iov->iov_len / 2 : iov->iov_len;

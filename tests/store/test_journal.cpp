@@ -122,18 +122,24 @@ void write_old_record(const std::string& path, std::uint32_t magic, std::uint64_
 TEST_CASE("journal: replay gives back every appended record exactly", "[journal]")
 {
     // Also with every write short (a record's header, bytes and padding
-    // go in one pwritev, continued where each short one stopped).
-    const bool short_writes = GENERATE(false, true);
-    INFO((short_writes ? "every pwrite short" : "whole pwrites"));
+    // go in one pwritev, continued where each short one stopped), and
+    // with the first one interrupted (EINTR: tried again).
+    const std::string writes = GENERATE(as<std::string>{}, "whole", "short", "interrupted");
+    INFO("pwrites: " << writes);
     test::temp_dir tmp;
     const auto path = tmp / "j";
     const std::vector<std::size_t> sizes{1, 4096, 4097, 65536, 300000, 0};
     {
         auto j = ready_journal(path, 4u << 20);
-        if (short_writes) {
+        struct disarm {
+            ~disarm() { sys::inject(std::nullopt); }
+        } guard;
+        if (writes != "whole") {
             sys::fault f;
             f.which = sys::call::pwrite;
-            f.short_io = true;
+            f.short_io = writes == "short";
+            f.error = writes == "interrupted" ? EINTR : 0;
+            f.repeat = writes == "short";
             sys::inject(f);
         }
         for (std::size_t i = 0; i < sizes.size(); ++i)
