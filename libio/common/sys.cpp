@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <string_view>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 namespace iofwd::sys {
 namespace {
@@ -281,9 +283,18 @@ int pwritev_all(int fd, struct iovec* iov, int count, off_t offset)
         switch (check(call::pwrite)) {
         case verdict::fail: w = -1; break;  // EINTR is retried below, as pwrite_all does
         case verdict::shorten: {
-            // Half of the first buffer (all of it when one byte).
-            const std::size_t n = iov->iov_len > 1 ? iov->iov_len / 2 : iov->iov_len;
-            w = ::pwrite(fd, iov->iov_base, n, offset);
+            // Half of what is left (all of it when one byte), as the kernel
+            // may stop: within any buffer, not only the first.
+            std::size_t total = 0;
+            for (int i = 0; i < count; ++i)
+                total += iov[i].iov_len;
+            std::size_t want = total > 1 ? total / 2 : total;
+            std::vector<iovec> cut;
+            for (int i = 0; i < count && want > 0; ++i) {
+                cut.push_back({iov[i].iov_base, std::min(want, iov[i].iov_len)});
+                want -= cut.back().iov_len;
+            }
+            w = ::pwritev(fd, cut.data(), static_cast<int>(cut.size()), offset);
             break;
         }
         case verdict::pass: w = ::pwritev(fd, iov, count, offset); break;

@@ -62,7 +62,7 @@ int linkat(int dirfd, const char* from, const char* to);
 // Loops over short transfers and EINTR; -1 and errno on failure.
 int pwrite_all(int fd, const void* buf, std::size_t n, off_t offset);
 // pwritev(2) of `count` buffers (at most IOV_MAX) in one call where it can,
-// faulted as pwrite (SHORT: half the first buffer): a record written from where
+// faulted as pwrite (SHORT: half the bytes left): a record written from where
 // its pieces are, without copying them together first. Modifies `iov` as
 // it goes.
 int pwritev_all(int fd, struct iovec* iov, int count, off_t offset);
