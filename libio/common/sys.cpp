@@ -249,29 +249,6 @@ int linkat(int dirfd, const char* from, const char* to)
     return ::linkat(dirfd, from, dirfd, to, 0);
 }
 
-int pwrite_all(int fd, const void* buf, std::size_t n, off_t offset)
-{
-    const auto* p = static_cast<const char*>(buf);
-    while (n > 0) {
-        // Linux transfers at most ~2 GiB a call; ask for no more.
-        const std::size_t ask = n < (std::size_t{1} << 30) ? n : (std::size_t{1} << 30);
-        const ssize_t w = pwrite(fd, p, ask, offset);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        if (w == 0) {
-            errno = EIO;
-            return -1;
-        }
-        p += w;
-        n -= static_cast<std::size_t>(w);
-        offset += w;
-    }
-    return 0;
-}
-
 int pwritev_all(int fd, struct iovec* iov, int count, off_t offset)
 {
     while (count > 0 && iov->iov_len == 0) {
@@ -281,7 +258,7 @@ int pwritev_all(int fd, struct iovec* iov, int count, off_t offset)
     while (count > 0) {
         ssize_t w = 0;
         switch (check(call::pwrite)) {
-        case verdict::fail: w = -1; break;  // EINTR is retried below, as pwrite_all does
+        case verdict::fail: w = -1; break;  // EINTR is retried below
         case verdict::shorten: {
             // Half of what is left (all of it when one byte), as the kernel
             // may stop: within any buffer, not only the first.
@@ -321,6 +298,12 @@ int pwritev_all(int fd, struct iovec* iov, int count, off_t offset)
         }
     }
     return 0;
+}
+
+int pwrite_all(int fd, const void* buf, std::size_t n, off_t offset)
+{
+    iovec one{const_cast<void*>(buf), n};
+    return pwritev_all(fd, &one, 1, offset);
 }
 
 int pread_all(int fd, void* buf, std::size_t n, off_t offset)
