@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -39,15 +40,6 @@ using fields::put;
 std::uint64_t round_up(std::uint64_t n)
 {
     return (n + journal::block - 1) / journal::block * journal::block;
-}
-
-// A buffer per flusher thread for a record's header, kept between appends.
-std::vector<std::byte>& scratch(std::size_t bytes)
-{
-    thread_local std::vector<std::byte> buf;
-    if (buf.size() < bytes)
-        buf.resize(bytes);
-    return buf;
 }
 
 }  // namespace
@@ -291,9 +283,8 @@ std::error_code journal::write(const origin& o, std::span<const std::byte> data,
     // The header is built here; the bytes go from where they are (the
     // staging slot), not copied next to it first: at 1 MiB that copy was
     // a fifth of the journal thread's time.
-    auto& buf = scratch(block);
-    std::byte* h = buf.data();
-    std::memset(h, 0, block);
+    std::array<std::byte, block> header{};
+    std::byte* h = header.data();
     // A record without a bucket keeps the layout before buckets, which an
     // older iofwd reads too: a downgrade with packs off loses nothing.
     const bool with_bucket = o.bucket != 0;
