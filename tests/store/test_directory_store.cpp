@@ -23,6 +23,7 @@
 
 #include "crc32c.hpp"
 #include "errors.hpp"
+#include "fault_guard.hpp"
 #include "process.hpp"
 #include "store/backend.hpp"
 #include "store/catalog.hpp"
@@ -78,10 +79,6 @@ void put_version(store::backend& st, std::uint64_t v, bool complete)
 }
 
 // Disarms the seam even when a CHECK fails halfway.
-struct fault_guard {
-    ~fault_guard() { sys::inject(std::nullopt); }
-};
-
 }  // namespace
 
 TEST_CASE("an object is invisible until commit, then holds exactly the bytes", "[store]")
@@ -148,7 +145,7 @@ TEST_CASE("a full disk during a write fails the object and commits nothing", "[s
 {
     test::temp_dir tmp;
     auto st = open_store(tmp);
-    fault_guard guard;
+    test::fault_guard guard;
     std::unique_ptr<store::object_writer> w;
     REQUIRE_FALSE(st->create("job/v00000001/n.r0000", 8192, w));
     sys::inject(sys::fault{sys::call::pwrite, ENOSPC, false, 1});
@@ -164,7 +161,7 @@ TEST_CASE("a failing fsync fails the commit and the object stays invisible", "[s
 {
     test::temp_dir tmp;
     auto st = open_store(tmp);
-    fault_guard guard;
+    test::fault_guard guard;
     std::unique_ptr<store::object_writer> w;
     REQUIRE_FALSE(st->create("job/v00000001/n.r0000", 4096, w));
     REQUIRE_FALSE(w->write_at(data_of(4096, 5), 0));
@@ -179,7 +176,7 @@ TEST_CASE("a failing fsync while replacing a record keeps the old bytes", "[stor
 {
     test::temp_dir tmp;
     auto st = open_store(tmp);
-    fault_guard guard;
+    test::fault_guard guard;
     const auto old_bytes = data_of(100, 6), new_bytes = data_of(120, 7);
     REQUIRE_FALSE(st->put("job/v00000001/COMPLETE", old_bytes));
     // A second writer of the same name (two daemons writing the same record):
@@ -204,7 +201,7 @@ TEST_CASE("a commit makes the directories above a new object durable, once", "[s
 {
     test::temp_dir tmp;
     auto st = open_store(tmp);
-    fault_guard guard;
+    test::fault_guard guard;
     const auto bytes = data_of(4096, 8);
     // First object of a new version directory: file, v00000001, then job
     // (the entry of v00000001). The third fsync fails: nothing is visible.
@@ -235,7 +232,7 @@ TEST_CASE("a directory another process removed and this one makes again is made 
     // directory's entry was taken for durable from before.
     test::temp_dir tmp;
     auto st = open_store(tmp);
-    fault_guard guard;
+    test::fault_guard guard;
     const auto bytes = data_of(4096, 10);
     REQUIRE_FALSE(st->put("job/v00000005/a", bytes));
     std::filesystem::remove_all(tmp / "store/job/v00000005");
@@ -259,7 +256,7 @@ TEST_CASE("bytes written through the page cache are synced before their name is 
     // the bytes, and 300 ms later (the old order had renamed it by then).
     test::temp_dir tmp;
     auto st = open_store(tmp);
-    fault_guard guard;
+    test::fault_guard guard;
     const auto bytes = data_of(4096, 9);
     REQUIRE_FALSE(st->put("job/v00000001/a", bytes));  // the directories exist, durable
     const std::string dir = tmp / "store/job/v00000001";
@@ -290,7 +287,7 @@ TEST_CASE("short writes and EINTR are retried until every byte is written", "[st
 {
     test::temp_dir tmp;
     auto st = open_store(tmp);
-    fault_guard guard;
+    test::fault_guard guard;
     const auto bytes = data_of(1 << 20, 6);
     for (auto f : {sys::fault{sys::call::pwrite, 0, true, 0, true},
                    sys::fault{sys::call::pwrite, EINTR, false, 0, false}}) {
@@ -309,7 +306,7 @@ TEST_CASE("a space reservation that fails, at once or late, fails the create and
 {
     test::temp_dir tmp;
     auto st = open_store(tmp);
-    fault_guard guard;
+    test::fault_guard guard;
     REQUIRE_FALSE(st->put("job/v00000001/before", data_of(4096, 3)));
     for (const unsigned delay_s : {0u, 1u}) {
         INFO("delay " << delay_s);
@@ -331,7 +328,7 @@ TEST_CASE("a space reservation that fails, at once or late, fails the create and
 
 TEST_CASE("IOFWD_FAULT arms the seam and rejects malformed specifications", "[store][fault]")
 {
-    fault_guard guard;
+    test::fault_guard guard;
     std::string why;
     ::setenv("IOFWD_FAULT", "pwrite:ENOSPC:2", 1);
     CHECK(sys::inject_from_env(why));
@@ -477,7 +474,7 @@ TEST_CASE("a version's removal waits for COMPLETE's removal and its directory's 
     {
         // COMPLETE's removal cannot be made durable: nothing after it is
         // touched (a crash could bring COMPLETE back over missing data).
-        fault_guard guard;
+        test::fault_guard guard;
         sys::inject(sys::fault{sys::call::fsync, EIO});
         CHECK(store::remove_version(*st, "job", 1) == std::errc::io_error);
         REQUIRE_FALSE(store::complete_versions(*st, "job", complete));
@@ -491,7 +488,7 @@ TEST_CASE("a version's removal waits for COMPLETE's removal and its directory's 
     REQUIRE_FALSE(store::remove_version(*st, "job", 1));
     {
         // Two fsyncs for a whole version: COMPLETE's removal, the directory's.
-        fault_guard guard;
+        test::fault_guard guard;
         sys::inject(sys::fault{sys::call::fsync, EIO, false, 2});
         REQUIRE_FALSE(store::remove_version(*st, "job", 2));
     }
@@ -755,7 +752,7 @@ TEST_CASE("an arrival is synced before it counts, and a failed sync fails it", "
     // short for good.
     test::temp_dir tmp;
     auto st = open_store(tmp);
-    fault_guard guard;
+    test::fault_guard guard;
     const std::string tally = store::arrivals_object("job", 4);
     std::uint64_t count = 7;
     sys::inject(sys::fault{sys::call::fsync, EIO, false, 0, false});
@@ -816,7 +813,7 @@ TEST_CASE("a tally counts an arrival under each of its keys, once per member", "
 {
     test::temp_dir tmp;
     auto st = open_store(tmp);
-    fault_guard guard;
+    test::fault_guard guard;
     const std::string tally = store::bucket_arrivals_object("job", 1);
     std::uint64_t most = 0;
     // a holds keys 1-3, b 2-4, c 3: the highest count each saw.
@@ -875,7 +872,7 @@ TEST_CASE("a tally whose counted file is full of links counts on in the next", "
     // EMLINK, as a full file would.
     test::temp_dir tmp;
     auto st = open_store(tmp);
-    fault_guard guard;
+    test::fault_guard guard;
     const std::string tally = store::bucket_arrivals_object("job", 1);
     const auto dir = std::filesystem::path(tmp / "store") / store::bucket_dir("job", 1) / ".ARRIVED";
     std::uint64_t count = 0;

@@ -22,6 +22,7 @@
 
 #include "crc32c.hpp"
 #include "errors.hpp"
+#include "fault_guard.hpp"
 #include "fd.hpp"
 #include "process.hpp"
 #include "store/catalog.hpp"
@@ -131,9 +132,7 @@ TEST_CASE("journal: replay gives back every appended record exactly", "[journal]
     const std::vector<std::size_t> sizes{1, 4096, 4097, 65536, 300000, 0};
     {
         auto j = ready_journal(path, 4u << 20);
-        struct disarm {
-            ~disarm() { sys::inject(std::nullopt); }
-        } guard;
+        test::fault_guard guard;
         if (writes != "whole") {
             sys::fault f;
             f.which = sys::call::pwrite;
@@ -144,7 +143,6 @@ TEST_CASE("journal: replay gives back every appended record exactly", "[journal]
         }
         for (std::size_t i = 0; i < sizes.size(); ++i)
             REQUIRE(!append(*j, 10 + i, static_cast<std::uint32_t>(i), bytes_of(sizes[i], i)));
-        sys::inject(std::nullopt);
         CHECK(j->unsettled() == sizes.size());
     }
     const auto found = replay(path, 4u << 20);
