@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string_view>
@@ -23,6 +24,7 @@
 
 #include "errors.hpp"
 #include "iod_binary.hpp"
+#include "malloc_tuning.hpp"
 #include "runtime_gc.hpp"
 #include "start_report.hpp"
 
@@ -123,10 +125,18 @@ std::error_code spawn_daemon(const runtime_paths& paths, char** daemon_args, int
                                         POSIX_SPAWN_SETSIGDEF);
     // The rank's environment, without LD_PRELOAD: the MPI shim (or any tool
     // preloaded into the ranks) has no business inside the daemon.
+    // With the daemon's malloc setting added to GLIBC_TUNABLES
+    // (malloc_tuning.hpp).
+    auto tunables = daemon_glibc_tunables(std::getenv("GLIBC_TUNABLES"));
+    if (tunables)
+        tunables->insert(0, "GLIBC_TUNABLES=");
     std::vector<char*> env;
     for (char** e = environ; *e; ++e)
-        if (std::strncmp(*e, "LD_PRELOAD=", 11) != 0)
+        if (std::strncmp(*e, "LD_PRELOAD=", 11) != 0 &&
+            !(tunables && std::strncmp(*e, "GLIBC_TUNABLES=", 15) == 0))
             env.push_back(*e);
+    if (tunables)
+        env.push_back(tunables->data());
     env.push_back(nullptr);
     pid_t pid = -1;
     const int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), env.data());

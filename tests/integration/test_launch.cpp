@@ -143,3 +143,51 @@ TEST_CASE("thirty runs, each its own session, leave a bounded runtime directory"
     for (int i = 22; i <= 30; ++i)
         CHECK(exists(c.runtime_dir() + "/job" + std::to_string(i) + ".log"));
 }
+
+namespace {
+
+// The value of `name` in the environment process `pid` started with;
+// "(unset)" without it. (glibc's loader cuts GLIBC_TUNABLES there after its
+// first tunable, having read them all.)
+std::string env_of(pid_t pid, const std::string& name)
+{
+    const std::string all = read_file("/proc/" + std::to_string(pid) + "/environ");
+    for (std::size_t at = 0; at < all.size();) {
+        const std::size_t end = std::min(all.find('\0', at), all.size());
+        const std::string entry = all.substr(at, end - at);
+        if (entry.compare(0, name.size() + 1, name + "=") == 0)
+            return entry.substr(name.size() + 1);
+        at = end + 1;
+    }
+    return "(unset)";
+}
+
+}  // namespace
+
+TEST_CASE("a launched daemon gets its malloc setting, unless the user chose one",
+          "[launch][daemon-malloc]")
+{
+    cluster c;
+    const std::string ours = "glibc.malloc.tcache_count=128";
+    for (const auto& [inherited, expected] : std::vector<std::pair<std::string, std::string>>{
+             {"", ours},
+             // The user's other tunables come after it (what the loader
+             // leaves in /proc is the first).
+             {"glibc.malloc.arena_max=8", ours},
+             // The user's own depth stands.
+             {"glibc.malloc.tcache_count=7", "glibc.malloc.tcache_count=7"}}) {
+        DYNAMIC_SECTION("the rank's GLIBC_TUNABLES: '" << inherited << "'")
+        {
+            auto r = c.rank(0, 1, {"--size", "4096", "--versions", "1", "--go-file", gate(c)},
+                            {{"GLIBC_TUNABLES", inherited}});
+            REQUIRE(wait_until([&] { return count(c.log(), "ready:") > 0 || !r.running(); }, 20s));
+            const auto pids = daemon_pids(c.log());
+            REQUIRE(pids.size() == 1);
+            CHECK(env_of(pids[0], "GLIBC_TUNABLES") == expected);
+            open_gate(c);
+            const auto st = r.wait(30s);
+            REQUIRE(st.has_value());
+            CHECK(exit_code(*st) == 0);
+        }
+    }
+}
