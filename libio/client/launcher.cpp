@@ -123,10 +123,9 @@ std::error_code spawn_daemon(const runtime_paths& paths, char** daemon_args, int
     // halfway through a flush; it exits by itself once the ranks are gone.
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
                                         POSIX_SPAWN_SETSIGDEF);
-    // The rank's environment, without LD_PRELOAD: the MPI shim (or any tool
-    // preloaded into the ranks) has no business inside the daemon.
-    // With the daemon's malloc setting added to GLIBC_TUNABLES
-    // (malloc_tuning.hpp).
+    // The rank's environment, without LD_PRELOAD (the MPI shim, or any tool
+    // preloaded into the ranks, has no business inside the daemon) and with
+    // the daemon's malloc setting in GLIBC_TUNABLES (malloc_tuning.hpp).
     auto tunables = daemon_glibc_tunables(std::getenv("GLIBC_TUNABLES"));
     if (tunables)
         tunables->insert(0, "GLIBC_TUNABLES=");

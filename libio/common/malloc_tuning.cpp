@@ -1,5 +1,6 @@
 #include "malloc_tuning.hpp"
 
+#include <algorithm>
 #include <string_view>
 
 #include <fmt/format.h>
