@@ -4,7 +4,7 @@
 // batch of them at a time), and glibc's per-thread cache keeps only seven
 // freed blocks of a size: beyond those, malloc and free take their slow
 // path (over a quarter of the loop's CPU for 4 KiB versions in a profile
-// here; a deeper cache took 8 % off the daemon's CPU per version,
+// here; a deeper cache took 5-8 % off the daemon's CPU per version,
 // docs/small-versions.md, 2026-12-02). A deeper cache is a glibc tunable,
 // read only when a program starts: the launching rank puts it in the
 // daemon's environment (launcher.cpp). An iod started by hand runs with
