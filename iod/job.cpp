@@ -1623,9 +1623,14 @@ void job::start_prune()
             // a spacing later: it has not done what it was asked.
             if (result->ec != std::errc::operation_canceled)
                 pruned_at_ = std::chrono::steady_clock::now();
-            // Versions already removed are reported even when a later one failed.
-            for (auto v : result->removed)
-                log_info("retention (keep {}): removed version {} of job {}", opts_.keep, v, job);
+            // Versions already removed are reported even when a later one
+            // failed: one line a run, not one a version (a job of small
+            // versions back to back removes dozens a second).
+            std::sort(result->removed.begin(), result->removed.end());
+            if (!result->removed.empty())
+                log_info("retention (keep {}): removed version{} {} of job {}", opts_.keep,
+                         result->removed.size() == 1 ? "" : "s",
+                         number_ranges(result->removed), job);
             if (result->ec == std::errc::operation_canceled)
                 prune(job);  // paused: wanted again, starts once the data is in
             else if (result->ec)

@@ -5,6 +5,23 @@
 
 namespace iofwd {
 
+std::string number_ranges(const std::vector<std::uint64_t>& v)
+{
+    if (v.empty())
+        return "none";
+    std::string out;
+    for (std::size_t i = 0; i < v.size();) {
+        std::size_t j = i;
+        while (j + 1 < v.size() && v[j + 1] == v[j] + 1)
+            ++j;
+        if (!out.empty())
+            out += ", ";
+        out += j == i ? fmt::format("{}", v[i]) : fmt::format("{}-{}", v[i], v[j]);
+        i = j + 1;
+    }
+    return out;
+}
+
 std::string human_bytes(std::uint64_t n)
 {
     static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};

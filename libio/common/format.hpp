@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -21,6 +22,9 @@ namespace iofwd {
 
 // "64 MiB", "1.5 GiB", "512 B": for logs and summaries, never for parsing.
 std::string human_bytes(std::uint64_t n);
+
+// "1-3, 5" for {1, 2, 3, 5} (sorted, as versions are listed); "none" when empty.
+std::string number_ranges(const std::vector<std::uint64_t>& v);
 
 // Parses "4096", "64K", "64KiB", "256M", "1G", "1GiB" (binary units) into
 // bytes; false on anything else (including overflow).

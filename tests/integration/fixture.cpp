@@ -193,6 +193,43 @@ std::vector<pid_t> daemon_pids(const std::string& log)
     return pids;
 }
 
+std::vector<std::uint64_t> removed_by_retention(const std::string& log, unsigned keep,
+                                                const std::string& job)
+{
+    const std::string head = "retention (keep " + std::to_string(keep) + "): removed version";
+    const std::string tail = " of job " + job;
+    std::vector<std::uint64_t> out;
+    std::istringstream lines(log);
+    for (std::string line; std::getline(lines, line);) {
+        const auto at = line.find(head);
+        if (at == std::string::npos || !line.ends_with(tail))
+            continue;
+        std::string list = line.substr(at + head.size());
+        list = list.substr(0, list.size() - tail.size());
+        if (list.starts_with("s"))
+            list.erase(0, 1);
+        INFO("retention line: " << line);
+        std::istringstream items(list);
+        for (std::string item; std::getline(items, item, ',');) {
+            unsigned long long first = 0, last = 0;
+            char dash = 0;
+            std::istringstream one(item);
+            REQUIRE(one >> first);
+            if (one >> dash) {
+                REQUIRE(dash == '-');
+                REQUIRE(one >> last);
+            } else {
+                last = first;
+            }
+            REQUIRE(first <= last);
+            for (auto v = first; v <= last; ++v)
+                out.push_back(v);
+        }
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
 std::size_t count(const std::string& hay, const std::string& needle)
 {
     std::size_t n = 0;

@@ -83,6 +83,12 @@ process stranger_at_socket(cluster& c, const std::string& seconds);
 
 // The pids of the daemons that wrote a log ("... iod[PID] ..." lines).
 std::vector<pid_t> daemon_pids(const std::string& log);
+// The versions of `job` that the daemons' retention (keep `keep`) says it
+// removed ("removed versions 1-3, 5 of job J", one line a run), sorted; a
+// version removed twice is there twice. A line that does not read fails
+// the test.
+std::vector<std::uint64_t> removed_by_retention(const std::string& log, unsigned keep,
+                                                const std::string& job = "itest");
 // Occurrences of `needle` in `hay`.
 std::size_t count(const std::string& hay, const std::string& needle);
 // A line of p's output starts with `prefix`.

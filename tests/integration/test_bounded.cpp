@@ -457,7 +457,7 @@ TEST_CASE("a rank that announces a pushed write and pushes nothing holds its cla
     open_gate(c);
     require_exit(r0, 0);
     const bool removed = wait_until(
-        [&] { return count(c.log(), "retention (keep 1): removed version 1 of job itest") == 1; },
+        [&] { return removed_by_retention(c.log(), 1) == std::vector<std::uint64_t>{1}; },
         20s);
     INFO("log:\n" << c.log());
     CHECK(removed);

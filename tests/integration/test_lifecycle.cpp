@@ -148,7 +148,7 @@ TEST_CASE("retention keeps exactly the newest K complete versions", "[lifecycle]
         CHECK_FALSE(exists(c.store() + "/itest/v0000000" + std::to_string(v)));
     CHECK(exists(c.store() + "/itest/v00000004/COMPLETE"));
     CHECK(exists(c.store() + "/itest/v00000005/COMPLETE"));
-    CHECK(count(c.log(), "retention (keep 2): removed version") == 3);
+    CHECK(removed_by_retention(c.log(), 2) == std::vector<std::uint64_t>{1, 2, 3});
     std::string out;
     CHECK(c.verify(2, 1, out) == 0);
 }
@@ -166,7 +166,7 @@ TEST_CASE("retention keeps exactly the newest K complete versions when they are 
     auto r0 = c.rank(0, 1, {"--size", "5000", "--versions", "7", "--pause-ms", "50"}, env);
     check_exit(r0, 0);
     INFO("log:\n" << c.log());
-    CHECK(count(c.log(), "retention (keep 2): removed version") == 6);
+    CHECK(removed_by_retention(c.log(), 2) == std::vector<std::uint64_t>{1, 2, 3, 4, 5, 6});
     CHECK(exists(c.store() + "/itest/packs/b00000002/RETIRED.v00000006"));
     CHECK_FALSE(exists(c.store() + "/itest/v00000001"));
     // The packs that held only retired versions went with the mark; those
@@ -210,7 +210,7 @@ TEST_CASE("retention runs while the job lives, not only when its ranks leave",
                             gate(c)},
                      env);
     const bool all_gone = wait_until(
-        [&] { return count(c.log(), "retention (keep 1): removed version") == 5; },
+        [&] { return removed_by_retention(c.log(), 1).size() == 5; },
         std::chrono::seconds(20));
     INFO("log:\n" << c.log() << "rank:\n" << r0.output());
     CHECK(has_line(r0, "gated 6"));
@@ -218,8 +218,7 @@ TEST_CASE("retention runs while the job lives, not only when its ranks leave",
     CHECK(r0.running());  // still connected: this was not its goodbye
     open_gate(c);
     check_exit(r0, 0);
-    CHECK(count(c.log(), "retention (keep 1): removed version") == 5);
-    CHECK(c.log().find("retention (keep 1): removed version 6 ") == std::string::npos);
+    CHECK(removed_by_retention(c.log(), 1) == std::vector<std::uint64_t>{1, 2, 3, 4, 5});
     auto probe = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", "6"}, env);
     check_exit(probe, 0);
     CHECK(has_line(probe, "latest 0 6"));
@@ -243,7 +242,7 @@ TEST_CASE("retention goes on past what a flush killed mid-write left behind",
     check_exit(r, 0);
     const auto log = c.log();
     INFO(log);
-    CHECK(log.find("retention (keep 1): removed version 3 of job itest") != std::string::npos);
+    CHECK(removed_by_retention(log, 1) == std::vector<std::uint64_t>{1, 2, 3, 4});
     CHECK(log.find("retention (keep 1) of job itest stopped") == std::string::npos);
     // Versions 1 to 4 are gone, the half-written 3 with its temporary.
     std::vector<std::string> left;

@@ -57,3 +57,13 @@ TEST_CASE("byte counts parse and print in binary units", "[format]")
     CHECK(human_bytes(64ull << 20) == "64 MiB");
     CHECK(human_bytes(3ull << 29) == "1.5 GiB");
 }
+
+TEST_CASE("version lists print as ranges", "[format]")
+{
+    CHECK(number_ranges({}) == "none");
+    CHECK(number_ranges({7}) == "7");
+    CHECK(number_ranges({1, 2, 3, 5}) == "1-3, 5");
+    CHECK(number_ranges({1, 3, 4, 9, 10, 11}) == "1, 3-4, 9-11");
+    // Unsorted or repeated: each run as it comes, nothing dropped.
+    CHECK(number_ranges({5, 1, 2, 2}) == "5, 1-2, 2");
+}

@@ -297,7 +297,8 @@ int keep(const clean_args& a)
     if (auto ec = store::prune_exactly(*st, a.job, doomed, buckets, retire, removed))
         throw failure(damaged, fmt::format("removing old versions of job {} failed after "
                                            "removing {}: {}",
-                                           a.job, ranges(removed), store::failure(*st, a.job, ec)));
+                                           a.job, number_ranges(removed),
+                                           store::failure(*st, a.job, ec)));
     store::complete_versions(*st, a.job, complete);
     if (a.store.json) {
         print_json({{"store", st->location()},
@@ -307,7 +308,8 @@ int keep(const clean_args& a)
                     {"removed", removed}});
     } else {
         fmt::print("job {}: kept complete version{} {}; removed {}\n", a.job,
-                   complete.size() == 1 ? "" : "s", ranges(complete), ranges(removed));
+                   complete.size() == 1 ? "" : "s", number_ranges(complete),
+                   number_ranges(removed));
     }
     return ok;
 }

@@ -123,7 +123,7 @@ std::uint64_t parse_version(store::backend& st, const std::string& job, const st
     if (!std::binary_search(versions.begin(), versions.end(), v))
         throw failure(bad_argument, fmt::format("version {} of job {} is not in {} (its versions: "
                                                 "{})",
-                                                v, job, st.describe(), ranges(versions)));
+                                                v, job, st.describe(), number_ranges(versions)));
     return v;
 }
 
@@ -137,22 +137,6 @@ std::string utc_time(std::int64_t seconds)
     char buf[32];
     std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
     return buf;
-}
-
-std::string ranges(const std::vector<std::uint64_t>& v)
-{
-    if (v.empty())
-        return "none";
-    std::string out;
-    for (std::size_t i = 0; i < v.size();) {
-        std::size_t j = i;
-        while (j + 1 < v.size() && v[j + 1] == v[j] + 1)
-            ++j;
-        out += fmt::format("{}{}", out.empty() ? "" : ", ",
-                           j == i ? fmt::format("{}", v[i]) : fmt::format("{}-{}", v[i], v[j]));
-        i = j + 1;
-    }
-    return out;
 }
 
 std::string human_seconds(double seconds)
