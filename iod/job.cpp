@@ -1630,7 +1630,7 @@ void job::start_prune()
             if (!result->removed.empty())
                 log_info("retention (keep {}): removed version{} {} of job {}", opts_.keep,
                          result->removed.size() == 1 ? "" : "s",
-                         number_ranges(result->removed), job);
+                         number_ranges(result->removed, 64), job);
             if (result->ec == std::errc::operation_canceled)
                 prune(job);  // paused: wanted again, starts once the data is in
             else if (result->ec)

@@ -1,16 +1,21 @@
 #include "format.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <limits>
 
 namespace iofwd {
 
-std::string number_ranges(const std::vector<std::uint64_t>& v)
+std::string number_ranges(const std::vector<std::uint64_t>& v, std::size_t max_runs)
 {
     if (v.empty())
         return "none";
     std::string out;
-    for (std::size_t i = 0; i < v.size();) {
+    for (std::size_t i = 0, runs = 0; i < v.size(); ++runs) {
+        if (runs == std::max<std::size_t>(max_runs, 1)) {
+            out += fmt::format(" and {} more", v.size() - i);
+            break;
+        }
         std::size_t j = i;
         while (j + 1 < v.size() && v[j + 1] == v[j] + 1)
             ++j;

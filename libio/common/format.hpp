@@ -24,7 +24,10 @@ namespace iofwd {
 std::string human_bytes(std::uint64_t n);
 
 // "1-3, 5" for {1, 2, 3, 5} (sorted, as versions are listed); "none" when empty.
-std::string number_ranges(const std::vector<std::uint64_t>& v);
+// After `max_runs` runs (one at least) the rest is counted, not listed
+// ("1-3, 5 and 40 more"): a log line stays a line.
+std::string number_ranges(const std::vector<std::uint64_t>& v,
+                          std::size_t max_runs = SIZE_MAX);
 
 // Parses "4096", "64K", "64KiB", "256M", "1G", "1GiB" (binary units) into
 // bytes; false on anything else (including overflow).

@@ -66,4 +66,8 @@ TEST_CASE("version lists print as ranges", "[format]")
     CHECK(number_ranges({1, 3, 4, 9, 10, 11}) == "1, 3-4, 9-11");
     // Unsorted or repeated: each run as it comes, nothing dropped.
     CHECK(number_ranges({5, 1, 2, 2}) == "5, 1-2, 2");
+    // Past the runs asked for, the rest counted.
+    CHECK(number_ranges({1, 2, 4, 6, 7, 9}, 2) == "1-2, 4 and 3 more");
+    CHECK(number_ranges({1, 2, 4}, 2) == "1-2, 4");
+    CHECK(number_ranges({1, 3}, 0) == "1 and 1 more");  // one run at least
 }
