@@ -50,8 +50,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -379,7 +381,49 @@ struct row {
     double pull_vs_limit2m = 0;  // as pull_vs_limit, against it
     double daemon_cpu_s = 0, daemon_cpu_per_gib = 0;
     std::uint64_t daemon_rss = 0;
+    std::uint64_t parts = 0;  // one rank's version each
+    // The daemon's CPU seconds by thread name over the size's repetitions,
+    // and the rest of its figure (threads that ended meanwhile).
+    std::map<std::string, double> daemon_thread_cpu_s;
+    double daemon_ended_cpu_s = 0;
+    std::string daemon_ended;  // the names gone since the size began
 };
+
+// Where the daemon's CPU went, by thread, per part (one rank's version):
+// which thread to look at when the cpu column moves. Only the sizes whose
+// cpu column is printed (the kernel counts in 10 ms ticks).
+void print_thread_cpu(const std::vector<row>& rows)
+{
+    bool header = false;
+    for (const auto& r : rows) {
+        if (r.daemon_cpu_s < 0.05 || r.parts == 0)
+            continue;
+        if (!header)
+            fmt::print("daemon CPU by thread, per part (one rank's version; threads of one name "
+                       "summed;\n rest: the process's figure less its threads', the threads that "
+                       "ended during the size and a tick or two between the readings):\n");
+        header = true;
+        std::vector<std::pair<double, std::string>> by;
+        for (const auto& [name, s] : r.daemon_thread_cpu_s)
+            if (s > 0)
+                by.emplace_back(s, name);
+        if (r.daemon_ended_cpu_s > 0)
+            by.emplace_back(r.daemon_ended_cpu_s,
+                            r.daemon_ended.empty() ? "rest" : "rest (ended: " + r.daemon_ended + ")");
+        std::sort(by.rbegin(), by.rend());
+        const auto us_per_part = [&](double s) { return s / static_cast<double>(r.parts) * 1e6; };
+        const auto per_part = [&](double s) {
+            const double us = us_per_part(s);
+            return us < 1000 ? fmt::format("{:.0f} us", us) : fmt::format("{:.2f} ms", us / 1e3);
+        };
+        std::string line;
+        for (const auto& [s, name] : by)
+            if (us_per_part(s) >= 0.5)
+                line += fmt::format("{}{} {}", line.empty() ? "" : ", ", name, per_part(s));
+        fmt::print("{:>9}: {} parts, all {}: {}\n", iofwd::human_bytes(r.size), r.parts,
+                   per_part(r.daemon_cpu_s), line);
+    }
+}
 
 // The goals set for iofwd's data path, each against this run's figures: a
 // line per goal saying met or missed, and by how much.
@@ -593,6 +637,8 @@ int main(int argc, char** argv)
         // write per repetition (one more version).
         const bool solo = writers > 1 && size > small_max && !o.iofwd_only;
         const double cpu0 = rank == 0 ? iofwd::process_cpu_seconds(daemon) : 0;
+        const auto threads0 =
+            rank == 0 ? iofwd::thread_cpu_seconds(daemon) : std::map<std::string, double>{};
         for (int k = 0; k < o.reps; ++k) {
             // iofwd: blocked in io_write, then until durable.
             barrier();
@@ -771,6 +817,18 @@ int main(int argc, char** argv)
                 static_cast<double>(size) * writers * o.reps * per_rep / (1ull << 30);
             r.daemon_cpu_s = iofwd::process_cpu_seconds(daemon) - cpu0;
             r.daemon_cpu_per_gib = r.daemon_cpu_s / gib;
+            r.parts = static_cast<std::uint64_t>(writers) * o.reps * per_rep;
+            double threads_s = 0;
+            for (const auto& [name, s] : iofwd::thread_cpu_seconds(daemon)) {
+                const auto before = threads0.find(name);
+                const double used = s - (before == threads0.end() ? 0 : before->second);
+                r.daemon_thread_cpu_s[name] = used;
+                threads_s += used;
+            }
+            r.daemon_ended_cpu_s = std::max(0.0, r.daemon_cpu_s - threads_s);
+            for (const auto& [name, ignored] : threads0)
+                if (!r.daemon_thread_cpu_s.contains(name))
+                    r.daemon_ended += (r.daemon_ended.empty() ? "" : ", ") + name;
             r.daemon_rss = iofwd::process_peak_rss(daemon);
         }
         rows.push_back(r);
@@ -830,6 +888,7 @@ int main(int argc, char** argv)
                    " process_vm_readv of one rank's buffer; lim 2M: the same into 2 MiB pages;\n ucx get: a plain UCX get of it;"
                    " ucx rtt: a plain"
                    " UCX message of the size and an answer, both ranks polling, up to 64 KiB)\n");
+        print_thread_cpu(rows);
         print_goals(rows, ranks, writers);
         fmt::print("csv: {}\n", o.csv);
     }

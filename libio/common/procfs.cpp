@@ -9,29 +9,70 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <sstream>
 #include <string>
 
 namespace iofwd {
 
-double process_cpu_seconds(int pid)
+namespace {
+
+// A /proc stat file's command name (between its parentheses) and its user +
+// system CPU seconds; false when it cannot be read.
+bool read_stat(const std::string& path, std::string& name, double& seconds)
 {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::ifstream in(path);
     const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
+    const auto open = all.find('(');
     const auto close = all.rfind(')');
-    if (close == std::string::npos || close + 2 > all.size())
-        return 0;
+    if (open == std::string::npos || close == std::string::npos || close < open ||
+        close + 2 > all.size())
+        return false;
     std::istringstream rest(all.substr(close + 2));
     std::string field;
     unsigned long long utime = 0, stime = 0;
-    for (int i = 3; i <= 15 && rest >> field; ++i) {
+    int i = 3;
+    for (; i <= 15 && rest >> field; ++i) {
         if (i == 14)
             utime = std::stoull(field);
         if (i == 15)
             stime = std::stoull(field);
     }
-    return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+    if (i <= 15)
+        return false;
+    name = all.substr(open + 1, close - open - 1);
+    seconds = static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+    return true;
+}
+
+}  // namespace
+
+double process_cpu_seconds(int pid)
+{
+    std::string name;
+    double seconds = 0;
+    return read_stat("/proc/" + std::to_string(pid) + "/stat", name, seconds) ? seconds : 0;
+}
+
+std::map<std::string, double> thread_cpu_seconds(int pid)
+{
+    std::map<std::string, double> out;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(
+             "/proc/" + std::to_string(pid) + "/task", ec)) {
+        std::string name;
+        double seconds = 0;
+        if (!read_stat(e.path() / "stat", name, seconds))
+            continue;  // ended meanwhile
+        // "iod-pull-0" and "iod-pull-1" count as "iod-pull".
+        if (const auto dash = name.rfind('-');
+            dash != std::string::npos && dash + 1 < name.size() &&
+            name.find_first_not_of("0123456789", dash + 1) == std::string::npos)
+            name.erase(dash);
+        out[name] += seconds;
+    }
+    return out;
 }
 
 std::uint64_t process_peak_rss(int pid)

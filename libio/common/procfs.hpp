@@ -2,13 +2,21 @@
 // What the kernel reports about a process, for tools that watch the daemon
 // (the benchmark, the tests).
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace iofwd {
 
 // User + system CPU seconds the process has used; 0 when it cannot be read.
 double process_cpu_seconds(int pid);
+
+// The same for each thread of process `pid` alive now, summed by name with
+// a trailing "-<number>" dropped ("iod-pull-0" and "iod-pull-1" are
+// "iod-pull"); empty when none can be read. The seconds of threads that
+// ended are in process_cpu_seconds only.
+std::map<std::string, double> thread_cpu_seconds(int pid);
 
 // Peak resident memory (VmHWM) in bytes; 0 when it cannot be read.
 std::uint64_t process_peak_rss(int pid);
