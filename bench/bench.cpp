@@ -19,8 +19,9 @@
 // and, beside iofwd's time until durable, its flush alone: from the daemon's
 // first write to the store to the last rank durable (io_flush_span).
 // Medians over --reps repetitions; the per-repetition figure is the slowest
-// rank's. Prints a table, then each of the goals set for iofwd against this
-// run's figures, writes a CSV, and plots bandwidth against size.
+// rank's. Prints a table, then the daemon's CPU by thread, then each of the
+// goals set for iofwd against this run's figures, writes a CSV, and plots
+// bandwidth against size.
 //
 //   mpiexec -n 2 bench [--sizes 4K,1M,64M] [--reps 5] [--writers N] [--store DIR|rados:POOL]
 //                      [--dir DIR] [--csv FILE] [--iofwd-only]
@@ -389,6 +390,11 @@ struct row {
     std::string daemon_ended;  // the names gone since the size began
 };
 
+// The kernel counts CPU time in 10 ms ticks: the daemon's CPU over a size is
+// shown from five of them on (a few ticks over a few KiB would print as
+// hundreds of seconds per GiB).
+constexpr double cpu_shown_s = 0.05;
+
 // Where the daemon's CPU went, by thread, per part (one rank's version):
 // which thread to look at when the cpu column moves. Only the sizes whose
 // cpu column is printed (the kernel counts in 10 ms ticks).
@@ -396,7 +402,7 @@ void print_thread_cpu(const std::vector<row>& rows)
 {
     bool header = false;
     for (const auto& r : rows) {
-        if (r.daemon_cpu_s < 0.05 || r.parts == 0)
+        if (r.daemon_cpu_s < cpu_shown_s || r.parts == 0)
             continue;
         if (!header)
             fmt::print("daemon CPU by thread, per part (one rank's version; threads of one name "
@@ -815,11 +821,14 @@ int main(int argc, char** argv)
                 1 + (size <= small_max ? small_warm + small_burst : 0) + (solo ? 1 : 0);
             const double gib =
                 static_cast<double>(size) * writers * o.reps * per_rep / (1ull << 30);
+            // The threads first: read after them, the process's figure holds
+            // at least what they add up to.
+            const auto threads1 = iofwd::thread_cpu_seconds(daemon);
             r.daemon_cpu_s = iofwd::process_cpu_seconds(daemon) - cpu0;
             r.daemon_cpu_per_gib = r.daemon_cpu_s / gib;
             r.parts = static_cast<std::uint64_t>(writers) * o.reps * per_rep;
             double threads_s = 0;
-            for (const auto& [name, s] : iofwd::thread_cpu_seconds(daemon)) {
+            for (const auto& [name, s] : threads1) {
                 const auto before = threads0.find(name);
                 const double used = s - (before == threads0.end() ? 0 : before->second);
                 r.daemon_thread_cpu_s[name] = used;
@@ -850,10 +859,8 @@ int main(int argc, char** argv)
             const std::uint64_t agg_io = r.size * static_cast<std::uint64_t>(writers);
             const std::string rtt = r.rtt_s > 0 ? fmt::format("{:.1f}us", r.rtt_s * 1e6) : "-";
             const std::string warm = r.warm_s > 0 ? fmt::format("{:.1f}us", r.warm_s * 1e6) : "-";
-            // The kernel counts CPU time in 10 ms ticks: a few ticks over a few
-            // KiB would print as hundreds of seconds per GiB.
             const std::string cpu =
-                r.daemon_cpu_s >= 0.05 ? fmt::format("{:.3f}", r.daemon_cpu_per_gib) : "-";
+                r.daemon_cpu_s >= cpu_shown_s ? fmt::format("{:.3f}", r.daemon_cpu_per_gib) : "-";
             const std::string of_lim =
                 r.pull_vs_limit > 0 ? fmt::format("{:.0f}%", r.pull_vs_limit * 100) : "-";
             const std::string of_2m =

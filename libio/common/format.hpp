@@ -1,6 +1,7 @@
 #pragma once
 // fmt support for the types iofwd prints: std::error_code (fmt 9 has no
 // formatter for it) and byte counts in human units.
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <system_error>

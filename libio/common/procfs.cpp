@@ -12,6 +12,8 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <system_error>
+#include <vector>
 
 namespace iofwd {
 
@@ -46,6 +48,18 @@ bool read_stat(const std::string& path, std::string& name, double& seconds)
     return true;
 }
 
+// The /proc directories of process `pid`'s threads alive now; none when it
+// is gone, also when it goes while they are listed (never a throw).
+std::vector<std::filesystem::path> thread_dirs(int pid)
+{
+    std::vector<std::filesystem::path> out;
+    std::error_code ec;
+    std::filesystem::directory_iterator it("/proc/" + std::to_string(pid) + "/task", ec), end;
+    for (; !ec && it != end; it.increment(ec))
+        out.push_back(it->path());
+    return out;
+}
+
 }  // namespace
 
 double process_cpu_seconds(int pid)
@@ -58,12 +72,10 @@ double process_cpu_seconds(int pid)
 std::map<std::string, double> thread_cpu_seconds(int pid)
 {
     std::map<std::string, double> out;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(
-             "/proc/" + std::to_string(pid) + "/task", ec)) {
+    for (const auto& dir : thread_dirs(pid)) {
         std::string name;
         double seconds = 0;
-        if (!read_stat(e.path() / "stat", name, seconds))
+        if (!read_stat(dir / "stat", name, seconds))
             continue;  // ended meanwhile
         // "iod-pull-0" and "iod-pull-1" count as "iod-pull".
         if (const auto dash = name.rfind('-');
@@ -112,10 +124,8 @@ void name_this_thread(const char* name) noexcept
 
 bool has_thread_named(int pid, std::string_view name)
 {
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(
-             "/proc/" + std::to_string(pid) + "/task", ec)) {
-        std::ifstream in(e.path() / "comm");
+    for (const auto& dir : thread_dirs(pid)) {
+        std::ifstream in(dir / "comm");
         std::string comm;
         if (std::getline(in, comm) && comm == name)
             return true;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <ctime>
 #include <thread>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -60,23 +61,40 @@ TEST_CASE("a process's CPU is read by thread, threads of one name summed", "[pro
     CHECK(sum <= total + 0.05);  // a tick or two apart at most
 }
 
-TEST_CASE("a name that ends in digits without a dash keeps them; a process gone reads as nothing",
+TEST_CASE("thread names are read whole, with spaces and parentheses; a pid that does not "
+          "exist reads as nothing",
           "[procfs]")
 {
-    std::atomic<bool> named{false}, done{false};
-    std::thread t([&] {
-        iofwd::name_this_thread("test2026");
-        named = true;
-        while (!done)
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    });
-    while (!named)
+    // A name that looks like the fields after it ("R 1"), one that ends in
+    // digits without a dash (kept), and one with a parenthesis and a number
+    // after a dash (dropped).
+    const char* names[] = {"x) R 1 (y-7", "test2026"};
+    std::atomic<int> named{0};
+    std::atomic<bool> done{false};
+    std::vector<std::thread> threads;
+    for (const char* n : names)
+        threads.emplace_back([&, n] {
+            iofwd::name_this_thread(n);
+            ++named;
+            while (!done)
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (named < 2 && std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     const auto by_name = iofwd::thread_cpu_seconds(::getpid());
     done = true;
-    t.join();
+    for (auto& t : threads)
+        t.join();
+    REQUIRE(named == 2);
+    CHECK(by_name.contains("x) R 1 (y"));
     CHECK(by_name.contains("test2026"));
-    // A pid that is not there: nothing, and no error.
+    for (const auto& [name, s] : by_name) {
+        INFO(name);
+        CHECK(s >= 0);
+    }
+    // Above the kernel's largest pid (4,194,304): no such process, ever.
     CHECK(iofwd::thread_cpu_seconds(0x7ffffff0).empty());
     CHECK(iofwd::process_cpu_seconds(0x7ffffff0) == 0);
+    CHECK_FALSE(iofwd::has_thread_named(0x7ffffff0, "iod"));
 }
