@@ -386,7 +386,7 @@ struct row {
     // The daemon's CPU seconds by thread name over the size's repetitions,
     // and the rest of its figure (threads that ended meanwhile).
     std::map<std::string, double> daemon_thread_cpu_s;
-    double daemon_ended_cpu_s = 0;
+    double daemon_rest_cpu_s = 0;
     std::string daemon_ended;  // the names gone since the size began
 };
 
@@ -397,7 +397,7 @@ constexpr double cpu_shown_s = 0.05;
 
 // Where the daemon's CPU went, by thread, per part (one rank's version):
 // which thread to look at when the cpu column moves. Only the sizes whose
-// cpu column is printed (the kernel counts in 10 ms ticks).
+// cpu column is printed.
 void print_thread_cpu(const std::vector<row>& rows)
 {
     bool header = false;
@@ -413,21 +413,18 @@ void print_thread_cpu(const std::vector<row>& rows)
         for (const auto& [name, s] : r.daemon_thread_cpu_s)
             if (s > 0)
                 by.emplace_back(s, name);
-        if (r.daemon_ended_cpu_s > 0)
-            by.emplace_back(r.daemon_ended_cpu_s,
+        if (r.daemon_rest_cpu_s > 0)
+            by.emplace_back(r.daemon_rest_cpu_s,
                             r.daemon_ended.empty() ? "rest" : "rest (ended: " + r.daemon_ended + ")");
         std::sort(by.rbegin(), by.rend());
-        const auto us_per_part = [&](double s) { return s / static_cast<double>(r.parts) * 1e6; };
-        const auto per_part = [&](double s) {
-            const double us = us_per_part(s);
-            return us < 1000 ? fmt::format("{:.0f} us", us) : fmt::format("{:.2f} ms", us / 1e3);
-        };
+        const auto per_part = [&](double s) { return s / static_cast<double>(r.parts); };
         std::string line;
         for (const auto& [s, name] : by)
-            if (us_per_part(s) >= 0.5)
-                line += fmt::format("{}{} {}", line.empty() ? "" : ", ", name, per_part(s));
+            if (per_part(s) >= 0.5e-6)  // what prints as 0 us
+                line += fmt::format("{}{} {}", line.empty() ? "" : ", ", name,
+                                    iofwd::human_seconds(per_part(s)));
         fmt::print("{:>9}: {} parts, all {}: {}\n", iofwd::human_bytes(r.size), r.parts,
-                   per_part(r.daemon_cpu_s), line);
+                   iofwd::human_seconds(per_part(r.daemon_cpu_s)), line);
     }
 }
 
@@ -834,7 +831,7 @@ int main(int argc, char** argv)
                 r.daemon_thread_cpu_s[name] = used;
                 threads_s += used;
             }
-            r.daemon_ended_cpu_s = std::max(0.0, r.daemon_cpu_s - threads_s);
+            r.daemon_rest_cpu_s = std::max(0.0, r.daemon_cpu_s - threads_s);
             for (const auto& [name, ignored] : threads0)
                 if (!r.daemon_thread_cpu_s.contains(name))
                     r.daemon_ended += (r.daemon_ended.empty() ? "" : ", ") + name;

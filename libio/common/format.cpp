@@ -6,13 +6,26 @@
 
 namespace iofwd {
 
+std::string human_seconds(double seconds)
+{
+    if (seconds < 1e-3)
+        return fmt::format("{:.0f} us", seconds * 1e6);
+    if (seconds < 1)
+        return fmt::format("{:.2f} ms", seconds * 1e3);
+    if (seconds < 120)
+        return fmt::format("{:.2f} s", seconds);
+    const auto whole = static_cast<std::uint64_t>(seconds);
+    return fmt::format("{} min {} s", whole / 60, whole % 60);
+}
+
 std::string number_ranges(const std::vector<std::uint64_t>& v, std::size_t max_runs)
 {
     if (v.empty())
         return "none";
+    const std::size_t most = std::max<std::size_t>(max_runs, 1);
     std::string out;
     for (std::size_t i = 0, runs = 0; i < v.size(); ++runs) {
-        if (runs == std::max<std::size_t>(max_runs, 1)) {
+        if (runs == most) {
             out += fmt::format(" and {} more", v.size() - i);
             break;
         }

@@ -24,6 +24,9 @@ namespace iofwd {
 // "64 MiB", "1.5 GiB", "512 B": for logs and summaries, never for parsing.
 std::string human_bytes(std::uint64_t n);
 
+// A duration for people: "850 us", "12.34 ms", "3.21 s", "2 min 5 s".
+std::string human_seconds(double seconds);
+
 // "1-3, 5" for {1, 2, 3, 5} (sorted, as versions are listed); "none" when empty.
 // After `max_runs` runs (one at least) the rest is counted, not listed
 // ("1-3, 5 and 40 more"): a log line stays a line.

@@ -58,6 +58,14 @@ TEST_CASE("byte counts parse and print in binary units", "[format]")
     CHECK(human_bytes(3ull << 29) == "1.5 GiB");
 }
 
+TEST_CASE("durations print in the unit that reads", "[format]")
+{
+    CHECK(human_seconds(25.4e-6) == "25 us");
+    CHECK(human_seconds(0.01234) == "12.34 ms");
+    CHECK(human_seconds(3.214) == "3.21 s");
+    CHECK(human_seconds(125) == "2 min 5 s");
+}
+
 TEST_CASE("version lists print as ranges", "[format]")
 {
     CHECK(number_ranges({}) == "none");

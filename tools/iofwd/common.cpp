@@ -139,18 +139,6 @@ std::string utc_time(std::int64_t seconds)
     return buf;
 }
 
-std::string human_seconds(double seconds)
-{
-    if (seconds < 1e-3)
-        return fmt::format("{:.0f} us", seconds * 1e6);
-    if (seconds < 1)
-        return fmt::format("{:.2f} ms", seconds * 1e3);
-    if (seconds < 120)
-        return fmt::format("{:.2f} s", seconds);
-    const auto whole = static_cast<std::uint64_t>(seconds);
-    return fmt::format("{} min {} s", whole / 60, whole % 60);
-}
-
 std::string human_rate(std::uint64_t bytes, double seconds)
 {
     if (seconds <= 0)

@@ -60,8 +60,6 @@ std::uint64_t parse_version(store::backend& st, const std::string& job, const st
 
 // "2026-11-24T02:03:29Z"; "-" for 0.
 std::string utc_time(std::int64_t seconds);
-// A duration for people: "850 us", "12.34 ms", "3.21 s", "2 min 5 s".
-std::string human_seconds(double seconds);
 // Bytes over seconds: "1.2 MiB/s"; "-" when the time is 0.
 std::string human_rate(std::uint64_t bytes, double seconds);
 // A number of seconds from the command line, from `min` to `max`:
