@@ -1599,6 +1599,7 @@ void job::start_prune()
     prune_job_.reset();
     struct outcome {
         std::vector<std::uint64_t> removed;
+        std::vector<std::string> passed_over;
         std::error_code ec;
     };
     auto result = std::make_shared<outcome>();
@@ -1614,7 +1615,8 @@ void job::start_prune()
             // A new write pauses it after the version being removed; it goes
             // on when the data is in the store.
             result->ec = store::prune(*st, job, keep, result->removed,
-                                      [data] { return data->disturbed(); }, below);
+                                      [data] { return data->disturbed(); }, below,
+                                      &result->passed_over);
             return {};
         },
         [this, job, result](std::error_code) {
@@ -1626,6 +1628,11 @@ void job::start_prune()
             // Versions already removed are reported even when a later one
             // failed: one line a run, not one a version (a job of small
             // versions back to back removes dozens a second).
+            for (const auto& why : result->passed_over)
+                if (passed_over_told_.insert(why).second)
+                    log_error("retention (keep {}) of job {}: not counted among the versions "
+                              "kept, and left in the store: {}",
+                              opts_.keep, job, why);
             std::sort(result->removed.begin(), result->removed.end());
             if (!result->removed.empty())
                 log_info("retention (keep {}): removed version{} {} of job {}", opts_.keep,

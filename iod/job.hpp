@@ -326,6 +326,9 @@ private:
     std::chrono::steady_clock::time_point pruned_at_{};
     boost::asio::steady_timer prune_timer_;
     bool prune_timer_armed_ = false;
+    // Why retention passed over a version whose COMPLETE record does not
+    // read, each said once in the log (retention runs once a second).
+    std::set<std::string> passed_over_told_;
     std::error_code manifest_error_;
     std::uint64_t lost_versions_ = 0;
     bool files_only_ = false;

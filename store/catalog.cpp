@@ -606,6 +606,37 @@ std::error_code load_packed(backend& st, const std::string& job, std::uint64_t v
     return {};
 }
 
+// The version's own COMPLETE record, read and checked to be this job's and
+// version's (errc::not_found: it has none).
+std::error_code read_complete(backend& st, const std::string& job, std::uint64_t version,
+                              complete_record& out, std::string& why, damage& d)
+{
+    std::string text;
+    const auto rec_name = complete_object(job, version);
+    if (auto ec = read_all(st, rec_name, text)) {
+        why = fmt::format("version {} of job {} is not complete ({}: {})", version, job, rec_name,
+                          failure(st, rec_name, ec));
+        d = {rec_name, "a COMPLETE record", failure(st, rec_name, ec), problem::record};
+        return ec;
+    }
+    if (auto ec = parse_complete(text, out, why)) {
+        d = {rec_name, "a COMPLETE record", why, problem::record};
+        why = fmt::format("{}: {}", rec_name, why);
+        return ec;
+    }
+    // A record is only valid where it was written: a version directory
+    // copied (or renamed) to another number is not that version.
+    if (out.job != job || out.version != version) {
+        why = fmt::format("{} is the record of job {} version {}, not of job {} version {}: the "
+                          "directory was copied or moved, it is not that version",
+                          rec_name, out.job, out.version, job, version);
+        d = {rec_name, fmt::format("job {} version {}", job, version),
+             fmt::format("job {} version {}", out.job, out.version), problem::record};
+        return make_error_code(errc::corrupt);
+    }
+    return {};
+}
+
 // load_version, of every node or (`only` not empty) of one.
 std::error_code load(backend& st, const std::string& job, std::uint64_t version,
                      const std::string& only, version_info& out, std::string& why, damage* what)
@@ -613,36 +644,19 @@ std::error_code load(backend& st, const std::string& job, std::uint64_t version,
     damage scratch;
     damage& d = what ? *what : scratch;
     version_info info;
-    std::string text;
     const auto rec_name = complete_object(job, version);
-    if (auto ec = read_all(st, rec_name, text)) {
+    if (auto ec = read_complete(st, job, version, info.record, why, d)) {
         if (ec == errc::not_found) {
             std::string packed_why;
-            const auto pec = load_packed(st, job, version, only, out, packed_why, d);
+            damage packed_d;
+            const auto pec = load_packed(st, job, version, only, out, packed_why, packed_d);
             if (pec != errc::not_found) {
                 why = std::move(packed_why);
+                d = std::move(packed_d);
                 return pec;
             }
         }
-        why = fmt::format("version {} of job {} is not complete ({}: {})", version, job, rec_name,
-                          failure(st, rec_name, ec));
-        d = {rec_name, "a COMPLETE record", failure(st, rec_name, ec), problem::record};
         return ec;
-    }
-    if (auto ec = parse_complete(text, info.record, why)) {
-        d = {rec_name, "a COMPLETE record", why, problem::record};
-        why = fmt::format("{}: {}", rec_name, why);
-        return ec;
-    }
-    // A record is only valid where it was written: a version directory
-    // copied (or renamed) to another number is not that version.
-    if (info.record.job != job || info.record.version != version) {
-        why = fmt::format("{} is the record of job {} version {}, not of job {} version {}: the "
-                          "directory was copied or moved, it is not that version",
-                          rec_name, info.record.job, info.record.version, job, version);
-        d = {rec_name, fmt::format("job {} version {}", job, version),
-             fmt::format("job {} version {}", info.record.job, info.record.version), problem::record};
-        return make_error_code(errc::corrupt);
     }
     for (const auto& n : info.record.nodes) {
         if (!only.empty() && n.node != only)
@@ -1182,12 +1196,12 @@ std::error_code remove_dir(backend& st, const std::string& dir)
 
 std::error_code prune(backend& st, const std::string& job, unsigned keep,
                       std::vector<std::uint64_t>& removed, const std::function<bool()>& pause,
-                      std::uint64_t below)
+                      std::uint64_t below, std::vector<std::string>* passed_over)
 {
     std::vector<std::uint64_t> doomed;
     std::vector<bucket_span> doomed_buckets;
     retirement retire;
-    if (auto ec = prune_plan(st, job, keep, below, doomed, doomed_buckets, retire))
+    if (auto ec = prune_plan(st, job, keep, below, doomed, doomed_buckets, retire, passed_over))
         return ec;
     return prune_exactly(st, job, doomed, doomed_buckets, retire, removed, pause);
 }
@@ -1290,7 +1304,8 @@ std::uint64_t complete_after(backend& st, const std::string& job, std::uint64_t 
 
 std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
                            std::uint64_t below, std::vector<std::uint64_t>& out,
-                           std::vector<bucket_span>& doomed_buckets, retirement& retire)
+                           std::vector<bucket_span>& doomed_buckets, retirement& retire,
+                           std::vector<std::string>* passed_over)
 {
     out.clear();
     doomed_buckets.clear();
@@ -1302,7 +1317,29 @@ std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
         return ec;
     if (complete.size() <= keep)
         return {};
-    const std::uint64_t oldest_kept = std::min(complete[complete.size() - keep], below);
+    // The newest `keep` versions whose records read are kept: a COMPLETE
+    // record that is damaged, or another version's, counts for nothing, or
+    // its version, which no restart can take, would stand in for one that
+    // could. Such a version is not removed either: it is no older than the
+    // oldest kept. A version without a record of its own is one its bucket's
+    // record completes, read by complete_versions already.
+    std::uint64_t oldest_kept = 0;
+    unsigned counted = 0;
+    for (auto it = complete.rbegin(); it != complete.rend() && counted < keep; ++it) {
+        complete_record rec;
+        std::string why;
+        damage ignored;
+        if (auto ec = read_complete(st, job, *it, rec, why, ignored); ec && ec != errc::not_found) {
+            if (passed_over)
+                passed_over->push_back(std::move(why));
+            continue;
+        }
+        ++counted;
+        oldest_kept = *it;
+    }
+    if (counted < keep)
+        return {};
+    oldest_kept = std::min(oldest_kept, below);
     std::vector<std::string> dirs;
     if (auto ec = st.list(job + "/", dirs))
         return ec;

@@ -322,9 +322,14 @@ struct retirement {
 // versions retired (`retire`): they are in `out` too, and no more than
 // `keep` versions stay listed, though their packs take up to a bucket's
 // span of small versions' space until the bucket goes.
+// Only complete versions whose COMPLETE record reads (as this job's and
+// version's) count among the `keep`; why each passed over did not read is
+// added to `passed_over` when given. A version passed over is never removed
+// for being passed over: it is newer than the oldest kept.
 std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
                            std::uint64_t below, std::vector<std::uint64_t>& out,
-                           std::vector<bucket_span>& doomed_buckets, retirement& retire);
+                           std::vector<bucket_span>& doomed_buckets, retirement& retire,
+                           std::vector<std::string>* passed_over = nullptr);
 
 // Deletes what a plan of prune_plan's says, buckets first (remove_bucket),
 // then the retirement's mark, then versions (remove_version); `removed`
@@ -380,10 +385,12 @@ std::error_code remove_bucket(backend& st, const std::string& job, const bucket_
 // on).
 // `below`: no version from it on is touched (a daemon's versions still being
 // committed, which may complete after newer ones).
+// `passed_over`: as prune_plan's.
 std::error_code prune(backend& st, const std::string& job, unsigned keep,
                       std::vector<std::uint64_t>& removed,
                       const std::function<bool()>& pause = {},
-                      std::uint64_t below = UINT64_MAX);
+                      std::uint64_t below = UINT64_MAX,
+                      std::vector<std::string>* passed_over = nullptr);
 
 // The record of a named run (layout.hpp): read, or created by the first
 // daemon of the run to look, with first-version `next` (the version after

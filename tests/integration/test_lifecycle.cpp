@@ -153,6 +153,33 @@ TEST_CASE("retention keeps exactly the newest K complete versions", "[lifecycle]
     CHECK(c.verify(2, 1, out) == 0);
 }
 
+TEST_CASE("retention counts only versions whose COMPLETE record reads", "[lifecycle][retention]")
+{
+    // Versions 1-3; then version 3's record is torn. The next run writes
+    // version 4 and keeps 2: versions 4 and 2, which a restart can take,
+    // not 4 and the torn 3, which would cost version 2.
+    cluster c;
+    c.unpacked();
+    {
+        auto r = c.rank(0, 1, {"--size", "50000", "--versions", "3"});
+        check_exit(r, 0);
+    }
+    std::ofstream(c.store() + "/itest/v00000003/COMPLETE", std::ios::trunc) << "torn";
+    auto r = c.rank(0, 1, {"--size", "50000", "--versions", "1"}, {{"IOFWD_KEEP", "2"}});
+    check_exit(r, 0);
+    const auto log = c.log();
+    INFO(log);
+    CHECK(removed_by_retention(log, 2) == std::vector<std::uint64_t>{1});
+    CHECK(log.find("retention (keep 2) of job itest: not counted among the versions kept, and "
+                   "left in the store: itest/v00000003/COMPLETE: ") != std::string::npos);
+    CHECK_FALSE(exists(c.store() + "/itest/v00000001"));
+    for (const char* v : {"v00000002", "v00000003", "v00000004"})
+        CHECK(exists(c.store() + "/itest/" + v + "/COMPLETE"));
+    auto probe = c.rank(0, 1, {"--size", "50000", "--versions", "0", "--probe", "2"});
+    check_exit(probe, 0);
+    CHECK(has_line(probe, "read 0 50000"));
+}
+
 TEST_CASE("retention keeps exactly the newest K complete versions when they are packed",
           "[lifecycle][retention]")
 {

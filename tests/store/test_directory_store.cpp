@@ -457,6 +457,49 @@ TEST_CASE("retention leaves a version still being committed, and every one after
     CHECK(store::complete_after(*st, "other", 1) == 0);
 }
 
+TEST_CASE("retention counts only COMPLETE records that read among the versions kept",
+          "[store]")
+{
+    // Versions 1-5 complete. Version 5's record is damaged (a torn copy,
+    // a disk's error) and version 4's is version 2's, copied over it: no
+    // restart can take either. Keep 2 must keep 2 and 3, which read, and
+    // remove only 1; counted by their names, 4 and 5 were kept and 1-3
+    // went.
+    test::temp_dir tmp;
+    auto st = open_store(tmp);
+    for (std::uint64_t v = 1; v <= 5; ++v)
+        put_version(*st, v, true);
+    const std::string junk = "not a record\n";
+    REQUIRE_FALSE(st->put(store::complete_object("job", 5), std::as_bytes(std::span(junk))));
+    std::string copied;
+    REQUIRE_FALSE(store::read_all(*st, store::complete_object("job", 2), copied));
+    REQUIRE_FALSE(st->put(store::complete_object("job", 4), std::as_bytes(std::span(copied))));
+
+    std::vector<std::uint64_t> doomed;
+    std::vector<store::bucket_span> buckets;
+    store::retirement retire;
+    std::vector<std::string> passed_over;
+    REQUIRE_FALSE(store::prune_plan(*st, "job", 2, UINT64_MAX, doomed, buckets, retire,
+                                    &passed_over));
+    CHECK(doomed == std::vector<std::uint64_t>{1});
+    REQUIRE(passed_over.size() == 2);
+    CHECK(passed_over[0].find(store::complete_object("job", 5)) == 0);
+    CHECK(passed_over[1].find(store::complete_object("job", 4) +
+                              " is the record of job job version 2") == 0);
+    std::vector<std::uint64_t> removed;
+    REQUIRE_FALSE(store::prune(*st, "job", 2, removed));
+    CHECK(removed == std::vector<std::uint64_t>{1});
+    std::vector<std::string> dirs;
+    REQUIRE_FALSE(st->list("job/", dirs));
+    CHECK(dirs == std::vector<std::string>{"v00000002", "v00000003", "v00000004", "v00000005"});
+    for (std::uint64_t v : {2, 3})
+        CHECK(read_back(*st, store::data_object("job", v, "n", 0), 4096) ==
+              data_of(4096, static_cast<unsigned>(v)));
+    // With fewer readable versions than `keep`, nothing goes.
+    REQUIRE_FALSE(store::prune_plan(*st, "job", 3, UINT64_MAX, doomed, buckets, retire));
+    CHECK(doomed.empty());
+}
+
 TEST_CASE("a version's removal waits for COMPLETE's removal and its directory's only",
           "[store][fault]")
 {

@@ -596,6 +596,34 @@ TEST_CASE("rm, keep and gc remove exactly what they say", "[tools][clean]")
     CHECK(py(c, kept.out, "d['keep'], d['kept'], d['removed']") == "3 [4] []\n");
 }
 
+TEST_CASE("keep counts only versions whose COMPLETE record reads", "[tools][clean]")
+{
+    cluster c;
+    c.unpacked();
+    {
+        auto r = c.rank(0, 1, {"--size", "50000", "--versions", "4"});
+        require_exit(r, 0);
+    }
+    const std::string job = c.store() + "/itest";
+    // Version 4's record torn: no restart can take it, so it must not stand
+    // in for version 2 among the two kept; it is left for an operator.
+    std::ofstream(job + "/v00000004/COMPLETE", std::ios::trunc) << "torn";
+    auto keep = run_iofwd(c, {"keep", "itest", "2"});
+    CHECK(keep.code == 0);
+    CHECK(keep.err.rfind("iofwd keep: not counted among the 2 kept, and left as it is: "
+                         "itest/v00000004/COMPLETE: ",
+                         0) == 0);
+    CHECK(keep.out == "job itest: kept complete versions 2-4; removed 1\n");
+    CHECK(names_in(job) == std::vector<std::string>{".nodeA.claim", ".nodeA.journal", "reports",
+                                                    "v00000002", "v00000003", "v00000004"});
+    auto v = run_iofwd(c, {"verify", "itest"});
+    CHECK(v.code == 1);
+    CHECK(v.out.rfind("version 2: intact (1 object, 48.8 KiB)\n"
+                      "version 3: intact (1 object, 48.8 KiB)\n"
+                      "version 4: DAMAGED itest/v00000004/COMPLETE: ",
+                      0) == 0);
+}
+
 namespace {
 
 // Run r1 of two nodes: nodeA's version 2 is reported durable from its

@@ -281,9 +281,13 @@ int keep(const clean_args& a)
     std::vector<std::uint64_t> doomed, complete, removed;
     std::vector<store::bucket_span> buckets;
     store::retirement retire;
+    std::vector<std::string> passed_over;
     if (auto ec = store::prune_plan(*st, a.job, static_cast<unsigned>(k), UINT64_MAX, doomed,
-                                    buckets, retire))
+                                    buckets, retire, &passed_over))
         throw failure(damaged, fmt::format("cannot list job {}: {}", a.job, ec.message()));
+    for (const auto& why : passed_over)
+        fmt::print(stderr, "iofwd keep: not counted among the {} kept, and left as it is: {}\n",
+                   k, why);
     // The versions retired are settled by their bucket's record (complete
     // or skipped): no daemon writes them, whether or not one is live.
     std::vector<std::uint64_t> checked;
