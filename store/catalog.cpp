@@ -619,21 +619,23 @@ std::error_code read_complete(backend& st, const std::string& job, std::uint64_t
         d = {rec_name, "a COMPLETE record", failure(st, rec_name, ec), problem::record};
         return ec;
     }
-    if (auto ec = parse_complete(text, out, why)) {
+    complete_record rec;
+    if (auto ec = parse_complete(text, rec, why)) {
         d = {rec_name, "a COMPLETE record", why, problem::record};
         why = fmt::format("{}: {}", rec_name, why);
         return ec;
     }
     // A record is only valid where it was written: a version directory
     // copied (or renamed) to another number is not that version.
-    if (out.job != job || out.version != version) {
+    if (rec.job != job || rec.version != version) {
         why = fmt::format("{} is the record of job {} version {}, not of job {} version {}: the "
                           "directory was copied or moved, it is not that version",
-                          rec_name, out.job, out.version, job, version);
+                          rec_name, rec.job, rec.version, job, version);
         d = {rec_name, fmt::format("job {} version {}", job, version),
-             fmt::format("job {} version {}", out.job, out.version), problem::record};
+             fmt::format("job {} version {}", rec.job, rec.version), problem::record};
         return make_error_code(errc::corrupt);
     }
+    out = std::move(rec);
     return {};
 }
 
@@ -1293,13 +1295,62 @@ std::error_code prune_exactly(backend& st, const std::string& job,
     return {};
 }
 
+namespace {
+
+// The newest `want` of `complete` (complete_versions', ascending) that a
+// restart can take by their records, newest first: a version whose own
+// COMPLETE record reads as this job's and version's, or that has none and
+// whose bucket's record completes it (packed_versions, read once, when first
+// needed). A record that is damaged or another version's is passed over,
+// and why is added to `passed_over` when given: it must not stand in for a
+// version that could be taken. A read that fails otherwise is an error.
+std::error_code newest_readable(backend& st, const std::string& job,
+                                const std::vector<std::uint64_t>& complete, std::size_t want,
+                                std::vector<std::uint64_t>& out,
+                                std::vector<std::string>* passed_over)
+{
+    std::vector<std::uint64_t> found;
+    std::optional<std::vector<std::uint64_t>> packed;
+    for (auto it = complete.rbegin(); it != complete.rend() && found.size() < want; ++it) {
+        complete_record rec;
+        std::string why;
+        damage ignored;
+        const auto ec = read_complete(st, job, *it, rec, why, ignored);
+        if (ec == errc::corrupt) {
+            if (passed_over)
+                passed_over->push_back(std::move(why));
+            continue;
+        }
+        if (ec == errc::not_found) {
+            // Packed, or its record removed since the listing (iofwd rm).
+            if (!packed) {
+                packed.emplace();
+                if (auto pec = packed_versions(st, job, *packed); pec && pec != errc::not_found)
+                    return pec;
+            }
+            if (!std::binary_search(packed->begin(), packed->end(), *it))
+                continue;
+        } else if (ec) {
+            return ec;
+        }
+        found.push_back(*it);
+    }
+    out = std::move(found);
+    return {};
+}
+
+}  // namespace
+
 std::uint64_t complete_after(backend& st, const std::string& job, std::uint64_t version)
 {
-    std::vector<std::uint64_t> complete;
+    std::vector<std::uint64_t> complete, newer;
     if (complete_versions(st, job, complete))
         return 0;
-    return static_cast<std::uint64_t>(
-        complete.end() - std::upper_bound(complete.begin(), complete.end(), version));
+    complete.erase(complete.begin(),
+                   std::upper_bound(complete.begin(), complete.end(), version));
+    if (newest_readable(st, job, complete, complete.size(), newer, nullptr))
+        return 0;
+    return newer.size();
 }
 
 std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
@@ -1317,29 +1368,16 @@ std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
         return ec;
     if (complete.size() <= keep)
         return {};
-    // The newest `keep` versions whose records read are kept: a COMPLETE
-    // record that is damaged, or another version's, counts for nothing, or
-    // its version, which no restart can take, would stand in for one that
-    // could. Such a version is not removed either: it is no older than the
-    // oldest kept. A version without a record of its own is one its bucket's
-    // record completes, read by complete_versions already.
-    std::uint64_t oldest_kept = 0;
-    unsigned counted = 0;
-    for (auto it = complete.rbegin(); it != complete.rend() && counted < keep; ++it) {
-        complete_record rec;
-        std::string why;
-        damage ignored;
-        if (auto ec = read_complete(st, job, *it, rec, why, ignored); ec && ec != errc::not_found) {
-            if (passed_over)
-                passed_over->push_back(std::move(why));
-            continue;
-        }
-        ++counted;
-        oldest_kept = *it;
-    }
-    if (counted < keep)
+    // The newest `keep` versions a restart can take are kept. A version
+    // passed over (its record damaged) is not removed either while it is
+    // newer than the oldest kept.
+    std::vector<std::uint64_t> kept;
+    if (auto ec = newest_readable(st, job, complete, keep, kept, passed_over))
+        return ec;
+    // (A version 0 is none iofwd writes: nothing below it to remove.)
+    if (kept.size() < keep || kept.back() == 0)
         return {};
-    oldest_kept = std::min(oldest_kept, below);
+    const std::uint64_t oldest_kept = std::min(kept.back(), below);
     std::vector<std::string> dirs;
     if (auto ec = st.list(job + "/", dirs))
         return ec;

@@ -156,8 +156,9 @@ TEST_CASE("retention keeps exactly the newest K complete versions", "[lifecycle]
 TEST_CASE("retention counts only versions whose COMPLETE record reads", "[lifecycle][retention]")
 {
     // Versions 1-3; then version 3's record is torn. The next run writes
-    // version 4 and keeps 2: versions 4 and 2, which a restart can take,
-    // not 4 and the torn 3, which would cost version 2.
+    // versions 4 and 5 and keeps 3: versions 5, 4 and 2, which a restart
+    // can take, not 5, 4 and the torn 3, which would cost version 2. Each
+    // of its retention runs passes 3 over, and the log says so once.
     cluster c;
     c.unpacked();
     {
@@ -165,15 +166,20 @@ TEST_CASE("retention counts only versions whose COMPLETE record reads", "[lifecy
         check_exit(r, 0);
     }
     std::ofstream(c.store() + "/itest/v00000003/COMPLETE", std::ios::trunc) << "torn";
-    auto r = c.rank(0, 1, {"--size", "50000", "--versions", "1"}, {{"IOFWD_KEEP", "2"}});
+    auto r = c.rank(0, 1, {"--size", "50000", "--versions", "2", "--pause-ms", "50"},
+                    {{"IOFWD_KEEP", "3"}});
     check_exit(r, 0);
     const auto log = c.log();
     INFO(log);
-    CHECK(removed_by_retention(log, 2) == std::vector<std::uint64_t>{1});
-    CHECK(log.find("retention (keep 2) of job itest: not counted among the versions kept, and "
-                   "left in the store: itest/v00000003/COMPLETE: ") != std::string::npos);
+    CHECK(removed_by_retention(log, 3) == std::vector<std::uint64_t>{1});
+    const std::string said =
+        "retention (keep 3) of job itest: not counted among the versions kept, and left in the "
+        "store: itest/v00000003/COMPLETE: not an iofwd COMPLETE record (first line)\n";
+    const auto at = log.find(said);
+    CHECK(at != std::string::npos);
+    CHECK(log.find(said, at + 1) == std::string::npos);
     CHECK_FALSE(exists(c.store() + "/itest/v00000001"));
-    for (const char* v : {"v00000002", "v00000003", "v00000004"})
+    for (const char* v : {"v00000002", "v00000003", "v00000004", "v00000005"})
         CHECK(exists(c.store() + "/itest/" + v + "/COMPLETE"));
     auto probe = c.rank(0, 1, {"--size", "50000", "--versions", "0", "--probe", "2"});
     check_exit(probe, 0);

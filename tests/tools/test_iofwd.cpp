@@ -608,11 +608,15 @@ TEST_CASE("keep counts only versions whose COMPLETE record reads", "[tools][clea
     // Version 4's record torn: no restart can take it, so it must not stand
     // in for version 2 among the two kept; it is left for an operator.
     std::ofstream(job + "/v00000004/COMPLETE", std::ios::trunc) << "torn";
+    auto plan = run_iofwd(c, {"keep", "itest", "3", "--json"});
+    CHECK(plan.code == 0);
+    CHECK(py(c, plan.out, "d['kept'], d['passed_over'], d['removed']") ==
+          "[1, 2, 3, 4] ['itest/v00000004/COMPLETE: not an iofwd COMPLETE record (first line)'] "
+          "[]\n");
     auto keep = run_iofwd(c, {"keep", "itest", "2"});
     CHECK(keep.code == 0);
-    CHECK(keep.err.rfind("iofwd keep: not counted among the 2 kept, and left as it is: "
-                         "itest/v00000004/COMPLETE: ",
-                         0) == 0);
+    CHECK(keep.err == "iofwd keep: not counted among the 2 kept, and left as it is: "
+                      "itest/v00000004/COMPLETE: not an iofwd COMPLETE record (first line)\n");
     CHECK(keep.out == "job itest: kept complete versions 2-4; removed 1\n");
     CHECK(names_in(job) == std::vector<std::string>{".nodeA.claim", ".nodeA.journal", "reports",
                                                     "v00000002", "v00000003", "v00000004"});

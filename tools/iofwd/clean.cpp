@@ -285,9 +285,11 @@ int keep(const clean_args& a)
     if (auto ec = store::prune_plan(*st, a.job, static_cast<unsigned>(k), UINT64_MAX, doomed,
                                     buckets, retire, &passed_over))
         throw failure(damaged, fmt::format("cannot list job {}: {}", a.job, ec.message()));
-    for (const auto& why : passed_over)
-        fmt::print(stderr, "iofwd keep: not counted among the {} kept, and left as it is: {}\n",
-                   k, why);
+    if (!a.store.json)
+        for (const auto& why : passed_over)
+            fmt::print(stderr,
+                       "iofwd keep: not counted among the {} kept, and left as it is: {}\n", k,
+                       why);
     // The versions retired are settled by their bucket's record (complete
     // or skipped): no daemon writes them, whether or not one is live.
     std::vector<std::uint64_t> checked;
@@ -309,6 +311,7 @@ int keep(const clean_args& a)
                     {"job", a.job},
                     {"keep", k},
                     {"kept", complete},
+                    {"passed_over", passed_over},
                     {"removed", removed}});
     } else {
         fmt::print("job {}: kept complete version{} {}; removed {}\n", a.job,
