@@ -439,8 +439,9 @@ bool job::arrive_again(const std::string& job, std::uint64_t v, bool named, unsi
                  v, opts_.node, m.bucket, before->note, name, store::bucket_note(part));
         return true;
     }
-    if (bool recorded = false;
-        again && !store::in_bucket(store_, job, v, recorded) && recorded)
+    // A bucket's record that completes it already (a node alone records
+    // without arriving): nothing to do.
+    if (bool recorded = false; !store::in_bucket(store_, job, v, recorded) && recorded)
         return true;
     if (!again && m.nodes > 1 && !named) {
         log_info("version {} of node {}: not arrived at bucket {} again: a job of several "

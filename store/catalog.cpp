@@ -1055,6 +1055,62 @@ std::error_code parse_arrivals(const std::string& tally,
 
 }  // namespace
 
+namespace {
+
+// The bucket's newest record, the one a node alone writes its next from
+// (`found` false: the bucket has none yet). One that does not read is an
+// error, never passed over for an older one: the parts only it lists would
+// look missing, and the bucket's later versions would complete without
+// them, or never.
+std::error_code newest_bucket_record(backend& st, const std::string& job, std::uint64_t bucket,
+                                     bucket_record& out, bool& found, std::string& why)
+{
+    found = false;
+    std::vector<std::uint64_t> records;
+    bucket_marks ignored;
+    if (auto ec = bucket_records(st, job, bucket, records, ignored, why))
+        return ec == errc::not_found ? std::error_code{} : ec;
+    if (records.empty())
+        return {};
+    std::string reason;
+    if (auto ec = read_bucket_record(st, job, bucket, records.front(), out, reason)) {
+        why = fmt::format("the newest record of bucket {} of job {} does not read ({}): move it "
+                          "aside, and the next daemon of the job's node writes it again from "
+                          "its journal",
+                          bucket, job, reason);
+        return ec == errc::not_found ? make_error_code(errc::corrupt) : ec;
+    }
+    found = true;
+    return {};
+}
+
+// Adds to `parts` (a tally's, by node) each part of `rec` (the bucket's
+// newest record) it lacks: what a node alone brought without arriving
+// (try_complete_bucket). A part of the same node and first version that
+// differs is an error.
+std::error_code add_record_parts(const bucket_record& rec, const std::string& tally,
+                                 std::map<std::string, std::vector<bucket_part>>& parts,
+                                 std::string& why)
+{
+    for (const auto& p : rec.parts) {
+        auto& list = parts[p.node];
+        const auto same = std::find_if(list.begin(), list.end(),
+                                       [&](const bucket_part& q) { return q.first == p.first; });
+        if (same == list.end()) {
+            list.push_back(p);
+        } else if (*same != p) {
+            why = fmt::format("{}: node {} arrived with '{}' for versions from {}, but the "
+                              "bucket's record up to version {} says '{}'; leaving it as it is",
+                              tally, p.node, bucket_note(*same), p.first, rec.last,
+                              bucket_note(p));
+            return make_error_code(errc::corrupt);
+        }
+    }
+    return {};
+}
+
+}  // namespace
+
 std::error_code bucket_arrivals(backend& st, const std::string& job, std::uint64_t bucket,
                                 std::map<std::string, std::vector<bucket_part>>& out,
                                 std::string& why)
@@ -1066,13 +1122,55 @@ std::error_code bucket_arrivals(backend& st, const std::string& job, std::uint64
         why = fmt::format("cannot read {}: {}", tally, failure(st, tally, ec));
         return ec;
     }
-    if (auto ec = parse_arrivals(tally, arrived, out, why))
+    std::map<std::string, std::vector<bucket_part>> parts;
+    if (auto ec = parse_arrivals(tally, arrived, parts, why))
         return ec;
-    for (auto& [node, list] : out)
+    // A node alone arrives only after a gap: what came before is in the
+    // newest record. (Several nodes' tallies hold every part.)
+    if (parts.size() <= 1) {
+        bucket_record newest;
+        bool found = false;
+        if (auto ec = newest_bucket_record(st, job, bucket, newest, found, why))
+            return ec;
+        if (found && newest.nodes == 1)
+            if (auto ec = add_record_parts(newest, tally, parts, why))
+                return ec;
+    }
+    for (auto& [node, list] : parts)
         std::sort(list.begin(), list.end(),
                   [](const auto& a, const auto& b) { return a.first < b.first; });
+    out = std::move(parts);
     return {};
 }
+
+namespace {
+
+// Writes `rec`, the bucket's record up to rec.last (one there already of
+// that name is the same record), and gives its last as `complete`. Held to
+// the rules a reader applies before it is written: a record no reader takes
+// would hide every version the bucket's records had. `tally` names where
+// the parts came from, for the message.
+std::error_code write_bucket_record(backend& st, const std::string& tally,
+                                    const bucket_record& rec, std::uint64_t& complete,
+                                    std::string& why)
+{
+    const auto text = format_bucket(rec);
+    if (bucket_record check; auto ec = parse_bucket(text, check, why)) {
+        why = fmt::format("{}: the arrivals make a record that would not be read ({}); leaving "
+                          "the bucket as it is",
+                          tally, why);
+        return ec;
+    }
+    const auto name = bucket_complete_object(rec.job, rec.bucket, rec.last);
+    if (auto ec = st.put_new(name, std::as_bytes(std::span(text))); ec && ec != errc::exists) {
+        why = fmt::format("writing {}: {}", name, failure(st, name, ec));
+        return ec;
+    }
+    complete = rec.last;
+    return {};
+}
+
+}  // namespace
 
 std::error_code try_complete_bucket(backend& st, const std::string& job, std::uint64_t bucket,
                                     const bucket_part& part, std::uint32_t nodes,
@@ -1092,11 +1190,63 @@ std::error_code try_complete_bucket(backend& st, const std::string& job, std::ui
                           backend::max_member - 16);
         return make_error_code(errc::invalid_argument);
     }
+    // A node alone has nobody to wait for: a part that follows its bucket's
+    // newest record (or starts the bucket) is recorded at once with what
+    // that record holds, without the tally (its arrival, the arrival's
+    // fsync, a listing). Only a part after a gap arrives there, to wait for
+    // the part that fills it; from then on the bucket goes through its tally,
+    // and the newest record's parts count as arrived.
+    bucket_record newest;
+    bool have_newest = false;
+    if (nodes == 1) {
+        if (auto ec = newest_bucket_record(st, job, bucket, newest, have_newest, why))
+            return ec;
+        if (have_newest) {
+            const bool other = newest.nodes != 1 ||
+                               std::any_of(newest.parts.begin(), newest.parts.end(),
+                                           [&](const bucket_part& p) { return p.node != part.node; });
+            if (other) {
+                std::set<std::string> names{part.node};
+                for (const auto& p : newest.parts)
+                    names.insert(p.node);
+                why = fmt::format("bucket {} of job {} has a record of {} nodes ({}) but node {} "
+                                  "takes the job for one: two jobs under one name, or nodes "
+                                  "that disagree on IOFWD_NODES",
+                                  bucket, job, newest.nodes, fmt::join(names, ", "), part.node);
+                return make_error_code(errc::rank_mismatch);
+            }
+            const auto same =
+                std::find_if(newest.parts.begin(), newest.parts.end(),
+                             [&](const bucket_part& p) { return p.first == part.first; });
+            if (same != newest.parts.end()) {
+                if (*same != part) {
+                    why = fmt::format("node {} brings '{}' for versions from {} to bucket {} of "
+                                      "job {}, whose record up to version {} says '{}'",
+                                      part.node, bucket_note(part), part.first, bucket, job,
+                                      newest.last, bucket_note(*same));
+                    return make_error_code(errc::corrupt);
+                }
+                complete = newest.last;  // recorded before (a daemon that stopped since)
+                return {};
+            }
+        }
+        std::vector<backend::arrival> waiting;
+        if (auto ec = st.arrivals(tally, waiting); ec && ec != errc::not_found) {
+            why = fmt::format("cannot read {}: {}", tally, failure(st, tally, ec));
+            return ec;
+        }
+        if (waiting.empty() && part.first == (have_newest ? newest.last + 1 : bucket)) {
+            bucket_record rec{job, bucket, bucket, part.last, 1,
+                              have_newest ? newest.parts : std::vector<bucket_part>{}};
+            rec.parts.push_back(part);
+            return write_bucket_record(st, tally, rec, complete, why);
+        }
+    }
     // Keyed by the versions it holds: whoever makes the count of one reach
     // `nodes` reads the tally, once per version or so, not every arrival
     // once `nodes` have come (with P parts a node, (nodes x P)^2 arrivals
-    // read per bucket). A node alone completes what each arrival holds:
-    // no key would spare it a read, and each costs a file per version.
+    // read per bucket). A node alone reads it at every arrival: no key
+    // would spare it a read.
     std::vector<backend::arrival> arrived;
     const key_range keys{part.first, part.last};
     if (auto ec = arrive_and_look(st, tally, member, bucket_note(part), nodes, "parts", arrived,
@@ -1105,6 +1255,9 @@ std::error_code try_complete_bucket(backend& st, const std::string& job, std::ui
     std::map<std::string, std::vector<bucket_part>> parts;
     if (auto ec = parse_arrivals(tally, arrived, parts, why))
         return ec;
+    if (have_newest)
+        if (auto ec = add_record_parts(newest, tally, parts, why))
+            return ec;
     if (parts.size() < nodes)
         return {};
     if (parts.size() > nodes) {
@@ -1152,22 +1305,7 @@ std::error_code try_complete_bucket(backend& st, const std::string& job, std::ui
         for (const auto& p : list)
             if (p.first <= last)
                 rec.parts.push_back(p);
-    // Held to the rules a reader applies before it is written: a record no
-    // reader takes would hide every version the bucket's records had.
-    const auto text = format_bucket(rec);
-    if (bucket_record check; auto ec = parse_bucket(text, check, why)) {
-        why = fmt::format("{}: the arrivals make a record that would not be read ({}); leaving "
-                          "the bucket as it is",
-                          tally, why);
-        return ec;
-    }
-    const auto name = bucket_complete_object(job, bucket, last);
-    if (auto ec = st.put_new(name, std::as_bytes(std::span(text))); ec && ec != errc::exists) {
-        why = fmt::format("writing {}: {}", name, failure(st, name, ec));
-        return ec;
-    }
-    complete = last;
-    return {};
+    return write_bucket_record(st, tally, rec, complete, why);
 }
 
 namespace {

@@ -224,11 +224,18 @@ std::string bucket_note(const bucket_part& p);
 // versions it holds complete, so that it did not look).
 // Cost per arrival: one arrival, keyed by the versions the part holds
 // (backend::arrive_keyed) when the job has several nodes; and for the
-// arrival (every one with a single node) that makes some version's
-// count reach `nodes` (about one per version), a read of the tally (its
-// every arrival: O(nodes x parts per node)) and a look at the size of the
-// record it would write, written only when none of its name is there:
-// O(1) store operations per node and version, O(nodes) for the job.
+// arrival that makes some version's count reach `nodes` (about one per
+// version), a read of the tally (its every arrival: O(nodes x parts per
+// node)) and a look at the size of the record it would write, written only
+// when none of its name is there: O(1) store operations per node and
+// version, O(nodes) for the job.
+// A job of one node (`nodes` 1) keeps no tally: a part that follows the
+// bucket's newest record (or starts the bucket) is recorded at once with
+// that record's parts (a listing of the bucket, a read of the record, a
+// look for a tally); one after a gap arrives at the tally and waits, and
+// from then on the bucket's arrivals count the newest record's parts too.
+// A newest record that does not read, or that names another node, is an
+// error in words (the caller's journal keeps the part), never passed over.
 std::error_code try_complete_bucket(backend& st, const std::string& job, std::uint64_t bucket,
                                     const bucket_part& part, std::uint32_t nodes,
                                     std::uint64_t& complete, std::string& why);
@@ -244,7 +251,10 @@ std::vector<std::string> manifests_to_arrive(backend& st, const std::string& job
 std::error_code buckets(backend& st, const std::string& job, std::vector<std::uint64_t>& out);
 // What has arrived at `bucket`'s tally, by node, each node's parts in
 // version order (none when nothing has); corrupt, in words, when an
-// arrival is not one try_complete_bucket made. One read of the tally.
+// arrival is not one try_complete_bucket made. One read of the tally; when
+// it holds one node's parts or none, also the bucket's newest record's
+// parts (a node alone records without arriving; an error when that record
+// does not read).
 std::error_code bucket_arrivals(backend& st, const std::string& job, std::uint64_t bucket,
                                 std::map<std::string, std::vector<bucket_part>>& out,
                                 std::string& why);

@@ -516,14 +516,61 @@ TEST_CASE("a bucket's tally is read by the arrival that completes a version, not
     CHECK(versions == std::vector<std::uint64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
     const auto root = std::filesystem::path(fresh.tmp / "store");
     CHECK(std::filesystem::is_directory(root / bucket_dir("job", 1) / ".ARRIVED" / ".keys"));
-    // A node alone completes what each arrival holds: it looks every time,
-    // and keeps no keys (a file per version).
+    // A node alone keeps no tally while its parts follow one another: each
+    // is recorded at once with what the newest record holds.
+    const auto solo = st.counts();
     REQUIRE_FALSE(try_complete_bucket(st, "solo", 1, {"n0", 1, 1, 2, 5}, 1, complete, why));
     CHECK(complete == 2);
     REQUIRE_FALSE(try_complete_bucket(st, "solo", 1, {"n0", 1, 3, 3, 6}, 1, complete, why));
     CHECK(complete == 3);
+    CHECK((st.counts() - solo).arrives == 0);
+    CHECK_FALSE(std::filesystem::exists(root / bucket_dir("solo", 1) / ".ARRIVED"));
+    // A part recorded already (a daemon that stopped before it heard) is
+    // found there; the same versions with another checksum are refused.
+    REQUIRE_FALSE(try_complete_bucket(st, "solo", 1, {"n0", 1, 3, 3, 6}, 1, complete, why));
+    CHECK(complete == 3);
+    CHECK(try_complete_bucket(st, "solo", 1, {"n0", 1, 3, 3, 7}, 1, complete, why) ==
+          errc::corrupt);
+    CHECK(why == "node n0 brings '1+3+1+00000007' for versions from 3 to bucket 1 of job solo, "
+                 "whose record up to version 3 says '1+3+1+00000006'");
+    // A part after a gap waits at the tally, and the one that fills the gap
+    // records both, with what the record held.
+    REQUIRE_FALSE(try_complete_bucket(st, "solo", 1, {"n0", 1, 6, 8, 9}, 1, complete, why));
+    CHECK(complete == 3);  // what is complete: not this part yet
     CHECK(std::filesystem::is_directory(root / bucket_dir("solo", 1) / ".ARRIVED"));
     CHECK_FALSE(std::filesystem::exists(root / bucket_dir("solo", 1) / ".ARRIVED" / ".keys"));
+    std::map<std::string, std::vector<bucket_part>> arrived;
+    REQUIRE_FALSE(bucket_arrivals(st, "solo", 1, arrived, why));
+    const std::vector<bucket_part> so_far{
+        {"n0", 1, 1, 2, 5}, {"n0", 1, 3, 3, 6}, {"n0", 1, 6, 8, 9}};
+    CHECK(arrived == std::map<std::string, std::vector<bucket_part>>{{"n0", so_far}});
+    REQUIRE_FALSE(try_complete_bucket(st, "solo", 1, {"n0", 1, 4, 5, 10}, 1, complete, why));
+    CHECK(complete == 8);
+    std::string text;
+    REQUIRE_FALSE(read_all(st, bucket_complete_object("solo", 1, 8), text));
+    bucket_record rec;
+    REQUIRE_FALSE(parse_bucket(text, rec, why));
+    CHECK(rec.nodes == 1);
+    CHECK(rec.parts == std::vector<bucket_part>{{"n0", 1, 1, 2, 5},
+                                                {"n0", 1, 3, 3, 6},
+                                                {"n0", 1, 4, 5, 10},
+                                                {"n0", 1, 6, 8, 9}});
+    // A second node that also takes the job for one is refused.
+    CHECK(try_complete_bucket(st, "solo", 1, {"n1", 1, 9, 9, 11}, 1, complete, why) ==
+          errc::rank_mismatch);
+    CHECK(why == "bucket 1 of job solo has a record of 1 nodes (n0, n1) but node n1 takes the "
+                 "job for one: two jobs under one name, or nodes that disagree on IOFWD_NODES");
+    // A newest record that does not read stops the bucket in words, not
+    // passed over for an older one that lacks its parts.
+    REQUIRE_FALSE(try_complete_bucket(st, "alone", 1, {"n0", 1, 1, 2, 5}, 1, complete, why));
+    REQUIRE_FALSE(try_complete_bucket(st, "alone", 1, {"n0", 1, 3, 3, 6}, 1, complete, why));
+    {
+        std::ofstream(root / bucket_complete_object("alone", 1, 3), std::ios::trunc) << "torn";
+    }
+    CHECK(try_complete_bucket(st, "alone", 1, {"n0", 1, 4, 4, 7}, 1, complete, why) ==
+          errc::corrupt);
+    CHECK(why.rfind("the newest record of bucket 1 of job alone does not read (", 0) == 0);
+    CHECK(bucket_arrivals(st, "alone", 1, arrived, why) == errc::corrupt);
 }
 
 TEST_CASE("rm takes one version out of its bucket by a mark every reader honours",

@@ -434,9 +434,9 @@ TEST_CASE("rm frees a pack once every version it holds is removed", "[tools][rm-
     CHECK(last.err.empty());
     CHECK_FALSE(std::filesystem::exists(pack));
     // The bucket's record and marks stay: the versions stay removed, and
-    // the next run numbers after them.
+    // the next run numbers after them. (A node alone keeps no tally.)
     CHECK(names_in(bucket) ==
-          std::vector<std::string>{".ARRIVED", "COMPLETE.v00000004", "REMOVED.v00000002",
+          std::vector<std::string>{"COMPLETE.v00000004", "REMOVED.v00000002",
                                    "REMOVED.v00000003", "REMOVED.v00000004"});
     auto ls = run_iofwd(c, {"ls", "itest", "--json"});
     CHECK(py(c, ls.out, "[v['version'] for v in d['versions']]") == "[1]\n");
