@@ -211,8 +211,10 @@ std::error_code job::recover_journal(const std::string& job, bool formatted, std
     // Before any pack: this daemon's (it packs), or the replay's (its
     // records are a packing daemon's, which marked it). A node that packs
     // because a run's record says so finds it marked by the record's
-    // creator, which packed.
-    if (!formatted && opts_.pack_versions != 0)
+    // creator, which packed. A job marked by an older iofwd is raised to
+    // this one's format before this daemon records a bucket the older one
+    // would read wrong (layout.hpp).
+    if (formatted || opts_.pack_versions != 0)
         if (auto ec = store::mark_format(store_, job, why)) {
             why = format_refusal(store_, job, why);
             return ec;

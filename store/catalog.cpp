@@ -74,12 +74,35 @@ std::error_code mark_format(backend& st, const std::string& job, std::string& wh
 {
     const auto name = format_object(job);
     const auto text = format_job_format(job_format);
-    const auto ec = st.put_new(name, std::as_bytes(std::span(text)));
-    if (ec == errc::exists)
-        return check_format(st, job, why);  // another node's, or an earlier run's
-    if (ec)
+    // Looked at first: a claim of a job marked already writes nothing.
+    std::uint64_t size = 0;
+    if (auto ec = st.size(name, size); ec == errc::not_found) {
+        ec = st.put_new(name, std::as_bytes(std::span(text)));
+        if (ec != errc::exists) {
+            if (ec)
+                why = fmt::format("cannot write {}: {}", name, failure(st, name, ec));
+            return ec;
+        }
+    } else if (ec) {
+        why = fmt::format("cannot look at {}: {}", name, failure(st, name, ec));
+        return ec;
+    }
+    // Another node's, or an earlier run's: checked, and raised if it says
+    // less.
+    if (auto ec = check_format(st, job, why))
+        return ec;
+    std::string there;
+    if (auto ec = read_all(st, name, there)) {
+        why = fmt::format("cannot read {}: {}", name, failure(st, name, ec));
+        return ec;
+    }
+    if (const auto n = parse_job_format(there); n && *n >= job_format)
+        return {};
+    if (auto ec = st.put(name, std::as_bytes(std::span(text)))) {
         why = fmt::format("cannot write {}: {}", name, failure(st, name, ec));
-    return ec;
+        return ec;
+    }
+    return {};
 }
 
 namespace {
@@ -1058,25 +1081,40 @@ std::error_code parse_arrivals(const std::string& tally,
 namespace {
 
 // The bucket's newest record, the one a node alone writes its next from
-// (`found` false: the bucket has none yet). One that does not read is an
+// (`found` false: the bucket has none yet); with `pack_nodes`, the nodes
+// whose packs the bucket's listing shows. A record that does not read is an
 // error, never passed over for an older one: the parts only it lists would
 // look missing, and the bucket's later versions would complete without
 // them, or never.
 std::error_code newest_bucket_record(backend& st, const std::string& job, std::uint64_t bucket,
-                                     bucket_record& out, bool& found, std::string& why)
+                                     bucket_record& out, bool& found, std::string& why,
+                                     std::set<std::string>* pack_nodes = nullptr)
 {
     found = false;
-    std::vector<std::uint64_t> records;
-    bucket_marks ignored;
-    if (auto ec = bucket_records(st, job, bucket, records, ignored, why))
-        return ec == errc::not_found ? std::error_code{} : ec;
-    if (records.empty())
+    std::vector<std::string> names;
+    const auto dir = bucket_dir(job, bucket);
+    if (auto ec = st.list(dir + "/", names)) {
+        if (ec == errc::not_found)
+            return {};
+        why = fmt::format("listing {}: {}", dir, failure(st, dir, ec));
+        return ec;
+    }
+    std::uint64_t newest = 0;
+    for (const auto& n : names) {
+        if (const auto last = parse_bucket_complete(n))
+            newest = std::max(newest, *last);
+        else if (const auto p = parse_pack_name(n); p && pack_nodes)
+            pack_nodes->insert(p->node);
+    }
+    if (newest == 0)
         return {};
     std::string reason;
-    if (auto ec = read_bucket_record(st, job, bucket, records.front(), out, reason)) {
-        why = fmt::format("the newest record of bucket {} of job {} does not read ({}): move it "
-                          "aside, and the next daemon of the job's node writes it again from "
-                          "its journal",
+    if (auto ec = read_bucket_record(st, job, bucket, newest, out, reason)) {
+        // Not to be moved aside: the parts it lists are in the bucket's
+        // packs, but only it says so (their journal records are settled).
+        why = fmt::format("the newest record of bucket {} of job {} does not read ({}); the "
+                          "bucket's later versions wait, kept in the node's journal, until it "
+                          "is restored",
                           bucket, job, reason);
         return ec == errc::not_found ? make_error_code(errc::corrupt) : ec;
     }
@@ -1150,9 +1188,12 @@ namespace {
 // the rules a reader applies before it is written: a record no reader takes
 // would hide every version the bucket's records had. `tally` names where
 // the parts came from, for the message.
+// With `same`, one there already must hold exactly this record (a node
+// alone writes it from what it read, and another writer of the name would
+// be another node that takes the job for its own).
 std::error_code write_bucket_record(backend& st, const std::string& tally,
                                     const bucket_record& rec, std::uint64_t& complete,
-                                    std::string& why)
+                                    std::string& why, bool same = false)
 {
     const auto text = format_bucket(rec);
     if (bucket_record check; auto ec = parse_bucket(text, check, why)) {
@@ -1162,7 +1203,20 @@ std::error_code write_bucket_record(backend& st, const std::string& tally,
         return ec;
     }
     const auto name = bucket_complete_object(rec.job, rec.bucket, rec.last);
-    if (auto ec = st.put_new(name, std::as_bytes(std::span(text))); ec && ec != errc::exists) {
+    if (auto ec = st.put_new(name, std::as_bytes(std::span(text))); ec == errc::exists && same) {
+        std::string there;
+        if (auto rec_ec = read_all(st, name, there)) {
+            why = fmt::format("reading {}: {}", name, failure(st, name, rec_ec));
+            return rec_ec;
+        }
+        if (there != text) {
+            why = fmt::format("{} is there already and is not the record node {} made of the "
+                              "same versions: two jobs under one name, or nodes that disagree "
+                              "on IOFWD_NODES",
+                              name, rec.parts.back().node);
+            return make_error_code(errc::rank_mismatch);
+        }
+    } else if (ec && ec != errc::exists) {
         why = fmt::format("writing {}: {}", name, failure(st, name, ec));
         return ec;
     }
@@ -1199,22 +1253,25 @@ std::error_code try_complete_bucket(backend& st, const std::string& job, std::ui
     bucket_record newest;
     bool have_newest = false;
     if (nodes == 1) {
-        if (auto ec = newest_bucket_record(st, job, bucket, newest, have_newest, why))
+        // Another node's pack there, or a record of others: a second node
+        // that takes the job for its own (its pack is durable before it
+        // looks, so of two such nodes the later to look sees the other's).
+        std::set<std::string> others;
+        if (auto ec = newest_bucket_record(st, job, bucket, newest, have_newest, why, &others))
             return ec;
+        if (have_newest)
+            for (const auto& p : newest.parts)
+                others.insert(p.node);
+        others.erase(part.node);
+        if (!others.empty() || (have_newest && newest.nodes != 1)) {
+            why = fmt::format("bucket {} of job {} holds the packs or parts of node{} {} besides "
+                              "node {}, which takes the job for one of 1 node: two jobs under "
+                              "one name, or nodes that disagree on IOFWD_NODES",
+                              bucket, job, others.size() == 1 ? "" : "s",
+                              fmt::join(others, ", "), part.node);
+            return make_error_code(errc::rank_mismatch);
+        }
         if (have_newest) {
-            const bool other = newest.nodes != 1 ||
-                               std::any_of(newest.parts.begin(), newest.parts.end(),
-                                           [&](const bucket_part& p) { return p.node != part.node; });
-            if (other) {
-                std::set<std::string> names{part.node};
-                for (const auto& p : newest.parts)
-                    names.insert(p.node);
-                why = fmt::format("bucket {} of job {} has a record of {} nodes ({}) but node {} "
-                                  "takes the job for one: two jobs under one name, or nodes "
-                                  "that disagree on IOFWD_NODES",
-                                  bucket, job, newest.nodes, fmt::join(names, ", "), part.node);
-                return make_error_code(errc::rank_mismatch);
-            }
             const auto same =
                 std::find_if(newest.parts.begin(), newest.parts.end(),
                              [&](const bucket_part& p) { return p.first == part.first; });
@@ -1235,11 +1292,14 @@ std::error_code try_complete_bucket(backend& st, const std::string& job, std::ui
             why = fmt::format("cannot read {}: {}", tally, failure(st, tally, ec));
             return ec;
         }
-        if (waiting.empty() && part.first == (have_newest ? newest.last + 1 : bucket)) {
+        // Packs only: a manifest or a skip leaves nothing in the bucket's
+        // directory by which another node would see this one.
+        if (waiting.empty() && !part.manifest && !part.skip &&
+            part.first == (have_newest ? newest.last + 1 : bucket)) {
             bucket_record rec{job, bucket, bucket, part.last, 1,
                               have_newest ? newest.parts : std::vector<bucket_part>{}};
             rec.parts.push_back(part);
-            return write_bucket_record(st, tally, rec, complete, why);
+            return write_bucket_record(st, tally, rec, complete, why, true);
         }
     }
     // Keyed by the versions it holds: whoever makes the count of one reach

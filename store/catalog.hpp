@@ -26,8 +26,10 @@ std::error_code read_all(backend& st, const std::string& name, std::string& out)
 // it does not read; `why` says so, naming the object.
 std::error_code check_format(backend& st, const std::string& job, std::string& why);
 
-// Makes the job's FORMAT say job_format unless it is there already (then
-// checked as above): before the first pack a daemon writes.
+// Makes the job's FORMAT say job_format: written when absent, raised when
+// it says less (the job then holds what an older iofwd would read wrong, and
+// it refuses it), checked as above when it says as much or more. Before the
+// first pack a daemon writes.
 std::error_code mark_format(backend& st, const std::string& job, std::string& why);
 
 // Whether a bucket's record says `version` is complete (in a pack, or its

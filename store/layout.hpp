@@ -14,8 +14,11 @@
 //
 // A job's FORMAT ("iofwd-job-format N") says which of these layouts its
 // objects may use: absent, 1 (version directories only: none says 1); 2,
-// packs too. A daemon that packs writes it at its claim, before any pack
-// (one of a newer layout must raise it, never lower it); every reader
+// packs too; 3, a job of one node records its packs without the bucket's
+// tally, which then holds only the parts that came after a gap (an iofwd
+// that reads only the tally would take the versions before as missing, and
+// skip them). A daemon that packs writes it at its claim, before any pack,
+// or raises a lower one (never lowers it); every reader
 // that finds a number above the one it knows refuses the job in words
 // (catalog.hpp's check_format) rather than miss versions kept where it
 // does not look.
@@ -84,7 +87,7 @@ inline constexpr const char* retired_name = "RETIRED";
 inline constexpr const char* removed_name = "REMOVED";
 inline constexpr const char* format_name = "FORMAT";
 // The newest job format this iofwd reads and writes (above).
-inline constexpr std::uint32_t job_format = 2;
+inline constexpr std::uint32_t job_format = 3;
 // A FORMAT is one short line; anything longer is refused unread.
 inline constexpr std::uint64_t format_max_bytes = 64;
 inline constexpr const char* runs_dir = "runs";

@@ -130,7 +130,7 @@ TEST_CASE("the daemon writes the format of a job it takes, and refuses a newer o
     REQUIRE(io_write(buf.size()) == 0);
     CHECK(io_finalize() == 0);
     // Written at the claim of a daemon that packs, before any pack.
-    CHECK(read_file(c.store() + "/itest/FORMAT") == "iofwd-job-format 2\n");
+    CHECK(read_file(c.store() + "/itest/FORMAT") == "iofwd-job-format 3\n");
     CHECK(std::filesystem::exists(c.store() + "/itest/packs/b00000001/COMPLETE.v00000001"));
     set_env(env, false);
 
@@ -146,17 +146,17 @@ TEST_CASE("the daemon writes the format of a job it takes, and refuses a newer o
     const auto before = listing(c.store() + "/itest");
     {
         std::ofstream out(c.store() + "/itest/FORMAT", std::ios::trunc);
-        out << "iofwd-job-format 3\n";
+        out << "iofwd-job-format 4\n";
     }
     // A daemon that does not pack refuses it too.
     set_env(c.env, true);
     CHECK(io_init(buf.data(), buf.size(), 0, 1, nullptr, 1) == EPROTONOSUPPORT);
     CHECK_THAT(std::string(io_last_error()),
-               Catch::Contains("job itest is kept in store format 3 (itest/FORMAT), newer than "
-                               "format 2, the newest this iofwd reads"));
+               Catch::Contains("job itest is kept in store format 4 (itest/FORMAT), newer than "
+                               "format 3, the newest this iofwd reads"));
     set_env(c.env, false);
     CHECK(listing(c.store() + "/itest") == before);
-    CHECK(read_file(c.store() + "/itest/FORMAT") == "iofwd-job-format 3\n");
+    CHECK(read_file(c.store() + "/itest/FORMAT") == "iofwd-job-format 4\n");
 }
 
 TEST_CASE("io_wait and io_test on a version the mailbox says is durable ask the daemon nothing",

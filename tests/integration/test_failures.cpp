@@ -1772,7 +1772,7 @@ TEST_CASE("a full disk at the claim of a daemon that packs refuses io_init in wo
     INFO(r.output() << "\nlog:\n" << c.log());
     REQUIRE(st.has_value());
     CHECK(exit_code(*st) == 0);
-    CHECK(read_file(c.store() + "/itest/FORMAT") == "iofwd-job-format 2\n");
+    CHECK(read_file(c.store() + "/itest/FORMAT") == "iofwd-job-format 3\n");
     std::string out;
     CHECK(c.verify(2, 1, out) == 0);
     CHECK(out.find("2 complete versions, 0 incomplete") != std::string::npos);

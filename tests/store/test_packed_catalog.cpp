@@ -558,8 +558,24 @@ TEST_CASE("a bucket's tally is read by the arrival that completes a version, not
     // A second node that also takes the job for one is refused.
     CHECK(try_complete_bucket(st, "solo", 1, {"n1", 1, 9, 9, 11}, 1, complete, why) ==
           errc::rank_mismatch);
-    CHECK(why == "bucket 1 of job solo has a record of 1 nodes (n0, n1) but node n1 takes the "
-                 "job for one: two jobs under one name, or nodes that disagree on IOFWD_NODES");
+    CHECK(why == "bucket 1 of job solo holds the packs or parts of node n0 besides node n1, "
+                 "which takes the job for one of 1 node: two jobs under one name, or nodes that "
+                 "disagree on IOFWD_NODES");
+    // So is one that finds only the other's pack, not yet recorded: each
+    // node's pack is durable before it looks, so the later to look sees
+    // the other's.
+    put_text(st, pack_object("race", 1, "n0", 1, 2), "n0's pack");
+    CHECK(try_complete_bucket(st, "race", 1, {"n1", 1, 1, 2, 5}, 1, complete, why) ==
+          errc::rank_mismatch);
+    CHECK(why.rfind("bucket 1 of job race holds the packs or parts of node n0 besides node n1",
+                    0) == 0);
+    REQUIRE_FALSE(try_complete_bucket(st, "race", 1, {"n0", 1, 1, 2, 4}, 1, complete, why));
+    CHECK(complete == 2);
+    // A manifest, which leaves nothing in the bucket by which another node
+    // would see this one, waits at the tally as with several nodes.
+    REQUIRE_FALSE(try_complete_bucket(st, "race", 1, {"n0", 1, 3, 3, 12, true}, 1, complete, why));
+    CHECK(complete == 3);
+    CHECK(std::filesystem::is_directory(root / bucket_dir("race", 1) / ".ARRIVED"));
     // A newest record that does not read stops the bucket in words, not
     // passed over for an older one that lacks its parts.
     REQUIRE_FALSE(try_complete_bucket(st, "alone", 1, {"n0", 1, 1, 2, 5}, 1, complete, why));
@@ -1148,9 +1164,16 @@ TEST_CASE("a job's FORMAT is written once, and a newer one is refused in words b
     // None: format 1, read as before.
     REQUIRE_FALSE(check_format(st, "job", why));
     REQUIRE_FALSE(mark_format(st, "job", why));
-    CHECK(read_format() == "iofwd-job-format 2\n");
+    CHECK(read_format() == "iofwd-job-format 3\n");
     REQUIRE_FALSE(mark_format(st, "job", why));  // there: checked, kept
-    CHECK(read_format() == "iofwd-job-format 2\n");
+    CHECK(read_format() == "iofwd-job-format 3\n");
+    // An older iofwd's mark is raised: this one may record buckets that
+    // the older one would read wrong, and it must refuse the job then.
+    REQUIRE_FALSE(st.remove(format_object("job")));
+    put_text(st, format_object("job"), "iofwd-job-format 2\n");
+    REQUIRE_FALSE(check_format(st, "job", why));
+    REQUIRE_FALSE(mark_format(st, "job", why));
+    CHECK(read_format() == "iofwd-job-format 3\n");
     std::vector<std::uint64_t> versions;
     REQUIRE_FALSE(complete_versions(st, "job", versions));
     CHECK(versions == std::vector<std::uint64_t>{1, 3, 4, 5});
@@ -1159,25 +1182,25 @@ TEST_CASE("a job's FORMAT is written once, and a newer one is refused in words b
     // A newer iofwd's job: nothing that lists it, or looks for a version
     // in packs, goes on as if it knew where the versions are.
     REQUIRE_FALSE(st.remove(format_object("job")));
-    put_text(st, format_object("job"), "iofwd-job-format 3\n");
+    put_text(st, format_object("job"), "iofwd-job-format 4\n");
     CHECK(check_format(st, "job", why) == errc::newer_format);
-    CHECK_THAT(why, Catch::Contains("job job is kept in store format 3 (job/FORMAT), newer than "
-                                    "format 2, the newest this iofwd reads"));
+    CHECK_THAT(why, Catch::Contains("job job is kept in store format 4 (job/FORMAT), newer than "
+                                    "format 3, the newest this iofwd reads"));
     CHECK(to_errno(errc::newer_format) == EPROTONOSUPPORT);
     CHECK(mark_format(st, "job", why) == errc::newer_format);
-    CHECK(read_format() == "iofwd-job-format 3\n");
+    CHECK(read_format() == "iofwd-job-format 4\n");
     CHECK(complete_versions(st, "job", versions) == errc::newer_format);
     CHECK(job_versions(st, "job", versions) == errc::newer_format);
     version_info info;
     CHECK(load_version(st, "job", 5, info, why) == errc::newer_format);
-    CHECK_THAT(why, Catch::Contains("store format 3"));
+    CHECK_THAT(why, Catch::Contains("store format 4"));
     CHECK(load_node(st, "job", 5, "nb", info, why) == errc::newer_format);
     bool yes = true;
     CHECK(in_bucket(st, "job", 5, yes) == errc::newer_format);
     std::uint64_t newest = 0;
     std::string skipped;
     CHECK(latest(st, "job", false, newest, skipped, why) == errc::newer_format);
-    CHECK_THAT(why, Catch::StartsWith("job job is kept in store format 3"));
+    CHECK_THAT(why, Catch::StartsWith("job job is kept in store format 4"));
     CHECK(committed(st, "job", 5, yes) == errc::newer_format);
     std::vector<std::uint64_t> doomed;
     std::vector<bucket_span> doomed_buckets;

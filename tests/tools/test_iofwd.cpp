@@ -463,11 +463,11 @@ TEST_CASE("every command refuses a job kept in a newer store format, in words",
         auto r0 = c.rank(0, 1, {"--size", "1000", "--versions", "2"});
         require_exit(r0, 0);
     }
-    CHECK(read_file(c.store() + "/itest/FORMAT") == "iofwd-job-format 2\n");
+    CHECK(read_file(c.store() + "/itest/FORMAT") == "iofwd-job-format 3\n");
     CHECK(run_iofwd(c, {"ls", "itest"}).code == 0);
     {
         std::ofstream out(c.store() + "/itest/FORMAT", std::ios::trunc);
-        out << "iofwd-job-format 3\n";
+        out << "iofwd-job-format 4\n";
     }
     // Another job beside it, with a version that never completed.
     {
@@ -476,8 +476,8 @@ TEST_CASE("every command refuses a job kept in a newer store format, in words",
     }
     REQUIRE(std::filesystem::create_directory(c.store() + "/other/v00000009"));
     const auto before = names_in(c.store() + "/itest/packs/b00000001");
-    const std::string why = "job itest is kept in store format 3 (itest/FORMAT), newer than "
-                            "format 2, the newest this iofwd reads: use the iofwd that wrote "
+    const std::string why = "job itest is kept in store format 4 (itest/FORMAT), newer than "
+                            "format 3, the newest this iofwd reads: use the iofwd that wrote "
                             "it, or a newer one\n";
     for (const std::vector<std::string>& cmd :
          {std::vector<std::string>{"ls", "itest"}, {"verify", "itest"}, {"rm", "itest", "1"},
