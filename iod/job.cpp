@@ -441,9 +441,8 @@ bool job::arrive_again(const std::string& job, std::uint64_t v, bool named, unsi
                  v, opts_.node, m.bucket, before->note, name, store::bucket_note(part));
         return true;
     }
-    // A bucket's record that completes it already (a node alone records
-    // without arriving): nothing to do.
-    if (bool recorded = false; !store::in_bucket(store_, job, v, recorded) && recorded)
+    if (bool recorded = false;
+        again && !store::in_bucket(store_, job, v, recorded) && recorded)
         return true;
     if (!again && m.nodes > 1 && !named) {
         log_info("version {} of node {}: not arrived at bucket {} again: a job of several "
@@ -1602,7 +1601,7 @@ void job::start_prune()
     prune_job_.reset();
     struct outcome {
         std::vector<std::uint64_t> removed;
-        std::vector<std::string> passed_over;
+        store::prune_notes notes;
         std::error_code ec;
     };
     auto result = std::make_shared<outcome>();
@@ -1619,7 +1618,7 @@ void job::start_prune()
             // on when the data is in the store.
             result->ec = store::prune(*st, job, keep, result->removed,
                                       [data] { return data->disturbed(); }, below,
-                                      &result->passed_over);
+                                      &result->notes);
             return {};
         },
         [this, job, result](std::error_code) {
@@ -1631,11 +1630,13 @@ void job::start_prune()
             // Versions already removed are reported even when a later one
             // failed: one line a run, not one a version (a job of small
             // versions back to back removes dozens a second).
-            for (const auto& why : result->passed_over)
+            for (const auto& [v, why] : result->notes.passed_over)
                 if (passed_over_told_.insert(why).second)
-                    log_error("retention (keep {}) of job {}: not counted among the versions "
-                              "kept, and left in the store: {}",
-                              opts_.keep, job, why);
+                    log_error("retention (keep {}) of job {}: version {} is not counted among "
+                              "the versions kept, and is left in the store: {}; check it with "
+                              "`iofwd verify {}`, then restore its record or remove it with "
+                              "`iofwd rm {} {}`",
+                              opts_.keep, job, v, why, job, job, v);
             std::sort(result->removed.begin(), result->removed.end());
             if (!result->removed.empty())
                 log_info("retention (keep {}): removed version{} {} of job {}", opts_.keep,
@@ -1646,7 +1647,8 @@ void job::start_prune()
             else if (result->ec)
                 log_error("retention (keep {}) of job {} stopped: {}; older versions stay in the "
                           "store",
-                          opts_.keep, job, result->ec.message());
+                          opts_.keep, job,
+                          result->notes.why.empty() ? result->ec.message() : result->notes.why);
             start_prune();  // a version completed while this ran
             done_one();
         });

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -15,6 +17,15 @@
 #include "store/record_text.hpp"
 
 namespace iofwd::store {
+
+namespace {
+
+// What a store that holds more nodes' parts than the job has most likely
+// means, for every message that finds it.
+constexpr std::string_view nodes_disagree =
+    "two jobs under one name, or nodes that disagree on IOFWD_NODES";
+
+}  // namespace
 
 std::error_code read_all(backend& st, const std::string& name, std::string& out)
 {
@@ -30,14 +41,18 @@ std::error_code read_all(backend& st, const std::string& name, std::string& out)
     return {};
 }
 
-std::error_code check_format(backend& st, const std::string& job, std::string& why)
+std::error_code check_format(backend& st, const std::string& job, std::string& why,
+                             std::uint32_t* found)
 {
     const auto name = format_object(job);
     std::uint64_t size = 0;
     std::string text;
     auto ec = st.size(name, size);
-    if (ec == errc::not_found)
-        return {};  // format 1: version directories only
+    if (ec == errc::not_found) {
+        if (found)
+            *found = 1;  // version directories only
+        return {};
+    }
     if (!ec && size > format_max_bytes) {
         why = fmt::format("{} is {} bytes, not the line \"{}N\" of a job's format; cannot "
                           "tell where job {} keeps its versions (an iofwd writes that one "
@@ -67,6 +82,8 @@ std::error_code check_format(backend& st, const std::string& job, std::string& w
                           job, *n, name, job_format);
         return make_error_code(errc::newer_format);
     }
+    if (found)
+        *found = *n;
     return {};
 }
 
@@ -88,15 +105,12 @@ std::error_code mark_format(backend& st, const std::string& job, std::string& wh
         return ec;
     }
     // Another node's, or an earlier run's: checked, and raised if it says
-    // less.
-    if (auto ec = check_format(st, job, why))
+    // less. (A newer iofwd's raise between the look and the write would be
+    // lowered: two iofwd versions in one job at once are not supported.)
+    std::uint32_t there = 0;
+    if (auto ec = check_format(st, job, why, &there))
         return ec;
-    std::string there;
-    if (auto ec = read_all(st, name, there)) {
-        why = fmt::format("cannot read {}: {}", name, failure(st, name, ec));
-        return ec;
-    }
-    if (const auto n = parse_job_format(there); n && *n >= job_format)
+    if (there >= job_format)
         return {};
     if (auto ec = st.put(name, std::as_bytes(std::span(text)))) {
         why = fmt::format("cannot write {}: {}", name, failure(st, name, ec));
@@ -386,13 +400,19 @@ std::error_code with_packed_versions(backend& st, const std::string& job,
     return {};
 }
 
-std::error_code complete_versions(backend& st, const std::string& job,
-                                  std::vector<std::uint64_t>& out)
+namespace {
+
+// complete_versions' two kinds apart, each ascending: versions with a
+// COMPLETE record of their own (by its name), and those a bucket's record
+// completes.
+std::error_code complete_by_kind(backend& st, const std::string& job,
+                                 std::vector<std::uint64_t>& own,
+                                 std::vector<std::uint64_t>& packed)
 {
     std::vector<std::string> dirs;
     if (auto ec = st.list(job + "/", dirs))
         return ec;
-    std::vector<std::uint64_t> found;
+    std::vector<std::uint64_t> found, in_buckets;
     for (const auto& d : dirs) {
         const auto v = parse_version_dir(d);
         if (!v)
@@ -401,9 +421,31 @@ std::error_code complete_versions(backend& st, const std::string& job,
         if (!st.size(complete_object(job, *v), size))
             found.push_back(*v);
     }
-    if (auto ec = with_packed_versions(st, job, dirs, found))
+    std::sort(found.begin(), found.end());
+    if (auto ec = with_packed_versions(st, job, dirs, in_buckets))
         return ec;
-    out = std::move(found);
+    own = std::move(found);
+    packed = std::move(in_buckets);
+    return {};
+}
+
+std::vector<std::uint64_t> merged(const std::vector<std::uint64_t>& a,
+                                  const std::vector<std::uint64_t>& b)
+{
+    std::vector<std::uint64_t> out;
+    std::set_union(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
+    return out;
+}
+
+}  // namespace
+
+std::error_code complete_versions(backend& st, const std::string& job,
+                                  std::vector<std::uint64_t>& out)
+{
+    std::vector<std::uint64_t> own, packed;
+    if (auto ec = complete_by_kind(st, job, own, packed))
+        return ec;
+    out = merged(own, packed);
     return {};
 }
 
@@ -967,8 +1009,9 @@ std::error_code try_complete(backend& st, const manifest& m, std::uint32_t manif
         for (const auto& a : arrived)
             names.push_back(a.member);
         why = fmt::format("version {} of job {} has {} nodes' manifests ({}) but the job has {} "
-                          "nodes: two jobs under one name, or nodes that disagree on IOFWD_NODES",
-                          m.version, m.job, arrived.size(), fmt::join(names, ", "), nodes);
+                          "nodes: {}",
+                          m.version, m.job, arrived.size(), fmt::join(names, ", "), nodes,
+                          nodes_disagree);
         return make_error_code(errc::rank_mismatch);
     }
     complete_record rec{m.job, m.version, {}};
@@ -1096,7 +1139,8 @@ std::error_code newest_bucket_record(backend& st, const std::string& job, std::u
     if (auto ec = st.list(dir + "/", names)) {
         if (ec == errc::not_found)
             return {};
-        why = fmt::format("listing {}: {}", dir, failure(st, dir, ec));
+        why = fmt::format("cannot list {} to find bucket {}'s newest record: {}", dir, bucket,
+                          failure(st, dir, ec));
         return ec;
     }
     std::uint64_t newest = 0;
@@ -1122,11 +1166,24 @@ std::error_code newest_bucket_record(backend& st, const std::string& job, std::u
     return {};
 }
 
+// Why `brought` cannot join bucket record `rec`, which holds `held` for the
+// same node and first version: the same versions with other bytes.
+std::error_code part_conflict(const bucket_record& rec, const bucket_part& brought,
+                              const bucket_part& held, std::string& why)
+{
+    why = fmt::format("node {} brings '{}' for versions from {} to bucket {} of job {}, whose "
+                      "record up to version {} says '{}': the same versions with other bytes; "
+                      "the part stays in the node's journal (`iofwd ls {}` shows the bucket)",
+                      brought.node, bucket_note(brought), brought.first, rec.bucket, rec.job,
+                      rec.last, bucket_note(held), rec.job);
+    return make_error_code(errc::corrupt);
+}
+
 // Adds to `parts` (a tally's, by node) each part of `rec` (the bucket's
 // newest record) it lacks: what a node alone brought without arriving
 // (try_complete_bucket). A part of the same node and first version that
 // differs is an error.
-std::error_code add_record_parts(const bucket_record& rec, const std::string& tally,
+std::error_code add_record_parts(const bucket_record& rec,
                                  std::map<std::string, std::vector<bucket_part>>& parts,
                                  std::string& why)
 {
@@ -1134,15 +1191,10 @@ std::error_code add_record_parts(const bucket_record& rec, const std::string& ta
         auto& list = parts[p.node];
         const auto same = std::find_if(list.begin(), list.end(),
                                        [&](const bucket_part& q) { return q.first == p.first; });
-        if (same == list.end()) {
+        if (same == list.end())
             list.push_back(p);
-        } else if (*same != p) {
-            why = fmt::format("{}: node {} arrived with '{}' for versions from {}, but the "
-                              "bucket's record up to version {} says '{}'; leaving it as it is",
-                              tally, p.node, bucket_note(*same), p.first, rec.last,
-                              bucket_note(p));
-            return make_error_code(errc::corrupt);
-        }
+        else if (*same != p)
+            return part_conflict(rec, *same, p, why);
     }
     return {};
 }
@@ -1164,14 +1216,16 @@ std::error_code bucket_arrivals(backend& st, const std::string& job, std::uint64
     if (auto ec = parse_arrivals(tally, arrived, parts, why))
         return ec;
     // A node alone arrives only after a gap: what came before is in the
-    // newest record. (Several nodes' tallies hold every part.)
+    // newest record. (Several nodes' tallies hold every part, and one of
+    // their buckets has a record only once every node has arrived: a tally
+    // of one node's parts or none beside a record is a job of one node.)
     if (parts.size() <= 1) {
         bucket_record newest;
         bool found = false;
         if (auto ec = newest_bucket_record(st, job, bucket, newest, found, why))
             return ec;
         if (found && newest.nodes == 1)
-            if (auto ec = add_record_parts(newest, tally, parts, why))
+            if (auto ec = add_record_parts(newest, parts, why))
                 return ec;
     }
     for (auto& [node, list] : parts)
@@ -1211,9 +1265,8 @@ std::error_code write_bucket_record(backend& st, const std::string& tally,
         }
         if (there != text) {
             why = fmt::format("{} is there already and is not the record node {} made of the "
-                              "same versions: two jobs under one name, or nodes that disagree "
-                              "on IOFWD_NODES",
-                              name, rec.parts.back().node);
+                              "same versions: {}",
+                              name, rec.parts.back().node, nodes_disagree);
             return make_error_code(errc::rank_mismatch);
         }
     } else if (ec && ec != errc::exists) {
@@ -1265,10 +1318,9 @@ std::error_code try_complete_bucket(backend& st, const std::string& job, std::ui
         others.erase(part.node);
         if (!others.empty() || (have_newest && newest.nodes != 1)) {
             why = fmt::format("bucket {} of job {} holds the packs or parts of node{} {} besides "
-                              "node {}, which takes the job for one of 1 node: two jobs under "
-                              "one name, or nodes that disagree on IOFWD_NODES",
+                              "node {}, which takes the job for one of 1 node: {}",
                               bucket, job, others.size() == 1 ? "" : "s",
-                              fmt::join(others, ", "), part.node);
+                              fmt::join(others, ", "), part.node, nodes_disagree);
             return make_error_code(errc::rank_mismatch);
         }
         if (have_newest) {
@@ -1276,13 +1328,8 @@ std::error_code try_complete_bucket(backend& st, const std::string& job, std::ui
                 std::find_if(newest.parts.begin(), newest.parts.end(),
                              [&](const bucket_part& p) { return p.first == part.first; });
             if (same != newest.parts.end()) {
-                if (*same != part) {
-                    why = fmt::format("node {} brings '{}' for versions from {} to bucket {} of "
-                                      "job {}, whose record up to version {} says '{}'",
-                                      part.node, bucket_note(part), part.first, bucket, job,
-                                      newest.last, bucket_note(*same));
-                    return make_error_code(errc::corrupt);
-                }
+                if (*same != part)
+                    return part_conflict(newest, part, *same, why);
                 complete = newest.last;  // recorded before (a daemon that stopped since)
                 return {};
             }
@@ -1316,7 +1363,7 @@ std::error_code try_complete_bucket(backend& st, const std::string& job, std::ui
     if (auto ec = parse_arrivals(tally, arrived, parts, why))
         return ec;
     if (have_newest)
-        if (auto ec = add_record_parts(newest, tally, parts, why))
+        if (auto ec = add_record_parts(newest, parts, why))
             return ec;
     if (parts.size() < nodes)
         return {};
@@ -1325,8 +1372,9 @@ std::error_code try_complete_bucket(backend& st, const std::string& job, std::ui
         for (const auto& [node, ignored] : parts)
             names.push_back(node);
         why = fmt::format("bucket {} of job {} has the parts of {} nodes ({}) but the job has {} "
-                          "nodes: two jobs under one name, or nodes that disagree on IOFWD_NODES",
-                          bucket, job, parts.size(), fmt::join(names, ", "), nodes);
+                          "nodes: {}",
+                          bucket, job, parts.size(), fmt::join(names, ", "), nodes,
+                          nodes_disagree);
         return make_error_code(errc::rank_mismatch);
     }
     // How far every node's parts hold the versions from the bucket's first
@@ -1396,12 +1444,12 @@ std::error_code remove_dir(backend& st, const std::string& dir)
 
 std::error_code prune(backend& st, const std::string& job, unsigned keep,
                       std::vector<std::uint64_t>& removed, const std::function<bool()>& pause,
-                      std::uint64_t below, std::vector<std::string>* passed_over)
+                      std::uint64_t below, prune_notes* notes)
 {
     std::vector<std::uint64_t> doomed;
     std::vector<bucket_span> doomed_buckets;
     retirement retire;
-    if (auto ec = prune_plan(st, job, keep, below, doomed, doomed_buckets, retire, passed_over))
+    if (auto ec = prune_plan(st, job, keep, below, doomed, doomed_buckets, retire, notes))
         return ec;
     return prune_exactly(st, job, doomed, doomed_buckets, retire, removed, pause);
 }
@@ -1495,40 +1543,43 @@ std::error_code prune_exactly(backend& st, const std::string& job,
 
 namespace {
 
-// The newest `want` of `complete` (complete_versions', ascending) that a
-// restart can take by their records, newest first: a version whose own
-// COMPLETE record reads as this job's and version's, or that has none and
-// whose bucket's record completes it (packed_versions, read once, when first
-// needed). A record that is damaged or another version's is passed over,
-// and why is added to `passed_over` when given: it must not stand in for a
-// version that could be taken. A read that fails otherwise is an error.
+// The newest `want` complete versions (complete_by_kind's `own` and
+// `packed`) that a restart can take by their records, newest first: a
+// version a bucket's record completes (read by complete_by_kind), or one
+// whose own COMPLETE record reads as this job's and version's. One whose
+// record is damaged or another version's is passed over, with why, into
+// `notes` when given: it must not stand in for a version that could be
+// taken. One whose record went since the listing (iofwd rm) is no longer
+// complete. A read that fails otherwise is an error, its words in `notes`.
 std::error_code newest_readable(backend& st, const std::string& job,
-                                const std::vector<std::uint64_t>& complete, std::size_t want,
-                                std::vector<std::uint64_t>& out,
-                                std::vector<std::string>* passed_over)
+                                const std::vector<std::uint64_t>& own,
+                                const std::vector<std::uint64_t>& packed, std::size_t want,
+                                std::vector<std::uint64_t>& out, prune_notes* notes)
 {
+    const auto all = merged(own, packed);
     std::vector<std::uint64_t> found;
-    std::optional<std::vector<std::uint64_t>> packed;
-    for (auto it = complete.rbegin(); it != complete.rend() && found.size() < want; ++it) {
+    for (auto it = all.rbegin(); it != all.rend() && found.size() < want; ++it) {
+        if (!std::binary_search(own.begin(), own.end(), *it)) {
+            found.push_back(*it);
+            continue;
+        }
         complete_record rec;
         std::string why;
         damage ignored;
         const auto ec = read_complete(st, job, *it, rec, why, ignored);
         if (ec == errc::corrupt) {
-            if (passed_over)
-                passed_over->push_back(std::move(why));
+            if (notes)
+                notes->passed_over.emplace_back(*it, std::move(why));
             continue;
         }
-        if (ec == errc::not_found) {
-            // Packed, or its record removed since the listing (iofwd rm).
-            if (!packed) {
-                packed.emplace();
-                if (auto pec = packed_versions(st, job, *packed); pec && pec != errc::not_found)
-                    return pec;
+        if (ec == errc::not_found && !std::binary_search(packed.begin(), packed.end(), *it))
+            continue;
+        if (ec && ec != errc::not_found) {
+            if (notes) {
+                const auto name = complete_object(job, *it);
+                notes->why = fmt::format("cannot read {} to count version {} among those kept: {}",
+                                         name, *it, failure(st, name, ec));
             }
-            if (!std::binary_search(packed->begin(), packed->end(), *it))
-                continue;
-        } else if (ec) {
             return ec;
         }
         found.push_back(*it);
@@ -1541,12 +1592,15 @@ std::error_code newest_readable(backend& st, const std::string& job,
 
 std::uint64_t complete_after(backend& st, const std::string& job, std::uint64_t version)
 {
-    std::vector<std::uint64_t> complete, newer;
-    if (complete_versions(st, job, complete))
+    std::vector<std::uint64_t> own, packed, newer;
+    if (complete_by_kind(st, job, own, packed))
         return 0;
-    complete.erase(complete.begin(),
-                   std::upper_bound(complete.begin(), complete.end(), version));
-    if (newest_readable(st, job, complete, complete.size(), newer, nullptr))
+    const auto after = [&](std::vector<std::uint64_t>& v) {
+        v.erase(v.begin(), std::upper_bound(v.begin(), v.end(), version));
+    };
+    after(own);
+    after(packed);
+    if (newest_readable(st, job, own, packed, SIZE_MAX, newer, nullptr))
         return 0;
     return newer.size();
 }
@@ -1554,23 +1608,24 @@ std::uint64_t complete_after(backend& st, const std::string& job, std::uint64_t 
 std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
                            std::uint64_t below, std::vector<std::uint64_t>& out,
                            std::vector<bucket_span>& doomed_buckets, retirement& retire,
-                           std::vector<std::string>* passed_over)
+                           prune_notes* notes)
 {
     out.clear();
     doomed_buckets.clear();
     retire = {};
     if (keep == 0)
         return {};
-    std::vector<std::uint64_t> complete;
-    if (auto ec = complete_versions(st, job, complete))
+    std::vector<std::uint64_t> own, packed;
+    if (auto ec = complete_by_kind(st, job, own, packed))
         return ec;
+    const auto complete = merged(own, packed);
     if (complete.size() <= keep)
         return {};
     // The newest `keep` versions a restart can take are kept. A version
     // passed over (its record damaged) is not removed either while it is
     // newer than the oldest kept.
     std::vector<std::uint64_t> kept;
-    if (auto ec = newest_readable(st, job, complete, keep, kept, passed_over))
+    if (auto ec = newest_readable(st, job, own, packed, keep, kept, notes))
         return ec;
     // (A version 0 is none iofwd writes: nothing below it to remove.)
     if (kept.size() < keep || kept.back() == 0)

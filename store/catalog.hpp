@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "store/backend.hpp"
@@ -24,7 +25,10 @@ std::error_code read_all(backend& st, const std::string& name, std::string& out)
 // The job's FORMAT (layout.hpp), when there: refused with
 // errc::newer_format when it says more than job_format, errc::corrupt when
 // it does not read; `why` says so, naming the object.
-std::error_code check_format(backend& st, const std::string& job, std::string& why);
+// `found`, when given: the format it says (1 without a FORMAT), set on
+// success.
+std::error_code check_format(backend& st, const std::string& job, std::string& why,
+                             std::uint32_t* found = nullptr);
 
 // Makes the job's FORMAT say job_format: written when absent, raised when
 // it says less (the job then holds what an older iofwd would read wrong, and
@@ -231,13 +235,17 @@ std::string bucket_note(const bucket_part& p);
 // node)) and a look at the size of the record it would write, written only
 // when none of its name is there: O(1) store operations per node and
 // version, O(nodes) for the job.
-// A job of one node (`nodes` 1) keeps no tally: a part that follows the
+// A job of one node (`nodes` 1) keeps no tally: a pack that follows the
 // bucket's newest record (or starts the bucket) is recorded at once with
 // that record's parts (a listing of the bucket, a read of the record, a
-// look for a tally); one after a gap arrives at the tally and waits, and
-// from then on the bucket's arrivals count the newest record's parts too.
-// A newest record that does not read, or that names another node, is an
-// error in words (the caller's journal keeps the part), never passed over.
+// look for a tally). A pack after a gap, a manifest and a skip (which leave
+// nothing in the bucket by which another node would see this one) arrive at
+// the tally as with several nodes, and from then on the bucket's arrivals
+// count the newest record's parts too. Errors, each in words, never passed
+// over (the caller's journal keeps the part): errc::corrupt for a newest
+// record that does not read, or that holds the part's versions with other
+// bytes; errc::rank_mismatch for another node's packs or parts in the
+// bucket, or a record of that name that is not the one this part makes.
 std::error_code try_complete_bucket(backend& st, const std::string& job, std::uint64_t bucket,
                                     const bucket_part& part, std::uint32_t nodes,
                                     std::uint64_t& complete, std::string& why);
@@ -334,14 +342,20 @@ struct retirement {
 // versions retired (`retire`): they are in `out` too, and no more than
 // `keep` versions stay listed, though their packs take up to a bucket's
 // span of small versions' space until the bucket goes.
-// Only complete versions whose COMPLETE record reads (as this job's and
-// version's) count among the `keep`; why each passed over did not read is
-// added to `passed_over` when given. A version passed over is never removed
-// for being passed over: it is newer than the oldest kept.
+// Only complete versions whose record reads (their own COMPLETE as this
+// job's and version's, or their bucket's) count among the `keep`; each
+// passed over is added to `notes` with why. A version passed over is never
+// removed for being passed over: it is newer than the oldest kept. A
+// record whose read fails otherwise (an I/O error) stops the plan with
+// that error, its words in notes->why.
+struct prune_notes {
+    std::vector<std::pair<std::uint64_t, std::string>> passed_over;  // version, why
+    std::string why;  // why the plan failed, when it did in reading a record
+};
 std::error_code prune_plan(backend& st, const std::string& job, unsigned keep,
                            std::uint64_t below, std::vector<std::uint64_t>& out,
                            std::vector<bucket_span>& doomed_buckets, retirement& retire,
-                           std::vector<std::string>* passed_over = nullptr);
+                           prune_notes* notes = nullptr);
 
 // Deletes what a plan of prune_plan's says, buckets first (remove_bucket),
 // then the retirement's mark, then versions (remove_version); `removed`
@@ -397,12 +411,12 @@ std::error_code remove_bucket(backend& st, const std::string& job, const bucket_
 // on).
 // `below`: no version from it on is touched (a daemon's versions still being
 // committed, which may complete after newer ones).
-// `passed_over`: as prune_plan's.
+// `notes`: as prune_plan's.
 std::error_code prune(backend& st, const std::string& job, unsigned keep,
                       std::vector<std::uint64_t>& removed,
                       const std::function<bool()>& pause = {},
                       std::uint64_t below = UINT64_MAX,
-                      std::vector<std::string>* passed_over = nullptr);
+                      prune_notes* notes = nullptr);
 
 // The record of a named run (layout.hpp): read, or created by the first
 // daemon of the run to look, with first-version `next` (the version after

@@ -15,9 +15,9 @@
 // A job's FORMAT ("iofwd-job-format N") says which of these layouts its
 // objects may use: absent, 1 (version directories only: none says 1); 2,
 // packs too; 3, a job of one node records its packs without the bucket's
-// tally, which then holds only the parts that came after a gap (an iofwd
-// that reads only the tally would take the versions before as missing, and
-// skip them). A daemon that packs writes it at its claim, before any pack,
+// tally, which then holds only packs that came after a gap, manifests and
+// skips (an iofwd that reads only the tally would take the versions before
+// as missing, and skip them). A daemon that packs writes it at its claim, before any pack,
 // or raises a lower one (never lowers it); every reader
 // that finds a number above the one it knows refuses the job in words
 // (catalog.hpp's check_format) rather than miss versions kept where it

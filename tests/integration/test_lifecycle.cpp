@@ -173,8 +173,10 @@ TEST_CASE("retention counts only versions whose COMPLETE record reads", "[lifecy
     INFO(log);
     CHECK(removed_by_retention(log, 3) == std::vector<std::uint64_t>{1});
     const std::string said =
-        "retention (keep 3) of job itest: not counted among the versions kept, and left in the "
-        "store: itest/v00000003/COMPLETE: not an iofwd COMPLETE record (first line)\n";
+        "retention (keep 3) of job itest: version 3 is not counted among the versions kept, and "
+        "is left in the store: itest/v00000003/COMPLETE: not an iofwd COMPLETE record (first "
+        "line); check it with `iofwd verify itest`, then restore its record or remove it with "
+        "`iofwd rm itest 3`\n";
     const auto at = log.find(said);
     CHECK(at != std::string::npos);
     CHECK(log.find(said, at + 1) == std::string::npos);

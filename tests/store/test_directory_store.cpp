@@ -478,15 +478,14 @@ TEST_CASE("retention counts only COMPLETE records that read among the versions k
     std::vector<std::uint64_t> doomed;
     std::vector<store::bucket_span> buckets;
     store::retirement retire;
-    std::vector<std::string> passed_over;
-    REQUIRE_FALSE(store::prune_plan(*st, "job", 2, UINT64_MAX, doomed, buckets, retire,
-                                    &passed_over));
+    store::prune_notes notes;
+    REQUIRE_FALSE(store::prune_plan(*st, "job", 2, UINT64_MAX, doomed, buckets, retire, &notes));
     CHECK(doomed == std::vector<std::uint64_t>{1});
-    CHECK(passed_over ==
-          std::vector<std::string>{
-              "job/v00000005/COMPLETE: not an iofwd COMPLETE record (first line)",
-              "job/v00000004/COMPLETE is the record of job job version 2, not of job job "
-              "version 4: the directory was copied or moved, it is not that version"});
+    using passed = std::vector<std::pair<std::uint64_t, std::string>>;
+    CHECK(notes.passed_over ==
+          passed{{5, "job/v00000005/COMPLETE: not an iofwd COMPLETE record (first line)"},
+                 {4, "job/v00000004/COMPLETE is the record of job job version 2, not of job job "
+                     "version 4: the directory was copied or moved, it is not that version"}});
     std::vector<std::uint64_t> removed;
     REQUIRE_FALSE(store::prune(*st, "job", 2, removed));
     CHECK(removed == std::vector<std::uint64_t>{1});
@@ -506,7 +505,11 @@ TEST_CASE("retention counts only COMPLETE records that read among the versions k
     // stops there and says why, and removes nothing.
     test::fault_guard guard;
     sys::inject(sys::fault{sys::call::pread, EIO});
-    CHECK(store::prune(*st, "job", 1, removed) == std::errc::io_error);
+    store::prune_notes failed;
+    CHECK(store::prune(*st, "job", 1, removed, {}, UINT64_MAX, &failed) ==
+          std::errc::io_error);
+    CHECK(failed.why == "cannot read job/v00000005/COMPLETE to count version 5 among those "
+                        "kept: Input/output error");
     sys::inject(std::nullopt);
     REQUIRE_FALSE(st->list("job/", dirs));
     CHECK(dirs == std::vector<std::string>{"v00000002", "v00000003", "v00000004", "v00000005"});

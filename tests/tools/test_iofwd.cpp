@@ -611,13 +611,17 @@ TEST_CASE("keep counts only versions whose COMPLETE record reads", "[tools][clea
     auto plan = run_iofwd(c, {"keep", "itest", "3", "--json"});
     CHECK(plan.code == 0);
     CHECK(py(c, plan.out, "d['kept'], d['passed_over'], d['removed']") ==
-          "[1, 2, 3, 4] ['itest/v00000004/COMPLETE: not an iofwd COMPLETE record (first line)'] "
-          "[]\n");
+          "[1, 2, 3] [{'version': 4, 'why': 'itest/v00000004/COMPLETE: not an iofwd COMPLETE "
+          "record (first line)'}] []\n");
     auto keep = run_iofwd(c, {"keep", "itest", "2"});
     CHECK(keep.code == 0);
-    CHECK(keep.err == "iofwd keep: not counted among the 2 kept, and left as it is: "
-                      "itest/v00000004/COMPLETE: not an iofwd COMPLETE record (first line)\n");
-    CHECK(keep.out == "job itest: kept complete versions 2-4; removed 1\n");
+    CHECK(keep.err == "iofwd keep: version 4 is not counted among the 2 kept, and is left as it "
+                      "is: itest/v00000004/COMPLETE: not an iofwd COMPLETE record (first line); "
+                      "check it with `iofwd verify itest`, then restore its record or remove it "
+                      "with `iofwd rm itest 4`\n");
+    CHECK(keep.out ==
+          "job itest: kept complete versions 2-3; removed 1; left version 4, whose record does "
+          "not read\n");
     CHECK(names_in(job) == std::vector<std::string>{".nodeA.claim", ".nodeA.journal", "reports",
                                                     "v00000002", "v00000003", "v00000004"});
     auto v = run_iofwd(c, {"verify", "itest"});

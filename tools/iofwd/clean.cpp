@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "common.hpp"
@@ -281,15 +282,22 @@ int keep(const clean_args& a)
     std::vector<std::uint64_t> doomed, complete, removed;
     std::vector<store::bucket_span> buckets;
     store::retirement retire;
-    std::vector<std::string> passed_over;
+    store::prune_notes notes;
     if (auto ec = store::prune_plan(*st, a.job, static_cast<unsigned>(k), UINT64_MAX, doomed,
-                                    buckets, retire, &passed_over))
-        throw failure(damaged, fmt::format("cannot list job {}: {}", a.job, ec.message()));
-    if (!a.store.json)
-        for (const auto& why : passed_over)
+                                    buckets, retire, &notes))
+        throw failure(damaged, fmt::format("cannot list job {}: {}", a.job,
+                                           notes.why.empty() ? ec.message() : notes.why));
+    std::vector<std::uint64_t> left;  // passed over: complete by name only
+    for (const auto& [v, why] : notes.passed_over) {
+        left.push_back(v);
+        if (!a.store.json)
             fmt::print(stderr,
-                       "iofwd keep: not counted among the {} kept, and left as it is: {}\n", k,
-                       why);
+                       "iofwd keep: version {} is not counted among the {} kept, and is left as "
+                       "it is: {}; check it with `iofwd verify {}`, then restore its record or "
+                       "remove it with `iofwd rm {} {}`\n",
+                       v, k, why, a.job, a.job, v);
+    }
+    std::sort(left.begin(), left.end());
     // The versions retired are settled by their bucket's record (complete
     // or skipped): no daemon writes them, whether or not one is live.
     std::vector<std::uint64_t> checked;
@@ -306,17 +314,25 @@ int keep(const clean_args& a)
                                            a.job, number_ranges(removed),
                                            store::failure(*st, a.job, ec)));
     store::complete_versions(*st, a.job, complete);
+    std::erase_if(complete,
+                  [&](std::uint64_t v) { return std::binary_search(left.begin(), left.end(), v); });
     if (a.store.json) {
+        nlohmann::json passed = nlohmann::json::array();
+        for (const auto& [v, why] : notes.passed_over)
+            passed.push_back({{"version", v}, {"why", why}});
         print_json({{"store", st->location()},
                     {"job", a.job},
                     {"keep", k},
                     {"kept", complete},
-                    {"passed_over", passed_over},
+                    {"passed_over", passed},
                     {"removed", removed}});
     } else {
-        fmt::print("job {}: kept complete version{} {}; removed {}\n", a.job,
+        fmt::print("job {}: kept complete version{} {}; removed {}{}\n", a.job,
                    complete.size() == 1 ? "" : "s", number_ranges(complete),
-                   number_ranges(removed));
+                   number_ranges(removed),
+                   left.empty() ? ""
+                                : fmt::format("; left version{} {}, whose record does not read",
+                                              left.size() == 1 ? "" : "s", number_ranges(left)));
     }
     return ok;
 }
