@@ -1334,19 +1334,23 @@ std::error_code try_complete_bucket(backend& st, const std::string& job, std::ui
                 return {};
             }
         }
-        std::vector<backend::arrival> waiting;
-        if (auto ec = st.arrivals(tally, waiting); ec && ec != errc::not_found) {
-            why = fmt::format("cannot read {}: {}", tally, failure(st, tally, ec));
-            return ec;
-        }
         // Packs only: a manifest or a skip leaves nothing in the bucket's
-        // directory by which another node would see this one.
-        if (waiting.empty() && !part.manifest && !part.skip &&
+        // directory by which another node would see this one. The tally is
+        // looked at only for a part that could skip it (the arrival below
+        // reads it anyway).
+        if (!part.manifest && !part.skip &&
             part.first == (have_newest ? newest.last + 1 : bucket)) {
-            bucket_record rec{job, bucket, bucket, part.last, 1,
-                              have_newest ? newest.parts : std::vector<bucket_part>{}};
-            rec.parts.push_back(part);
-            return write_bucket_record(st, tally, rec, complete, why, true);
+            std::vector<backend::arrival> waiting;
+            if (auto ec = st.arrivals(tally, waiting); ec && ec != errc::not_found) {
+                why = fmt::format("cannot read {}: {}", tally, failure(st, tally, ec));
+                return ec;
+            }
+            if (waiting.empty()) {
+                bucket_record rec{job, bucket, bucket, part.last, 1,
+                                  have_newest ? newest.parts : std::vector<bucket_part>{}};
+                rec.parts.push_back(part);
+                return write_bucket_record(st, tally, rec, complete, why, true);
+            }
         }
     }
     // Keyed by the versions it holds: whoever makes the count of one reach
