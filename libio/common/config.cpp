@@ -189,7 +189,7 @@ const std::vector<variable> table = {
      "1: busy-poll while waiting for the daemon"},
     // Tests.
     {"IOFWD_FAULT", text, {}, 0, 0, {}, reader::both,
-     "fault injection for tests: CALL:ERRNO[:N[:once]] (see sys.hpp)"},
+     "fault injection for tests: CALL:ERRNO[:N[:once]], several separated by commas (see sys.hpp)"},
 };
 
 std::string_view strip_prefix(std::string_view name)

@@ -21,9 +21,15 @@ namespace {
 std::atomic<bool> armed{false};
 std::mutex fault_mutex;
 std::mutex delay_mutex;
-fault current;
-std::uint64_t calls_seen = 0;
-bool fired = false;
+
+// An armed fault and what it has seen: each counts the calls of its kind
+// on its own.
+struct armed_fault {
+    fault f;
+    std::uint64_t calls_seen = 0;
+    bool fired = false;
+};
+std::vector<armed_fault> faults;
 
 enum class verdict { pass, fail, shorten };
 
@@ -32,16 +38,21 @@ verdict check(call c)
     if (!armed.load(std::memory_order_relaxed))
         return verdict::pass;
     std::unique_lock lock(fault_mutex);
-    if (current.which != c)
+    // Every fault of this call counts it; the first due fails it.
+    const fault* hit = nullptr;
+    for (auto& a : faults) {
+        if (a.f.which != c || a.calls_seen++ < a.f.after || (a.fired && !a.f.repeat))
+            continue;
+        if (!hit) {
+            a.fired = true;
+            hit = &a.f;
+        }
+    }
+    if (!hit)
         return verdict::pass;
-    if (calls_seen++ < current.after)
-        return verdict::pass;
-    if (fired && !current.repeat)
-        return verdict::pass;
-    fired = true;
-    if (current.short_io)
+    if (hit->short_io)
         return verdict::shorten;
-    const fault f = current;
+    const fault f = *hit;
     // Delayed calls are late one at a time, as on a disk that serves one
     // request at a time; calls of the other kinds go on meanwhile (a slow
     // rename does not hold up the journal's appends).
@@ -122,24 +133,31 @@ bool parse_errno(std::string_view s, fault& f)
 
 void inject(std::optional<fault> f)
 {
-    std::lock_guard lock(fault_mutex);
-    calls_seen = 0;
-    fired = false;
+    std::vector<fault> all;
     if (f)
-        current = *f;
-    armed.store(f.has_value());
+        all.push_back(*f);
+    inject(all);
 }
 
-bool inject_from_env(std::string& why)
+void inject(const std::vector<fault>& all)
 {
-    const char* env = std::getenv("IOFWD_FAULT");
-    if (!env || !*env)
-        return true;
-    std::string_view spec(env);
-    fault f;
+    std::lock_guard lock(fault_mutex);
+    faults.clear();
+    for (const auto& f : all)
+        faults.push_back({f});
+    armed.store(!faults.empty());
+}
+
+namespace {
+
+// One fault of IOFWD_FAULT: call:ERROR[:N[:once]].
+bool parse_fault(std::string_view spec, fault& f, std::string& why)
+{
     const auto c1 = spec.find(':');
     if (c1 == std::string_view::npos || !parse_call(spec.substr(0, c1), f.which)) {
-        why = "IOFWD_FAULT must look like pwrite:ENOSPC[:N[:once]] (calls: pwrite pread fsync fdatasync rename open fallocate link)";
+        why = "IOFWD_FAULT: '" + std::string(spec) +
+              "' must look like pwrite:ENOSPC[:N[:once]], several separated by commas "
+              "(calls: pwrite pread fsync fdatasync rename open fallocate link)";
         return false;
     }
     auto rest = spec.substr(c1 + 1);
@@ -167,7 +185,32 @@ bool inject_from_env(std::string& why)
             return false;
         }
     }
-    inject(f);
+    return true;
+}
+
+}  // namespace
+
+bool inject_from_env(std::string& why)
+{
+    const char* env = std::getenv("IOFWD_FAULT");
+    if (!env || !*env)
+        return true;
+    // Several faults, each counting the calls of its kind on its own. Two
+    // due on the same call: the first listed fails it, the other the next
+    // call of that kind.
+    std::vector<fault> all;
+    std::string_view spec(env);
+    for (;;) {
+        const auto comma = spec.find(',');
+        fault f;
+        if (!parse_fault(spec.substr(0, comma), f, why))
+            return false;
+        all.push_back(f);
+        if (comma == std::string_view::npos)
+            break;
+        spec = spec.substr(comma + 1);
+    }
+    inject(all);
     return true;
 }
 

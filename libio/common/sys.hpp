@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace iofwd::sys {
 
@@ -35,6 +36,9 @@ struct fault {
 
 // Arms (or, with nullopt, disarms) the fault. Thread-safe.
 void inject(std::optional<fault> f);
+// Arms several faults, each counting the calls of its kind on its own (none:
+// disarms). Thread-safe.
+void inject(const std::vector<fault>& all);
 
 // Reads IOFWD_FAULT; false and a sentence in `why` when it is set but malformed.
 bool inject_from_env(std::string& why);

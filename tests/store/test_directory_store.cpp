@@ -157,6 +157,35 @@ TEST_CASE("a full disk during a write fails the object and commits nothing", "[s
     CHECK(names.empty());
 }
 
+TEST_CASE("IOFWD_FAULT arms several faults, each counting the calls of its own kind",
+          "[store][fault]")
+{
+    test::temp_dir tmp;
+    test::fault_guard guard;
+    const auto path = tmp.path() + "/f";
+    const int fd = ::open(path.c_str(), O_CREAT | O_RDWR, 0600);
+    REQUIRE(fd >= 0);
+    const char byte = 'x';
+    ::setenv("IOFWD_FAULT", "pwrite:EIO:1:once,fsync:ENOSPC:0:once", 1);
+    std::string why;
+    REQUIRE(sys::inject_from_env(why));
+    errno = 0;
+    CHECK(sys::fsync(fd) == -1);  // the first fsync
+    CHECK(errno == ENOSPC);
+    CHECK(sys::pwrite(fd, &byte, 1, 0) == 1);
+    CHECK(sys::pwrite(fd, &byte, 1, 0) == -1);  // the second pwrite, once
+    CHECK(errno == EIO);
+    CHECK(sys::pwrite(fd, &byte, 1, 0) == 1);
+    CHECK(sys::fsync(fd) == 0);
+    ::close(fd);
+    ::setenv("IOFWD_FAULT", "pwrite:EIO,bogus:EIO", 1);
+    CHECK_FALSE(sys::inject_from_env(why));
+    CHECK(why == "IOFWD_FAULT: 'bogus:EIO' must look like pwrite:ENOSPC[:N[:once]], several "
+                 "separated by commas (calls: pwrite pread fsync fdatasync rename open fallocate "
+                 "link)");
+    ::unsetenv("IOFWD_FAULT");
+}
+
 TEST_CASE("a failing fsync fails the commit and the object stays invisible", "[store][fault]")
 {
     test::temp_dir tmp;
