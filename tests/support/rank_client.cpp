@@ -17,6 +17,7 @@
 // --gate-at K PATH: before write K, prints "gated K" and waits (at most 60 s)
 //   until PATH exists: the test lets that write go when what it checks is done.
 //   K equal to the number of versions: after the last write, before --read-back.
+//   Given more than once, one gate for each K.
 // --barrier: io_set_barrier with the barrier of a job of this one process
 //   (it passes at once); each call printed:  barrier <pass> <errno> <milliseconds>
 // --read-back: after the writes, io_read of the last version written and a
@@ -94,8 +95,7 @@ int main(int argc, char** argv)
     bool skip_finalize = false;
     std::string go_file;
     bool list_fds = false;
-    long gate_at = -1;
-    std::string gate_file;
+    std::map<long, std::string> gates;  // --gate-at: the write, the file that lets it go
     bool wait_each = false;
     bool barrier = false;
     unsigned barrier_passes = 0;
@@ -120,8 +120,8 @@ int main(int argc, char** argv)
         else if (a == "--go-file") go_file = next();
         else if (a == "--list-fds") list_fds = true;
         else if (a == "--gate-at") {
-            gate_at = std::atol(next());
-            gate_file = next();
+            const long k = std::atol(next());
+            gates[k] = next();
         }
         else if (a == "--wait") wait_each = true;
         else if (a == "--again") again = true;
@@ -197,9 +197,9 @@ int main(int argc, char** argv)
     if (!go_file.empty())
         wait_for_file(go_file);
     for (unsigned k = 0; k < versions; ++k) {
-        if (static_cast<long>(k) == gate_at) {
+        if (const auto g = gates.find(static_cast<long>(k)); g != gates.end()) {
             std::printf("gated %u\n", k);
-            wait_for_file(gate_file);
+            wait_for_file(g->second);
         }
         if (static_cast<long>(k) == stall_at) {
             std::printf("stalled\n");
@@ -235,9 +235,9 @@ int main(int argc, char** argv)
             }
         }
     }
-    if (static_cast<long>(versions) == gate_at) {
+    if (const auto g = gates.find(static_cast<long>(versions)); g != gates.end()) {
         std::printf("gated %u\n", versions);
-        wait_for_file(gate_file);
+        wait_for_file(g->second);
     }
     if (read_back && last_written > 0) {
         std::vector<std::byte> back(size), expect(size);
