@@ -226,6 +226,8 @@ std::error_code job::recover_journal(const std::string& job, bool formatted, std
                           store_.describe(), ec.message());
         return ec;
     }
+    if (!j->damage().empty())
+        log_warn("node {}'s journal of job '{}': {}", opts_.node, job, j->damage());
     if (!records.empty()) {
         // Versions older than the newest complete one are not restored:
         // retention may have removed them since their records were written.

@@ -10,6 +10,7 @@
 #include <new>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "crc32c.hpp"
 #include "errors.hpp"
@@ -87,14 +88,17 @@ std::error_code journal::replay(std::vector<record>& out)
     std::vector<record> found;
     std::uint64_t at = header_bytes;
     std::vector<std::byte> head(block);
-    while (at + block <= end) {
-        if (sys::pread_all(fd_.get(), head.data(), block, static_cast<off_t>(at)) != 0)
-            return last_system_error();
+    // The header block at `offset`, when it is a whole record header of this
+    // generation whose bytes the file can hold: its magic, else 0. `ours`:
+    // the block starts as this generation's records do (whole or not).
+    const auto header_at = [&](std::uint64_t offset, bool& ours) -> std::uint32_t {
+        ours = false;
         const std::byte* h = head.data();
         const auto magic = get<std::uint32_t>(h);
         if ((magic != record_magic && magic != record_magic_2 && magic != record_magic_1) ||
             get<std::uint64_t>(h + 8) != generation_)
-            break;
+            return 0;
+        ours = true;
         const std::size_t fixed = magic == record_magic     ? record_fixed
                                   : magic == record_magic_2 ? record_fixed_2
                                                             : record_fixed_1;
@@ -102,12 +106,64 @@ std::error_code journal::replay(std::vector<record>& out)
         const auto node_len = get<std::uint16_t>(h + fixed - 2);
         if (job_len > max_name || node_len > max_name ||
             crc32c(std::span(h + 8, fixed - 8 + job_len + node_len)) != get<std::uint32_t>(h + 4))
-            break;
+            return 0;
         const auto size = get<std::uint64_t>(h + 24);
         // Bounded by the file, not by this daemon's size: one set smaller
         // than the daemon's before must still find what that one answered.
-        if (size > max_record || size > end - at - block || footprint(size) > end - at)
+        if (size > max_record || size > end - offset - block || footprint(size) > end - offset)
+            return 0;
+        return magic;
+    };
+    // A record of this generation that is not whole ends the journal, as a
+    // torn append does (always the last one answered: appends are answered
+    // in the order of their place). Whole records of this generation after
+    // it were never answered when a crash cut appends off out of order, and
+    // are lost parts when the disk damaged one in the middle: which of the
+    // two, nothing here can tell, so they are not taken, but they are
+    // looked for, block by block (records are block-aligned), and said in
+    // damage(). Only after a crash or such damage: the normal end is zeros
+    // or an older generation's records.
+    damage_.clear();
+    const auto look_past = [&](std::uint64_t bad, const std::string& what) -> std::error_code {
+        std::vector<std::uint64_t> versions;
+        for (std::uint64_t next = bad + block; next + block <= end; next += block) {
+            if (sys::pread_all(fd_.get(), head.data(), block, static_cast<off_t>(next)) != 0)
+                return last_system_error();
+            if (bool ours = false; header_at(next, ours) != 0)
+                versions.push_back(get<std::uint64_t>(head.data() + 16));
+        }
+        if (versions.empty())
+            return {};
+        std::sort(versions.begin(), versions.end());
+        versions.erase(std::unique(versions.begin(), versions.end()), versions.end());
+        damage_ = fmt::format(
+            "the record at byte {} ({}) does not read, and {} whole record header{} of this "
+            "generation follow{} it (version{} {}): not replayed, as after a torn append; a "
+            "crash that cut appends off out of order leaves such records, never answered "
+            "durable, and damage on the disk loses parts that were",
+            bad, what, versions.size(), versions.size() == 1 ? "" : "s",
+            versions.size() == 1 ? "s" : "", versions.size() == 1 ? "" : "s",
+            fmt::join(versions, ", "));
+        return {};
+    };
+    while (at + block <= end) {
+        if (sys::pread_all(fd_.get(), head.data(), block, static_cast<off_t>(at)) != 0)
+            return last_system_error();
+        bool ours = false;
+        const auto magic = header_at(at, ours);
+        if (magic == 0) {
+            if (ours)
+                if (auto ec = look_past(at, "its header"))
+                    return ec;
             break;
+        }
+        const std::byte* h = head.data();
+        const std::size_t fixed = magic == record_magic     ? record_fixed
+                                  : magic == record_magic_2 ? record_fixed_2
+                                                            : record_fixed_1;
+        const auto job_len = get<std::uint16_t>(h + fixed - 4);
+        const auto node_len = get<std::uint16_t>(h + fixed - 2);
+        const auto size = get<std::uint64_t>(h + 24);
         record r;
         r.version = get<std::uint64_t>(h + 16);
         r.rank = get<std::uint32_t>(h + 32);
@@ -128,8 +184,14 @@ std::error_code journal::replay(std::vector<record>& out)
         if (size > 0 &&
             sys::pread_all(fd_.get(), r.data.data(), size, static_cast<off_t>(at + block)) != 0)
             return last_system_error();
-        if (crc32c(r.data) != r.crc32c)
-            break;  // torn: its header made it to the disk, not all its bytes
+        if (crc32c(r.data) != r.crc32c) {
+            // Torn (its header made it to the disk, not all its bytes), or
+            // damaged since.
+            if (auto ec = look_past(at, fmt::format("the bytes of version {} rank {}", r.version,
+                                                    r.rank)))
+                return ec;
+            break;
+        }
         found.push_back(std::move(r));
         at += footprint(size);
     }

@@ -104,8 +104,12 @@ public:
     // Reads the header slots (a file whose header is damaged, or new, is at
     // generation 0), then the records of the current generation in order,
     // each checked (see above); sets where appends continue. An error only
-    // for a read that fails.
+    // for a read that fails. Whole records after one that is not are not
+    // taken either, but said in damage().
     std::error_code replay(std::vector<record>& out);
+    // What the last replay() left behind a record that does not read, in
+    // words (empty: nothing).
+    const std::string& damage() const noexcept { return damage_; }
     // Forgets every record: the next generation, durable when it returns.
     // Refused (device_or_resource_busy) while a record is not settled, or
     // is written and not yet waited for (durable()).
@@ -171,6 +175,7 @@ private:
     std::condition_variable cv_;
     std::uint64_t generation_ = 0;
     std::uint64_t tail_ = header_bytes;  // where the next record goes
+    std::string damage_;                 // replay(): whole records left, in words
     std::uint64_t unsettled_ = 0;        // appended (or being appended), not settled
     std::uint64_t awaiting_ = 0;         // reserved by write(), durable() not returned
     // Group commit: appends are numbered in the order of their place in the
