@@ -488,7 +488,7 @@ void job::skip_gaps(const std::string& job, std::uint64_t first, bool named, boo
     // node brought to the bucket is skipped: this node can never have it.
     // A daemon leaves gaps in the buckets it was writing: the newest few
     // of the runs before are looked at, a read of each one's tally.
-    constexpr std::ptrdiff_t look_at_most = 4;
+    constexpr auto look_at_most = static_cast<std::ptrdiff_t>(store::gap_buckets_looked_at);
     std::vector<std::uint64_t> all;
     if (auto ec = store::buckets(store_, job, all)) {
         if (ec != errc::not_found)
@@ -544,6 +544,15 @@ void job::skip_gaps(const std::string& job, std::uint64_t first, bool named, boo
         std::erase_if(gaps, [&](std::uint64_t g) { return recovered_.count(g) > 0; });
         if (gaps.empty())
             continue;
+        // A node whose parts there are packs settled out of its journal:
+        // what the store says (the bucket's record, another node's
+        // manifest, the named run's record), as iofwd gc reads it.
+        if (nodes == 0)
+            if (auto ec = store::bucket_nodes(store_, job, bucket, parts, nodes, why)) {
+                log_warn("bucket {} of job {}: {}; versions {}-{} of node {} are not skipped",
+                         bucket, job, why, gaps.front(), gaps.back(), opts_.node);
+                continue;
+            }
         if (nodes == 0 || ranks == 0) {
             log_warn("bucket {} of job {}: node {} has no part of versions {}-{} and nothing "
                      "says how many nodes and ranks the job had; they are not skipped, and the "

@@ -13,6 +13,7 @@
 
 #include "crc32c.hpp"
 #include "errors.hpp"
+#include "rendezvous.hpp"
 #include "store/pack.hpp"
 #include "store/record_text.hpp"
 
@@ -1930,6 +1931,61 @@ std::error_code remove_packed_version(backend& st, const std::string& job, std::
 
 namespace {
 
+// The manifest of `version` that `node` wrote: `found` when it is there,
+// reads and says so. A read that fails is an error; one that is not there,
+// or does not parse, is not found.
+std::error_code node_manifest(backend& st, const std::string& job, std::uint64_t version,
+                              const std::string& node, manifest& m, bool& found)
+{
+    found = false;
+    std::string text, reason;
+    if (auto ec = read_all(st, manifest_object(job, version, node), text))
+        return ec == errc::not_found ? std::error_code{} : ec;
+    found = !parse_manifest(text, m, reason) && m.node == node && m.version == version;
+    return {};
+}
+
+// The nodes of the named run that numbered `version` (the one that began
+// last at or before it), or 0 when no run record says.
+std::error_code run_nodes(backend& st, const std::string& job, std::uint64_t version,
+                          std::uint32_t& nodes, std::string& why)
+{
+    nodes = 0;
+    std::vector<std::string> names;
+    const auto dir = fmt::format("{}/{}/", job, runs_dir);
+    if (auto ec = st.list(dir, names)) {
+        if (ec == errc::not_found)
+            return {};
+        why = fmt::format("cannot list the runs of job {}: {}", job, failure(st, dir, ec));
+        return ec;
+    }
+    std::uint64_t began = 0;
+    for (const auto& n : names) {
+        if (!valid_name(n))
+            continue;  // not a run's record (a temporary of one being written)
+        const auto name = run_object(job, n);
+        std::string text, reason;
+        run_record r;
+        if (auto ec = read_all(st, name, text)) {
+            if (ec == errc::not_found)
+                continue;  // removed meanwhile
+            why = fmt::format("cannot read {}: {}", name, failure(st, name, ec));
+            return ec;
+        }
+        // One that does not read could be the run that numbered `version`.
+        if (parse_run(text, r, reason) || r.job != job || r.run != n) {
+            why = fmt::format("{} is not a record of run {} of job {}{}", name, n, job,
+                              reason.empty() ? "" : fmt::format(" ({})", reason));
+            return make_error_code(errc::corrupt);
+        }
+        if (r.first_version <= version && r.first_version >= began) {
+            began = r.first_version;
+            nodes = r.nodes;
+        }
+    }
+    return {};
+}
+
 // The nodes whose manifest `version` holds, sorted.
 std::vector<std::string> manifest_nodes(backend& st, const std::string& job, std::uint64_t version)
 {
@@ -1974,11 +2030,10 @@ std::vector<std::string> manifests_to_arrive(backend& st, const std::string& job
 {
     std::vector<std::string> out;
     for (const auto& node : manifest_nodes(st, job, version)) {
-        std::string text, reason;
+        std::string reason;
         manifest m;
-        if (read_all(st, manifest_object(job, version, node), text) ||
-            parse_manifest(text, m, reason) || m.bucket == 0 || m.node != node ||
-            m.version != version)
+        bool found = false;
+        if (node_manifest(st, job, version, node, m, found) || !found || m.bucket == 0)
             continue;
         std::map<std::string, std::vector<bucket_part>> parts;
         bucket_arrivals(st, job, m.bucket, parts, reason);  // unreadable: none arrived
@@ -1989,6 +2044,163 @@ std::vector<std::string> manifests_to_arrive(backend& st, const std::string& job
             out.push_back(node);
     }
     return out;
+}
+
+std::error_code bucket_nodes(backend& st, const std::string& job, std::uint64_t bucket,
+                             const std::map<std::string, std::vector<bucket_part>>& parts,
+                             std::uint32_t& nodes, std::string& why)
+{
+    nodes = 0;
+    bucket_record newest;
+    bool found = false;
+    if (auto ec = newest_bucket_record(st, job, bucket, newest, found, why))
+        return ec;
+    if (found) {
+        nodes = newest.nodes;
+        return {};
+    }
+    for (const auto& [node, list] : parts)
+        for (const auto& p : list) {
+            if (!p.manifest)
+                continue;
+            manifest m;
+            if (auto ec = node_manifest(st, job, p.first, node, m, found)) {
+                const auto name = manifest_object(job, p.first, node);
+                why = fmt::format("cannot read {}: {}", name, failure(st, name, ec));
+                return ec;
+            }
+            if (found && m.bucket == bucket && m.nodes > 0) {
+                nodes = m.nodes;
+                return {};
+            }
+        }
+    return run_nodes(st, job, bucket, nodes, why);
+}
+
+std::error_code bucket_waiting(backend& st, const std::string& job, std::uint64_t bucket,
+                               bucket_wait& out, std::string& why)
+{
+    out = {};
+    out.bucket = bucket;
+    std::vector<std::uint64_t> all;
+    if (auto ec = buckets(st, job, all); ec && ec != errc::not_found) {
+        why = fmt::format("cannot list the buckets of job {}: {}", job, failure(st, job, ec));
+        return ec;
+    }
+    const auto at = std::find(all.end() - std::min(all.size(), gap_buckets_looked_at), all.end(),
+                              bucket);
+    if (at == all.end())
+        return {};  // no claim looks at it for gaps
+    // Its versions end where the next bucket begins, and at the most a
+    // bucket holds (an arrival's numbers are the store's, not trusted).
+    const std::uint64_t limit =
+        std::min(at + 1 != all.end() ? *(at + 1) - 1 : UINT64_MAX,
+                 bucket + bucket_max_versions - 1);
+    std::map<std::string, std::vector<bucket_part>> parts;
+    if (auto ec = bucket_arrivals(st, job, bucket, parts, why))
+        return ec;
+    if (parts.empty())
+        return {};
+    bucket_record newest;
+    bool found = false;
+    if (auto ec = newest_bucket_record(st, job, bucket, newest, found, why))
+        return ec;
+    const std::uint64_t done = found ? newest.last : bucket - 1;
+    std::uint64_t top = 0;
+    for (const auto& [node, list] : parts)
+        for (const auto& p : list)
+            top = std::max(top, std::min(p.last, limit));
+    if (top <= done)
+        return {};
+    if (auto ec = bucket_nodes(st, job, bucket, parts, out.nodes, why))
+        return ec;
+    if (out.nodes == 0)
+        return {};  // nothing says who else must bring them: no claim skips for them
+    std::map<std::uint64_t, std::vector<std::string>> without;  // a gap, the nodes that lack it
+    for (std::uint64_t v = done + 1; v <= top; ++v) {
+        std::vector<std::string> lack;
+        bool skipped = false;
+        for (const auto& [node, list] : parts) {
+            const auto p = std::find_if(list.begin(), list.end(), [&](const bucket_part& q) {
+                return q.first <= v && v <= q.last;
+            });
+            if (p == list.end())
+                lack.push_back(node);
+            else
+                skipped = skipped || p->skip;
+        }
+        if (parts.size() - lack.size() < out.nodes)
+            without[v] = std::move(lack);
+        else if (!skipped)
+            out.whole.push_back(v);
+    }
+    // Only a gap below a whole version holds one up; a whole version has
+    // every node's part, so every node is seen, and those that lack a gap
+    // below it are named.
+    std::set<std::string> lacking;
+    for (const auto& [gap, nodes] : without)
+        if (!out.whole.empty() && gap < out.whole.back()) {
+            out.gaps.push_back(gap);
+            lacking.insert(nodes.begin(), nodes.end());
+        }
+    out.lacking.assign(lacking.begin(), lacking.end());
+    return {};
+}
+
+std::error_code version_waiting(backend& st, const std::string& job, std::uint64_t version,
+                                bucket_wait& out, std::string& why)
+{
+    out = {};
+    const auto dir = version_dir(job, version);
+    std::vector<std::string> names;
+    if (auto ec = st.list(dir + "/", names)) {
+        if (ec == errc::not_found)
+            return {};
+        why = fmt::format("cannot list {}: {}", dir, failure(st, dir, ec));
+        return ec;
+    }
+    const std::string_view suffix = manifest_suffix;
+    for (const auto& n : names) {
+        if (n.size() <= suffix.size() || !n.ends_with(suffix))
+            continue;
+        const auto node = n.substr(0, n.size() - suffix.size());
+        manifest m;
+        bool found = false;
+        if (auto ec = node_manifest(st, job, version, node, m, found)) {
+            why = fmt::format("cannot read {}/{}: {}", dir, n, failure(st, dir + "/" + n, ec));
+            return ec;
+        }
+        if (!found || m.bucket == 0)
+            continue;
+        if (auto ec = bucket_waiting(st, job, m.bucket, out, why))
+            return ec;
+        if (!std::binary_search(out.whole.begin(), out.whole.end(), version))
+            out = {};
+        return {};
+    }
+    return {};
+}
+
+std::string describe_wait(const bucket_wait& w, bool several)
+{
+    const std::string_view subject = several ? "they" : "it", verb_s = several ? "" : "s";
+    if (w.gaps.empty())
+        return fmt::format("{} arrived at bucket {} from every node, whose record the next "
+                           "daemon of a node writes when the job runs there again",
+                           subject, w.bucket);
+    const auto gaps = fmt::format("version{} {}", w.gaps.size() == 1 ? "" : "s",
+                                  fmt::join(w.gaps, ", "));
+    const auto them = w.gaps.size() == 1 ? "it" : "them";
+    const auto who = w.lacking.size() == 1
+                         ? fmt::format("node {} lacks: the node's next daemon skips {}",
+                                       w.lacking.front(), them)
+                         : fmt::format("nodes {} lack: the nodes' next daemons skip {}",
+                                       fmt::join(w.lacking, ", "), them);
+    return fmt::format("{} wait{} in bucket {} for {}, which {} when the job runs there "
+                       "again{}, and then {} complete{}",
+                       subject, verb_s, w.bucket, gaps, who,
+                       w.nodes > 1 ? " (in a run with a name, IOFWD_RUN)" : "", subject,
+                       verb_s);
 }
 
 std::error_code join_run(backend& st, const std::string& job, const std::string& run,

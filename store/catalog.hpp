@@ -256,6 +256,42 @@ std::error_code try_complete_bucket(backend& st, const std::string& job, std::ui
 // its bucket's tally; a tally that does not read counts as no arrival.
 std::vector<std::string> manifests_to_arrive(backend& st, const std::string& job,
                                              std::uint64_t version);
+// How many of a job's newest buckets a claim looks at for the gaps its
+// node left (job::skip_gaps), and so where versions may wait.
+inline constexpr std::size_t gap_buckets_looked_at = 4;
+// How many nodes the job had when it wrote bucket `bucket` (whose arrivals
+// are `parts`, bucket_arrivals'), from what the store says for sure: the
+// bucket's newest record, a node's manifest among its parts, or the record
+// of the named run that numbered it; 0 when none says. A read that fails,
+// and a run record that does not read, are errors (a caller that removes
+// what nothing says must not take a failed read for that).
+std::error_code bucket_nodes(backend& st, const std::string& job, std::uint64_t bucket,
+                             const std::map<std::string, std::vector<bucket_part>>& parts,
+                             std::uint32_t& nodes, std::string& why);
+// What a bucket's versions past its newest record wait for.
+struct bucket_wait {
+    std::uint64_t bucket = 0;
+    std::uint32_t nodes = 0;              // the job's then (bucket_nodes); 0: unknown
+    std::vector<std::uint64_t> whole;     // past the record, every node's part arrived
+    std::vector<std::uint64_t> gaps;      // below the newest whole one, some node's missing
+    std::vector<std::string> lacking;     // the nodes that lack a gap
+};
+// The versions of `bucket` every node brought (their packs or manifests
+// arrived, none skipped them) that a gap below holds up, or a crash before
+// the record, and what they wait for: the gaps, which the lacking nodes'
+// next daemons skip (job::skip_gaps) or commit. gc keeps them and `ls`
+// does not call them dead. Only the job's newest gap_buckets_looked_at
+// buckets, and only when bucket_nodes knows the job's nodes: a claim skips
+// nothing otherwise.
+std::error_code bucket_waiting(backend& st, const std::string& job, std::uint64_t bucket,
+                               bucket_wait& out, std::string& why);
+// The wait of `version`, committed through a bucket by its manifests: empty
+// `out.whole` when it does not wait there (not whole, or not in a bucket).
+std::error_code version_waiting(backend& st, const std::string& job, std::uint64_t version,
+                                bucket_wait& out, std::string& why);
+// What a waiting version (or, `several`, a bucket's waiting versions) waits
+// for, in words: "it waits…" ("they wait…").
+std::string describe_wait(const bucket_wait& w, bool several = false);
 // The job's buckets (their first versions), ascending: one listing (none:
 // not an error).
 std::error_code buckets(backend& st, const std::string& job, std::vector<std::uint64_t>& out);

@@ -250,7 +250,17 @@ std::error_code inspect_job(backend& st, const std::string& job, job_entry& out,
             if (in != journaled.end())
                 e.journaled_by = in->nodes;
             e.arriving = manifests_to_arrive(st, job, v);
-            e.dead = journals_read && e.journaled_by.empty() && e.arriving.empty();
+            bucket_wait w;
+            std::string problem;
+            const bool told = !version_waiting(st, job, v, w, problem);
+            if (!told)
+                e.why += fmt::format("; cannot tell whether it waits in its bucket ({})",
+                                     problem);
+            else if (!w.whole.empty())
+                e.waiting = describe_wait(w);
+            e.waits_for = w.gaps;
+            e.dead = journals_read && told && e.journaled_by.empty() && e.arriving.empty() &&
+                     e.waiting.empty();
         }
         j.versions.push_back(std::move(e));
     }

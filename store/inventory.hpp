@@ -53,12 +53,16 @@ struct version_entry {
     std::uint32_t ranks = 0;   // complete: the manifests'; else the rank objects present
     std::uint64_t bytes = 0;   // of those ranks' objects
     bool dead = false;         // incomplete, no live daemon claims the job, no node's
-                               // journal holds it, and no node's manifest of it has
-                               // yet to arrive (it can never complete)
+                               // journal holds it, no node's manifest of it has yet
+                               // to arrive, and it does not wait in its bucket, as far
+                               // as could be read (it can never complete)
     std::vector<std::string> journaled_by;  // incomplete, no live daemon: the nodes whose
                                             // journals hold parts of it (journaled_versions)
     std::vector<std::string> arriving;  // incomplete, no live daemon: the nodes whose manifest
                                         // has yet to arrive at its bucket (manifests_to_arrive)
+    std::string waiting;  // incomplete, no live daemon: every node's part of it arrived at
+                          // its bucket, which waits (version_waiting): why, in words
+    std::vector<std::uint64_t> waits_for;  // then: the versions below it some node lacks
 };
 
 struct job_entry {

@@ -896,6 +896,88 @@ TEST_CASE("a version a node skipped is not complete, and the bucket goes on past
     CHECK(arrive({"na", 2, 7, 8, 0, false, true}) == errc::invalid_argument);
 }
 
+TEST_CASE("a bucket's versions every node brought wait behind a gap a node's next daemon skips",
+          "[packed]")
+{
+    fresh_store fresh;
+    auto& st = *fresh.st;
+    std::string why;
+    std::uint64_t complete = 0;
+    auto arrive = [&](const bucket_part& p) {
+        return try_complete_bucket(st, "job", 3, p, 2, complete, why);
+    };
+    using list = std::vector<std::uint64_t>;
+    bucket_wait w;
+    // Nothing arrived: nothing waits.
+    REQUIRE_FALSE(bucket_waiting(st, "job", 3, w, why));
+    CHECK((w.whole.empty() && w.gaps.empty()));
+    // Both nodes hold 3; na holds 4 to 7, nb 5 and 6 but not 4 (a daemon
+    // that stopped while committing it).
+    REQUIRE_FALSE(arrive({"na", 2, 3, 3, put_pack(st, 3, "na", 3, 3)}));
+    REQUIRE_FALSE(arrive({"nb", 1, 3, 3, put_pack(st, 3, "nb", 3, 3)}));
+    REQUIRE(complete == 3);
+    REQUIRE_FALSE(arrive({"na", 2, 4, 7, put_pack(st, 3, "na", 4, 7)}));
+    REQUIRE_FALSE(arrive({"nb", 1, 5, 6, put_pack(st, 3, "nb", 5, 6)}));
+    CHECK(complete == 3);
+    REQUIRE_FALSE(arrive({"nb", 1, 8, 8, put_pack(st, 3, "nb", 8, 8)}));
+    REQUIRE_FALSE(bucket_waiting(st, "job", 3, w, why));
+    CHECK(w.bucket == 3);
+    CHECK(w.nodes == 2);           // the record's
+    CHECK(w.whole == list{5, 6});  // 7 and 8: one node's each
+    CHECK(w.gaps == list{4});
+    CHECK(w.lacking == std::vector<std::string>{"nb"});  // not na, which lacks only 8
+    CHECK(describe_wait(w) ==
+          "it waits in bucket 3 for version 4, which node nb lacks: the node's next daemon "
+          "skips it when the job runs there again (in a run with a name, IOFWD_RUN), and then "
+          "it completes");
+    // nb skips 4: 5 and 6 complete; 7 and 8 wait for no gap.
+    REQUIRE_FALSE(arrive({"nb", 1, 4, 4, 0, false, true}));
+    CHECK(complete == 6);
+    REQUIRE_FALSE(bucket_waiting(st, "job", 3, w, why));
+    CHECK((w.whole.empty() && w.gaps.empty() && w.lacking.empty()));
+    // A bucket of packs with no record and no manifest (its first version
+    // lost): nothing says the job's nodes, not even a single claim (a node
+    // that has not started yet claims nothing), until the record of the
+    // named run that numbered the bucket.
+    std::unique_ptr<claim> held;
+    REQUIRE_FALSE(st.claim_job("job", "na", held));
+    for (const auto& node : {"na", "nb"})
+        REQUIRE_FALSE(try_complete_bucket(st, "job", 9,
+                                          {node, node_ranks.at(node), 10, 11,
+                                           put_pack(st, 9, node, 10, 11)},
+                                          2, complete, why));
+    CHECK(complete == 0);
+    REQUIRE_FALSE(bucket_waiting(st, "job", 9, w, why));
+    CHECK((w.nodes == 0 && w.whole.empty() && w.gaps.empty()));
+    run_record run;
+    REQUIRE_FALSE(join_run(st, "job", "early", 3, "na", 1, 4, run, why));
+    REQUIRE_FALSE(join_run(st, "job", "late", 2, "na", 9, 4, run, why));
+    REQUIRE_FALSE(join_run(st, "job", "later", 3, "na", 12, 4, run, why));
+    REQUIRE_FALSE(bucket_waiting(st, "job", 9, w, why));
+    CHECK(w.nodes == 2);
+    CHECK(w.whole == list{10, 11});
+    CHECK(w.gaps == list{9});
+    CHECK(w.lacking == std::vector<std::string>{"na", "nb"});
+    CHECK(describe_wait(w, true) ==
+          "they wait in bucket 9 for version 9, which nodes na, nb lack: the nodes' next "
+          "daemons skip it when the job runs there again (in a run with a name, IOFWD_RUN), "
+          "and then they complete");
+    // A run record that does not read could be the one that numbered it:
+    // an error, never taken for none.
+    put_text(st, run_object("job", "torn"), "iofwd-run 1\njob job\n");
+    CHECK(bucket_waiting(st, "job", 9, w, why) == errc::corrupt);
+    CHECK(why.rfind("job/runs/torn is not a record of run torn of job job (", 0) == 0);
+    REQUIRE_FALSE(st.remove(run_object("job", "torn")));
+    // Past the newest few buckets no claim looks for gaps: nothing waits.
+    for (const std::uint64_t b : {13, 17, 21})
+        put_pack(st, b, "na", b, b);
+    REQUIRE_FALSE(bucket_waiting(st, "job", 9, w, why));
+    CHECK(w.whole == list{10, 11});
+    put_pack(st, 25, "na", 25, 25);
+    REQUIRE_FALSE(bucket_waiting(st, "job", 9, w, why));
+    CHECK((w.whole.empty() && w.gaps.empty()));
+}
+
 TEST_CASE("a bucket's arrivals are refused when they cannot be a record's lines", "[packed]")
 {
     fresh_store fresh;

@@ -782,6 +782,175 @@ TEST_CASE("gc keeps a version whose manifest has yet to arrive at its bucket, wh
     CHECK(has_line(next, "read 0 5000"));
 }
 
+TEST_CASE("gc keeps the versions that wait behind a gap in their bucket, which the node's next "
+          "daemon skips",
+          "[tools][gc-journal]")
+{
+    // A node without a journal commits each version with its object and a
+    // manifest that arrives at the bucket. One version's object fails after
+    // io_write returned, and so does its skip's arrival: the versions after
+    // it, reported durable, arrive at the bucket's tally behind the gap. gc
+    // took them for versions that can never complete and removed their
+    // directories (and, with the bucket's first version lost, the bucket);
+    // the node's next daemon skips the lost version and completes them.
+    const unsigned lost = GENERATE(1u, 2u);
+    INFO("lost version " << lost);
+    cluster c;
+    auto env = small_journal;
+    env["IOFWD_PACK_VERSIONS"] = "4";
+    env["IOFWD_JOURNAL_MAX"] = "0";
+    {
+        auto denv = env;
+        // The lost version's object is the second pwrite (the first is the
+        // job's FORMAT at the claim), or the fifth after version 1's three
+        // (as in failure packs-skip). Its skip's arrival is the first
+        // link, or the second after version 1's manifest's arrival. The
+        // versions after it wait at a gate until the skip has failed
+        // (counted; the log line waited for says if that changes).
+        denv["IOFWD_FAULT"] = lost == 1 ? "pwrite:EIO:1:once,link:EIO:0:once"
+                                        : "pwrite:EIO:4:once,link:EIO:1:once";
+        denv["IOFWD_FLUSH_THREADS"] = "1";
+        auto d = c.daemon({}, denv);
+        REQUIRE(wait_until([&] { return count(c.log(), "ready:") == 1 || !d.running(); }, 20s));
+        REQUIRE(d.running());
+        auto r = c.rank(0, 1,
+                        {"--size", "5000", "--versions", "4", "--gate-at",
+                         std::to_string(lost - 1), gate(c, "before"), "--gate-at",
+                         std::to_string(lost), gate(c, "after")},
+                        env);
+        if (lost == 2)
+            REQUIRE(wait_until([&] {
+                return c.log().find("versions up to 1 of job itest complete on all 1 nodes") !=
+                       std::string::npos;
+            }, 20s));
+        open_gate(c, "before");
+        REQUIRE(wait_until([&] {
+            return c.log().find(fmt::format("version {} of node nodeA: its skip could not arrive "
+                                            "at bucket 1",
+                                            lost)) != std::string::npos;
+        }, 20s));
+        open_gate(c, "after");
+        const auto s = r.wait(60s);
+        INFO("rank:\n" << r.output() << "log:\n" << c.log());
+        REQUIRE(s.has_value());
+        CHECK(exit_code(*s) != 0);  // io_finalize: the lost version is not durable
+        d.signal(SIGTERM);
+        REQUIRE(d.wait(30s).has_value());
+    }
+    INFO("log:\n" << c.log());
+    REQUIRE(!std::filesystem::exists(c.store() + "/itest/packs/b00000001/COMPLETE.v00000004"));
+    std::vector<unsigned> waiting;
+    std::string listing = "[";
+    for (unsigned v = 1; v <= 4; ++v) {
+        if (v > lost)
+            waiting.push_back(v);
+        listing += fmt::format("{}({}, {}, {}, [{}])", v == 1 ? "" : ", ", v,
+                               v == lost ? "True" : "False", v > lost ? "True" : "False",
+                               v > lost ? std::to_string(lost) : "");
+    }
+    auto listed = run_iofwd(c, {"ls", "itest", "--json"});
+    CHECK(py(c, listed.out,
+             "[(v['version'], v['dead'], v['waiting'], v['waits_for']) for v in d['versions']]") ==
+          listing + "]\n");
+    auto gc = run_iofwd(c, {"gc", "itest"});
+    INFO("gc:\n" << gc.out << gc.err);
+    CHECK(gc.code == 0);
+    const std::string why = fmt::format(
+        "in bucket 1 for version {}, which node nodeA lacks: the node's next daemon skips it "
+        "when the job runs there again, and then",
+        lost);
+    for (const auto v : waiting) {
+        CHECK(gc.err.find(fmt::format("iofwd gc: job itest: kept version {}: it waits {} it "
+                                      "completes\n",
+                                      v, why)) != std::string::npos);
+        CHECK(gc.out.find(fmt::format("removed version {}", v)) == std::string::npos);
+    }
+    CHECK(gc.out.find(fmt::format("job itest: removed version {} ", lost)) != std::string::npos);
+    // With its first version lost, the bucket has no record: kept too.
+    CHECK((gc.err.find(fmt::format("iofwd gc: job itest: kept itest/packs/b00000001 (a bucket of "
+                                   "packs with no record), its versions 2, 3, 4: they wait {} "
+                                   "they complete\n",
+                                   why)) != std::string::npos) == (lost == 1));
+    CHECK(gc.out.find("removed itest/packs") == std::string::npos);
+    // The next daemon skips the lost version: the others read back whole.
+    for (const auto v : waiting) {
+        auto next = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe",
+                                  std::to_string(v)},
+                           env);
+        const auto ns = next.wait(60s);
+        INFO("next rank:\n" << next.output() << "log:\n" << c.log());
+        REQUIRE(ns.has_value());
+        CHECK(has_line(next, "latest 0 4"));
+        CHECK(has_line(next, "read 0 5000"));
+    }
+    CHECK(read_file(c.store() + "/itest/packs/b00000001/COMPLETE.v00000004")
+              .find(fmt::format("\nskip nodeA 1 {}\n", lost)) != std::string::npos);
+    std::string out;
+    CHECK(c.verify(4, 1, out) != 0);  // the lost version is not there
+    INFO(out);
+    CHECK(out.find("3 complete versions") != std::string::npos);
+}
+
+TEST_CASE("a node's next daemon skips a gap in a bucket of packs its journal no longer holds",
+          "[tools][gc-journal]")
+{
+    // Version 3 goes past the journal and its object fails; its skip's
+    // arrival fails too. Version 4, packed, arrives at bucket 2 (versions 2
+    // to 4) behind the gap, and its journal record settles; version 5
+    // completes in the next bucket. The next daemon found nothing that
+    // said how many nodes the job had (no journal record, no manifest of
+    // the node's in the bucket) and skipped nothing: version 4 stayed
+    // incomplete for good. It reads the bucket's record now.
+    cluster c;
+    auto env = small_journal;
+    env["IOFWD_PACK_VERSIONS"] = "4";
+    fill_journal(c, 1, env);  // version 1; the run's bucket starts at 2
+    env["IOFWD_JOURNAL_MAX"] = "65536";
+    {
+        // The fourth pwrite of the run is version 3's object (its journal
+        // record and version 2's pack and record come first), the first
+        // link its skip's arrival (counted; the log line waited for below
+        // says if that changes).
+        auto d = faulty_daemon(c, "pwrite:EIO:3:once,link:EIO:0:once", env);
+        auto r = c.rank(0, 1,
+                        {"--size", "200000", "--versions", "4", "--size-at", "0", "5000",
+                         "--size-at", "2", "5000", "--size-at", "3", "5000", "--gate-at", "1",
+                         gate(c, "before"), "--gate-at", "2", gate(c, "after")},
+                        env);
+        REQUIRE(wait_until([&] {
+            return c.log().find("versions up to 2 of job itest complete on all 1 nodes") !=
+                   std::string::npos;
+        }, 20s));
+        open_gate(c, "before");
+        const bool skip_failed = wait_until([&] {
+            return c.log().find("version 3 of node nodeA: its skip could not arrive at bucket 2") !=
+                   std::string::npos;
+        }, 20s);
+        INFO("log:\n" << c.log());
+        REQUIRE(skip_failed);
+        open_gate(c, "after");
+        const auto s = r.wait(60s);
+        INFO("rank:\n" << r.output() << "log:\n" << c.log());
+        REQUIRE(s.has_value());
+        CHECK(exit_code(*s) != 0);  // io_finalize: version 3 is not durable
+        d.signal(SIGTERM);
+        REQUIRE(d.wait(30s).has_value());
+    }
+    INFO("log:\n" << c.log());
+    for (const char* v : {"4", "5"}) {
+        auto next = c.rank(0, 1, {"--size", "5000", "--versions", "0", "--probe", v}, env);
+        const auto ns = next.wait(60s);
+        INFO("next rank:\n" << next.output());
+        REQUIRE(ns.has_value());
+        CHECK(has_line(next, "latest 0 5"));
+        CHECK(has_line(next, "read 0 5000"));
+    }
+    CHECK(c.log().find("version 3 of job itest skipped by node nodeA in bucket 2: the daemon "
+                       "before stopped") != std::string::npos);
+    CHECK(read_file(c.store() + "/itest/packs/b00000002/COMPLETE.v00000004")
+              .find("\nskip nodeA 1 3\n") != std::string::npos);
+}
+
 TEST_CASE("gc keeps a version a node's journal holds, for the node's next daemon to complete",
           "[tools][gc-journal]")
 {

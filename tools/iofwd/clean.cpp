@@ -453,6 +453,7 @@ int gc(const clean_args& a)
         std::vector<std::uint64_t> dead;
         std::vector<std::string> kept;
         std::vector<std::pair<std::uint64_t, std::string>> arriving_kept;  // version, nodes
+        std::vector<std::string> waiting_kept;  // in words, from "version N:" or the bucket
         for (const auto v : all) {
             store::version_entry e;
             if (store::inspect_version(*st, job, v, e) ||
@@ -472,6 +473,26 @@ int gc(const clean_args& a)
                 j["kept_versions"].push_back({{"version", v}, {"nodes", arriving}});
                 continue;
             }
+            // Every node's part arrived at its bucket, behind a gap a
+            // node's next daemon skips (or a record a crash cut off).
+            store::bucket_wait w;
+            if (auto ec = store::version_waiting(*st, job, v, w, why)) {
+                waiting_kept.push_back(fmt::format("version {}: cannot tell whether it waits "
+                                                   "in its bucket ({})",
+                                                   v, why));
+                j["kept_versions"].push_back({{"version", v}, {"why", why}});
+                status = damaged;
+                continue;
+            }
+            if (!w.whole.empty()) {
+                waiting_kept.push_back(
+                    fmt::format("version {}: {}", v, store::describe_wait(w)));
+                j["kept_versions"].push_back({{"version", v},
+                                              {"bucket", w.bucket},
+                                              {"waits_for", w.gaps},
+                                              {"nodes", w.lacking}});
+                continue;
+            }
             dead.push_back(v);
         }
         remove_versions(*st, job, dead);
@@ -483,6 +504,9 @@ int gc(const clean_args& a)
             throw failure(damaged, fmt::format("cannot list the packs of job {}: {}", job,
                                                store::failure(*st, job, ec)));
         std::vector<std::uint64_t> buckets;
+        // Newest first: whether a bucket may wait depends on the buckets
+        // after it (a claim looks at the newest few), which gc may remove.
+        std::reverse(unfinished.begin(), unfinished.end());
         for (const auto& b : unfinished) {
             if (const auto in = journaled_in(0, b.first); !in.empty()) {
                 std::vector<std::uint64_t> vs;
@@ -499,6 +523,30 @@ int gc(const clean_args& a)
                                            fmt::join(vs, ", ")));
                 j["kept_buckets"].push_back(
                     {{"bucket", b.first}, {"versions", vs}, {"nodes", holders}});
+                continue;
+            }
+            // Versions every node brought, behind a first version some
+            // node lacks, which its next daemon skips.
+            store::bucket_wait w;
+            if (auto ec = store::bucket_waiting(*st, job, b.first, w, why)) {
+                waiting_kept.push_back(fmt::format("{} (a bucket of packs with no record): "
+                                                   "cannot tell whether its versions wait ({})",
+                                                   store::bucket_dir(job, b.first), why));
+                j["kept_buckets"].push_back({{"bucket", b.first}, {"why", why}});
+                status = damaged;
+                continue;
+            }
+            if (!w.whole.empty()) {
+                waiting_kept.push_back(fmt::format("{} (a bucket of packs with no record), its "
+                                                   "version{} {}: {}",
+                                                   store::bucket_dir(job, b.first),
+                                                   w.whole.size() == 1 ? "" : "s",
+                                                   fmt::join(w.whole, ", "),
+                                                   store::describe_wait(w, w.whole.size() > 1)));
+                j["kept_buckets"].push_back({{"bucket", b.first},
+                                             {"versions", w.whole},
+                                             {"waits_for", w.gaps},
+                                             {"nodes", w.lacking}});
                 continue;
             }
             bool ignored = false;
@@ -561,6 +609,8 @@ int gc(const clean_args& a)
                                    "complete (iofwd rm {} {} removes it, for a node that will "
                                    "not run the job again)\n",
                            job, v, nodes, job, v);
+            for (const auto& w : waiting_kept)
+                fmt::print(stderr, "iofwd gc: job {}: kept {}\n", job, w);
             for (const auto& l : left)
                 fmt::print("job {}: removed leftover {}\n", job, l);
             for (const auto v : dead)

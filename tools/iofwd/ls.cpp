@@ -35,6 +35,8 @@ nlohmann::json version_json(const store::version_entry& v)
             {"dead", v.dead},
             {"journaled_by", v.journaled_by},
             {"arriving", v.arriving},
+            {"waiting", !v.waiting.empty()},
+            {"waits_for", v.waits_for},
             {"why", v.why}};
 }
 
@@ -142,6 +144,8 @@ int list_job(store::backend& st, const ls_args& a)
             note += fmt::format("; node {}'s manifest of it has yet to arrive at its bucket, "
                                 "which the node's next daemon does when the job runs there again",
                                 fmt::join(v.arriving, ", "));
+        else if (!v.waiting.empty())
+            note += "; " + v.waiting;
         auto line = fmt::format("{:>8}  {:<10}  {:<20}  {:>5}  {:>5}  {:>10}  {}", v.version,
                                 store::state_name(v.state), utc_time(v.time), v.nodes, v.ranks,
                                 human_bytes(v.bytes), note);
