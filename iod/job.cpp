@@ -546,7 +546,7 @@ void job::skip_gaps(const std::string& job, std::uint64_t first, bool named, boo
             continue;
         // A node whose parts there are packs settled out of its journal:
         // what the store says (the bucket's record, another node's
-        // manifest, the named run's record), as iofwd gc reads it.
+        // manifest), as iofwd gc reads it.
         if (nodes == 0)
             if (auto ec = store::bucket_nodes(store_, job, bucket, parts, nodes, why)) {
                 log_warn("bucket {} of job {}: {}; versions {}-{} of node {} are not skipped",

@@ -13,7 +13,6 @@
 
 #include "crc32c.hpp"
 #include "errors.hpp"
-#include "rendezvous.hpp"
 #include "store/pack.hpp"
 #include "store/record_text.hpp"
 
@@ -1945,47 +1944,6 @@ std::error_code node_manifest(backend& st, const std::string& job, std::uint64_t
     return {};
 }
 
-// The nodes of the named run that numbered `version` (the one that began
-// last at or before it), or 0 when no run record says.
-std::error_code run_nodes(backend& st, const std::string& job, std::uint64_t version,
-                          std::uint32_t& nodes, std::string& why)
-{
-    nodes = 0;
-    std::vector<std::string> names;
-    const auto dir = fmt::format("{}/{}/", job, runs_dir);
-    if (auto ec = st.list(dir, names)) {
-        if (ec == errc::not_found)
-            return {};
-        why = fmt::format("cannot list the runs of job {}: {}", job, failure(st, dir, ec));
-        return ec;
-    }
-    std::uint64_t began = 0;
-    for (const auto& n : names) {
-        if (!valid_name(n))
-            continue;  // not a run's record (a temporary of one being written)
-        const auto name = run_object(job, n);
-        std::string text, reason;
-        run_record r;
-        if (auto ec = read_all(st, name, text)) {
-            if (ec == errc::not_found)
-                continue;  // removed meanwhile
-            why = fmt::format("cannot read {}: {}", name, failure(st, name, ec));
-            return ec;
-        }
-        // One that does not read could be the run that numbered `version`.
-        if (parse_run(text, r, reason) || r.job != job || r.run != n) {
-            why = fmt::format("{} is not a record of run {} of job {}{}", name, n, job,
-                              reason.empty() ? "" : fmt::format(" ({})", reason));
-            return make_error_code(errc::corrupt);
-        }
-        if (r.first_version <= version && r.first_version >= began) {
-            began = r.first_version;
-            nodes = r.nodes;
-        }
-    }
-    return {};
-}
-
 // The nodes whose manifest `version` holds, sorted.
 std::vector<std::string> manifest_nodes(backend& st, const std::string& job, std::uint64_t version)
 {
@@ -2074,11 +2032,15 @@ std::error_code bucket_nodes(backend& st, const std::string& job, std::uint64_t 
                 return {};
             }
         }
-    return run_nodes(st, job, bucket, nodes, why);
+    // Not a run's record: the newest named run at or before the bucket need
+    // not be the one that numbered it (an unnamed run after it leaves none),
+    // and a count too low would let a claim write a record of too few nodes.
+    return {};
 }
 
 std::error_code bucket_waiting(backend& st, const std::string& job, std::uint64_t bucket,
-                               bucket_wait& out, std::string& why)
+                               bucket_wait& out, std::string& why,
+                               const std::set<std::uint64_t>* going)
 {
     out = {};
     out.bucket = bucket;
@@ -2087,6 +2049,8 @@ std::error_code bucket_waiting(backend& st, const std::string& job, std::uint64_
         why = fmt::format("cannot list the buckets of job {}: {}", job, failure(st, job, ec));
         return ec;
     }
+    if (going)
+        std::erase_if(all, [&](std::uint64_t b) { return b != bucket && going->count(b); });
     const auto at = std::find(all.end() - std::min(all.size(), gap_buckets_looked_at), all.end(),
                               bucket);
     if (at == all.end())
@@ -2148,7 +2112,8 @@ std::error_code bucket_waiting(backend& st, const std::string& job, std::uint64_
 }
 
 std::error_code version_waiting(backend& st, const std::string& job, std::uint64_t version,
-                                bucket_wait& out, std::string& why)
+                                bucket_wait& out, std::string& why,
+                                const std::set<std::uint64_t>* going)
 {
     out = {};
     const auto dir = version_dir(job, version);
@@ -2172,7 +2137,7 @@ std::error_code version_waiting(backend& st, const std::string& job, std::uint64
         }
         if (!found || m.bucket == 0)
             continue;
-        if (auto ec = bucket_waiting(st, job, m.bucket, out, why))
+        if (auto ec = bucket_waiting(st, job, m.bucket, out, why, going))
             return ec;
         if (!std::binary_search(out.whole.begin(), out.whole.end(), version))
             out = {};

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <span>
 #include <string>
 #include <system_error>
@@ -260,11 +261,10 @@ std::vector<std::string> manifests_to_arrive(backend& st, const std::string& job
 // node left (job::skip_gaps), and so where versions may wait.
 inline constexpr std::size_t gap_buckets_looked_at = 4;
 // How many nodes the job had when it wrote bucket `bucket` (whose arrivals
-// are `parts`, bucket_arrivals'), from what the store says for sure: the
-// bucket's newest record, a node's manifest among its parts, or the record
-// of the named run that numbered it; 0 when none says. A read that fails,
-// and a run record that does not read, are errors (a caller that removes
-// what nothing says must not take a failed read for that).
+// are `parts`, bucket_arrivals'), from what the store says of that bucket
+// for sure: its newest record, or a node's manifest among its parts; 0 when
+// neither says. A read that fails is an error (a caller that removes what
+// nothing says must not take a failed read for that).
 std::error_code bucket_nodes(backend& st, const std::string& job, std::uint64_t bucket,
                              const std::map<std::string, std::vector<bucket_part>>& parts,
                              std::uint32_t& nodes, std::string& why);
@@ -283,12 +283,16 @@ struct bucket_wait {
 // does not call them dead. Only the job's newest gap_buckets_looked_at
 // buckets, and only when bucket_nodes knows the job's nodes: a claim skips
 // nothing otherwise.
+// `going`: buckets (first versions) the caller is about to remove, left
+// out of the newest few.
 std::error_code bucket_waiting(backend& st, const std::string& job, std::uint64_t bucket,
-                               bucket_wait& out, std::string& why);
+                               bucket_wait& out, std::string& why,
+                               const std::set<std::uint64_t>* going = nullptr);
 // The wait of `version`, committed through a bucket by its manifests: empty
 // `out.whole` when it does not wait there (not whole, or not in a bucket).
 std::error_code version_waiting(backend& st, const std::string& job, std::uint64_t version,
-                                bucket_wait& out, std::string& why);
+                                bucket_wait& out, std::string& why,
+                                const std::set<std::uint64_t>* going = nullptr);
 // What a waiting version (or, `several`, a bucket's waiting versions) waits
 // for, in words: "it waits…" ("they wait…").
 std::string describe_wait(const bucket_wait& w, bool several = false);

@@ -124,16 +124,24 @@ std::error_code journal::replay(std::vector<record>& out)
     // damage(). Only after a crash or such damage: the normal end is zeros
     // or an older generation's records.
     damage_.clear();
-    const auto look_past = [&](std::uint64_t bad, const std::string& what) -> std::error_code {
+    const auto look_past = [&](std::uint64_t bad, const std::string& what) {
+        // Words only: a read that fails ends the look, not the replay, and
+        // a file made long (a sparse one has any length) is looked at for
+        // a journal's worth at most.
+        constexpr std::uint64_t look_at_most = std::uint64_t{64} << 20;
+        const std::uint64_t stop = std::min(end, bad + look_at_most);  // bad < end < 2^63
         std::vector<std::uint64_t> versions;
-        for (std::uint64_t next = bad + block; next + block <= end; next += block) {
+        std::size_t headers = 0;
+        for (std::uint64_t next = bad + block; next + block <= stop; next += block) {
             if (sys::pread_all(fd_.get(), head.data(), block, static_cast<off_t>(next)) != 0)
-                return last_system_error();
-            if (bool ours = false; header_at(next, ours) != 0)
+                break;
+            if (bool ours = false; header_at(next, ours) != 0) {
+                ++headers;
                 versions.push_back(get<std::uint64_t>(head.data() + 16));
+            }
         }
-        if (versions.empty())
-            return {};
+        if (headers == 0)
+            return;
         std::sort(versions.begin(), versions.end());
         versions.erase(std::unique(versions.begin(), versions.end()), versions.end());
         damage_ = fmt::format(
@@ -141,10 +149,8 @@ std::error_code journal::replay(std::vector<record>& out)
             "generation follow{} it (version{} {}): not replayed, as after a torn append; a "
             "crash that cut appends off out of order leaves such records, never answered "
             "durable, and damage on the disk loses parts that were",
-            bad, what, versions.size(), versions.size() == 1 ? "" : "s",
-            versions.size() == 1 ? "s" : "", versions.size() == 1 ? "" : "s",
-            fmt::join(versions, ", "));
-        return {};
+            bad, what, headers, headers == 1 ? "" : "s", headers == 1 ? "s" : "",
+            versions.size() == 1 ? "" : "s", fmt::join(versions, ", "));
     };
     while (at + block <= end) {
         if (sys::pread_all(fd_.get(), head.data(), block, static_cast<off_t>(at)) != 0)
@@ -153,8 +159,7 @@ std::error_code journal::replay(std::vector<record>& out)
         const auto magic = header_at(at, ours);
         if (magic == 0) {
             if (ours)
-                if (auto ec = look_past(at, "its header"))
-                    return ec;
+                look_past(at, "its header");
             break;
         }
         const std::byte* h = head.data();
@@ -187,9 +192,7 @@ std::error_code journal::replay(std::vector<record>& out)
         if (crc32c(r.data) != r.crc32c) {
             // Torn (its header made it to the disk, not all its bytes), or
             // damaged since.
-            if (auto ec = look_past(at, fmt::format("the bytes of version {} rank {}", r.version,
-                                                    r.rank)))
-                return ec;
+            look_past(at, fmt::format("the bytes of version {} rank {}", r.version, r.rank));
             break;
         }
         found.push_back(std::move(r));

@@ -454,6 +454,66 @@ int gc(const clean_args& a)
         std::vector<std::string> kept;
         std::vector<std::pair<std::uint64_t, std::string>> arriving_kept;  // version, nodes
         std::vector<std::string> waiting_kept;  // in words, from "version N:" or the bucket
+        // Buckets of small versions with no record: none of their
+        // versions completed, or a crash left them half removed. Judged
+        // before the versions, and removed after them: whether a version
+        // waits in its bucket depends on the buckets after it that stay (a
+        // claim looks at the newest few), and whether its manifest arrived
+        // on its bucket's tally, which goes with the bucket.
+        std::vector<store::bucket_span> unfinished;
+        std::vector<std::string> unreadable;
+        if (auto ec = store::unfinished_buckets(*st, job, unfinished, unreadable))
+            throw failure(damaged, fmt::format("cannot list the packs of job {}: {}", job,
+                                               store::failure(*st, job, ec)));
+        std::vector<store::bucket_span> doomed;
+        std::set<std::uint64_t> going;  // their first versions
+        std::vector<std::string> kept_buckets, waiting_buckets;  // said after the versions
+        // Newest first, for the same reason.
+        std::reverse(unfinished.begin(), unfinished.end());
+        for (const auto& b : unfinished) {
+            if (const auto in = journaled_in(0, b.first); !in.empty()) {
+                std::vector<std::uint64_t> vs;
+                std::set<std::string> nodes;
+                for (const auto* jv : in) {
+                    vs.push_back(jv->version);
+                    nodes.insert(jv->nodes.begin(), jv->nodes.end());
+                }
+                const std::vector<std::string> holders(nodes.begin(), nodes.end());
+                kept_buckets.push_back(fmt::format("{} (a bucket of packs with no record): {} "
+                                                   "parts of its version{} {}",
+                                           store::bucket_dir(job, b.first),
+                                           journals_hold(holders), vs.size() == 1 ? "" : "s",
+                                           fmt::join(vs, ", ")));
+                j["kept_buckets"].push_back(
+                    {{"bucket", b.first}, {"versions", vs}, {"nodes", holders}});
+                continue;
+            }
+            // Versions every node brought, behind a first version some
+            // node lacks, which its next daemon skips.
+            store::bucket_wait w;
+            if (auto ec = store::bucket_waiting(*st, job, b.first, w, why, &going)) {
+                waiting_buckets.push_back(fmt::format("{} (a bucket of packs with no record): "
+                                                      "cannot tell whether its versions wait "
+                                                      "({})",
+                                                      store::bucket_dir(job, b.first), why));
+                j["kept_buckets"].push_back({{"bucket", b.first}, {"why", why}});
+                status = damaged;
+                continue;
+            }
+            if (!w.whole.empty()) {
+                waiting_buckets.push_back(fmt::format(
+                    "{} (a bucket of packs with no record), its version{} {}: {}",
+                    store::bucket_dir(job, b.first), w.whole.size() == 1 ? "" : "s",
+                    fmt::join(w.whole, ", "), store::describe_wait(w, w.whole.size() > 1)));
+                j["kept_buckets"].push_back({{"bucket", b.first},
+                                             {"versions", w.whole},
+                                             {"waits_for", w.gaps},
+                                             {"nodes", w.lacking}});
+                continue;
+            }
+            doomed.push_back(b);
+            going.insert(b.first);
+        }
         for (const auto v : all) {
             store::version_entry e;
             if (store::inspect_version(*st, job, v, e) ||
@@ -476,7 +536,7 @@ int gc(const clean_args& a)
             // Every node's part arrived at its bucket, behind a gap a
             // node's next daemon skips (or a record a crash cut off).
             store::bucket_wait w;
-            if (auto ec = store::version_waiting(*st, job, v, w, why)) {
+            if (auto ec = store::version_waiting(*st, job, v, w, why, &going)) {
                 waiting_kept.push_back(fmt::format("version {}: cannot tell whether it waits "
                                                    "in its bucket ({})",
                                                    v, why));
@@ -496,59 +556,8 @@ int gc(const clean_args& a)
             dead.push_back(v);
         }
         remove_versions(*st, job, dead);
-        // Buckets of small versions with no record: none of their
-        // versions completed, or a crash left them half removed.
-        std::vector<store::bucket_span> unfinished;
-        std::vector<std::string> unreadable;
-        if (auto ec = store::unfinished_buckets(*st, job, unfinished, unreadable))
-            throw failure(damaged, fmt::format("cannot list the packs of job {}: {}", job,
-                                               store::failure(*st, job, ec)));
         std::vector<std::uint64_t> buckets;
-        // Newest first: whether a bucket may wait depends on the buckets
-        // after it (a claim looks at the newest few), which gc may remove.
-        std::reverse(unfinished.begin(), unfinished.end());
-        for (const auto& b : unfinished) {
-            if (const auto in = journaled_in(0, b.first); !in.empty()) {
-                std::vector<std::uint64_t> vs;
-                std::set<std::string> nodes;
-                for (const auto* jv : in) {
-                    vs.push_back(jv->version);
-                    nodes.insert(jv->nodes.begin(), jv->nodes.end());
-                }
-                const std::vector<std::string> holders(nodes.begin(), nodes.end());
-                kept.push_back(fmt::format("{} (a bucket of packs with no record): {} parts of "
-                                           "its version{} {}",
-                                           store::bucket_dir(job, b.first),
-                                           journals_hold(holders), vs.size() == 1 ? "" : "s",
-                                           fmt::join(vs, ", ")));
-                j["kept_buckets"].push_back(
-                    {{"bucket", b.first}, {"versions", vs}, {"nodes", holders}});
-                continue;
-            }
-            // Versions every node brought, behind a first version some
-            // node lacks, which its next daemon skips.
-            store::bucket_wait w;
-            if (auto ec = store::bucket_waiting(*st, job, b.first, w, why)) {
-                waiting_kept.push_back(fmt::format("{} (a bucket of packs with no record): "
-                                                   "cannot tell whether its versions wait ({})",
-                                                   store::bucket_dir(job, b.first), why));
-                j["kept_buckets"].push_back({{"bucket", b.first}, {"why", why}});
-                status = damaged;
-                continue;
-            }
-            if (!w.whole.empty()) {
-                waiting_kept.push_back(fmt::format("{} (a bucket of packs with no record), its "
-                                                   "version{} {}: {}",
-                                                   store::bucket_dir(job, b.first),
-                                                   w.whole.size() == 1 ? "" : "s",
-                                                   fmt::join(w.whole, ", "),
-                                                   store::describe_wait(w, w.whole.size() > 1)));
-                j["kept_buckets"].push_back({{"bucket", b.first},
-                                             {"versions", w.whole},
-                                             {"waits_for", w.gaps},
-                                             {"nodes", w.lacking}});
-                continue;
-            }
+        for (const auto& b : doomed) {
             bool ignored = false;
             if (auto ec = store::remove_bucket(*st, job, b, ignored))
                 throw failure(damaged, fmt::format("cannot remove {}: {}",
@@ -556,6 +565,9 @@ int gc(const clean_args& a)
                                                    store::failure(*st, job, ec)));
             buckets.push_back(b.first);
         }
+        std::sort(buckets.begin(), buckets.end());
+        kept.insert(kept.end(), kept_buckets.begin(), kept_buckets.end());
+        waiting_kept.insert(waiting_kept.end(), waiting_buckets.begin(), waiting_buckets.end());
         // Journals whose every record is settled: 16 MiB of zeros a node
         // by default, which the job's next run on the node writes again.
         std::vector<store::removed_journal> journals;
