@@ -1944,16 +1944,28 @@ std::error_code node_manifest(backend& st, const std::string& job, std::uint64_t
     return {};
 }
 
-// The nodes whose manifest `version` holds, sorted.
-std::vector<std::string> manifest_nodes(backend& st, const std::string& job, std::uint64_t version)
+// The nodes whose manifest `version` holds, sorted (none when its directory
+// is not there); the listing's error otherwise, with `nodes` empty.
+std::error_code manifest_nodes(backend& st, const std::string& job, std::uint64_t version,
+                               std::vector<std::string>& nodes)
 {
-    std::vector<std::string> names, nodes;
-    if (st.list(version_dir(job, version) + "/", names))
-        return nodes;
+    nodes.clear();
+    std::vector<std::string> names;
+    if (auto ec = st.list(version_dir(job, version) + "/", names))
+        return ec == errc::not_found ? std::error_code{} : ec;
     const std::string suffix = manifest_suffix;
     for (const auto& n : names)
         if (n.size() > suffix.size() && n.ends_with(suffix))
             nodes.push_back(n.substr(0, n.size() - suffix.size()));
+    return {};
+}
+
+// manifest_nodes, for what only words a diagnosis or may pass a version
+// over: a listing that fails gives none.
+std::vector<std::string> manifest_nodes(backend& st, const std::string& job, std::uint64_t version)
+{
+    std::vector<std::string> nodes;
+    manifest_nodes(st, job, version, nodes);
     return nodes;
 }
 
@@ -2004,19 +2016,21 @@ std::vector<std::string> manifests_to_arrive(backend& st, const std::string& job
     return out;
 }
 
-std::error_code bucket_nodes(backend& st, const std::string& job, std::uint64_t bucket,
-                             const std::map<std::string, std::vector<bucket_part>>& parts,
-                             std::uint32_t& nodes, std::string& why)
+namespace {
+
+// bucket_nodes once the bucket's newest record is read (`newest`, or null
+// when it has none).
+std::error_code bucket_nodes_after(backend& st, const std::string& job, std::uint64_t bucket,
+                                   const bucket_record* newest,
+                                   const std::map<std::string, std::vector<bucket_part>>& parts,
+                                   std::uint32_t& nodes, std::string& why)
 {
     nodes = 0;
-    bucket_record newest;
-    bool found = false;
-    if (auto ec = newest_bucket_record(st, job, bucket, newest, found, why))
-        return ec;
-    if (found) {
-        nodes = newest.nodes;
+    if (newest) {
+        nodes = newest->nodes;
         return {};
     }
+    bool found = false;
     for (const auto& [node, list] : parts)
         for (const auto& p : list) {
             if (!p.manifest)
@@ -2036,6 +2050,19 @@ std::error_code bucket_nodes(backend& st, const std::string& job, std::uint64_t 
     // not be the one that numbered it (an unnamed run after it leaves none),
     // and a count too low would let a claim write a record of too few nodes.
     return {};
+}
+
+}  // namespace
+
+std::error_code bucket_nodes(backend& st, const std::string& job, std::uint64_t bucket,
+                             const std::map<std::string, std::vector<bucket_part>>& parts,
+                             std::uint32_t& nodes, std::string& why)
+{
+    bucket_record newest;
+    bool found = false;
+    if (auto ec = newest_bucket_record(st, job, bucket, newest, found, why))
+        return ec;
+    return bucket_nodes_after(st, job, bucket, found ? &newest : nullptr, parts, nodes, why);
 }
 
 std::error_code bucket_waiting(backend& st, const std::string& job, std::uint64_t bucket,
@@ -2076,7 +2103,8 @@ std::error_code bucket_waiting(backend& st, const std::string& job, std::uint64_
             top = std::max(top, std::min(p.last, limit));
     if (top <= done)
         return {};
-    if (auto ec = bucket_nodes(st, job, bucket, parts, out.nodes, why))
+    if (auto ec = bucket_nodes_after(st, job, bucket, found ? &newest : nullptr, parts,
+                                     out.nodes, why))
         return ec;
     if (out.nodes == 0)
         return {};  // nothing says who else must bring them: no claim skips for them
@@ -2116,23 +2144,18 @@ std::error_code version_waiting(backend& st, const std::string& job, std::uint64
                                 const std::set<std::uint64_t>* going)
 {
     out = {};
-    const auto dir = version_dir(job, version);
-    std::vector<std::string> names;
-    if (auto ec = st.list(dir + "/", names)) {
-        if (ec == errc::not_found)
-            return {};
+    std::vector<std::string> nodes;
+    if (auto ec = manifest_nodes(st, job, version, nodes)) {
+        const auto dir = version_dir(job, version);
         why = fmt::format("cannot list {}: {}", dir, failure(st, dir, ec));
         return ec;
     }
-    const std::string_view suffix = manifest_suffix;
-    for (const auto& n : names) {
-        if (n.size() <= suffix.size() || !n.ends_with(suffix))
-            continue;
-        const auto node = n.substr(0, n.size() - suffix.size());
+    for (const auto& node : nodes) {
         manifest m;
         bool found = false;
         if (auto ec = node_manifest(st, job, version, node, m, found)) {
-            why = fmt::format("cannot read {}/{}: {}", dir, n, failure(st, dir + "/" + n, ec));
+            const auto name = manifest_object(job, version, node);
+            why = fmt::format("cannot read {}: {}", name, failure(st, name, ec));
             return ec;
         }
         if (!found || m.bucket == 0)

@@ -88,31 +88,42 @@ std::error_code journal::replay(std::vector<record>& out)
     std::vector<record> found;
     std::uint64_t at = header_bytes;
     std::vector<std::byte> head(block);
-    // The header block at `offset`, when it is a whole record header of this
-    // generation whose bytes the file can hold: its magic, else 0. `ours`:
-    // the block starts as this generation's records do (whole or not).
-    const auto header_at = [&](std::uint64_t offset, bool& ours) -> std::uint32_t {
-        ours = false;
+    // The header block in `head`, read from `offset`: `magic` 0 unless it is
+    // a whole record header of this generation whose bytes the file can
+    // hold; `ours` when the block starts as this generation's records do
+    // (whole or not).
+    struct header {
+        std::uint32_t magic = 0;
+        bool ours = false;
+        std::size_t fixed = 0;  // the fields before the names
+        std::uint16_t job_len = 0, node_len = 0;
+        std::uint64_t size = 0;
+    };
+    const auto header_at = [&](std::uint64_t offset) {
+        header r;
         const std::byte* h = head.data();
         const auto magic = get<std::uint32_t>(h);
         if ((magic != record_magic && magic != record_magic_2 && magic != record_magic_1) ||
             get<std::uint64_t>(h + 8) != generation_)
-            return 0;
-        ours = true;
-        const std::size_t fixed = magic == record_magic     ? record_fixed
-                                  : magic == record_magic_2 ? record_fixed_2
-                                                            : record_fixed_1;
-        const auto job_len = get<std::uint16_t>(h + fixed - 4);
-        const auto node_len = get<std::uint16_t>(h + fixed - 2);
-        if (job_len > max_name || node_len > max_name ||
-            crc32c(std::span(h + 8, fixed - 8 + job_len + node_len)) != get<std::uint32_t>(h + 4))
-            return 0;
-        const auto size = get<std::uint64_t>(h + 24);
+            return r;
+        r.ours = true;
+        r.fixed = magic == record_magic     ? record_fixed
+                  : magic == record_magic_2 ? record_fixed_2
+                                            : record_fixed_1;
+        r.job_len = get<std::uint16_t>(h + r.fixed - 4);
+        r.node_len = get<std::uint16_t>(h + r.fixed - 2);
+        if (r.job_len > max_name || r.node_len > max_name ||
+            crc32c(std::span(h + 8, r.fixed - 8 + r.job_len + r.node_len)) !=
+                get<std::uint32_t>(h + 4))
+            return r;
+        r.size = get<std::uint64_t>(h + 24);
         // Bounded by the file, not by this daemon's size: one set smaller
         // than the daemon's before must still find what that one answered.
-        if (size > max_record || size > end - offset - block || footprint(size) > end - offset)
-            return 0;
-        return magic;
+        if (r.size > max_record || r.size > end - offset - block ||
+            footprint(r.size) > end - offset)
+            return r;
+        r.magic = magic;
+        return r;
     };
     // A record of this generation that is not whole ends the journal, as a
     // torn append does (always the last one answered: appends are answered
@@ -135,7 +146,7 @@ std::error_code journal::replay(std::vector<record>& out)
         for (std::uint64_t next = bad + block; next + block <= stop; next += block) {
             if (sys::pread_all(fd_.get(), head.data(), block, static_cast<off_t>(next)) != 0)
                 break;
-            if (bool ours = false; header_at(next, ours) != 0) {
+            if (header_at(next).magic != 0) {
                 ++headers;
                 versions.push_back(get<std::uint64_t>(head.data() + 16));
             }
@@ -155,20 +166,13 @@ std::error_code journal::replay(std::vector<record>& out)
     while (at + block <= end) {
         if (sys::pread_all(fd_.get(), head.data(), block, static_cast<off_t>(at)) != 0)
             return last_system_error();
-        bool ours = false;
-        const auto magic = header_at(at, ours);
+        const auto [magic, ours, fixed, job_len, node_len, size] = header_at(at);
         if (magic == 0) {
             if (ours)
                 look_past(at, "its header");
             break;
         }
         const std::byte* h = head.data();
-        const std::size_t fixed = magic == record_magic     ? record_fixed
-                                  : magic == record_magic_2 ? record_fixed_2
-                                                            : record_fixed_1;
-        const auto job_len = get<std::uint16_t>(h + fixed - 4);
-        const auto node_len = get<std::uint16_t>(h + fixed - 2);
-        const auto size = get<std::uint64_t>(h + 24);
         record r;
         r.version = get<std::uint64_t>(h + 16);
         r.rank = get<std::uint32_t>(h + 32);
