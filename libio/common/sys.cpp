@@ -33,7 +33,9 @@ std::vector<armed_fault> faults;
 
 enum class verdict { pass, fail, shorten };
 
-verdict check(call c)
+// `name`: the name a link makes (faults that look at names count only the
+// calls whose name holds theirs).
+verdict check(call c, std::string_view name = {})
 {
     if (!armed.load(std::memory_order_relaxed))
         return verdict::pass;
@@ -41,7 +43,9 @@ verdict check(call c)
     // Every fault of this call counts it; the first due fails it.
     const fault* hit = nullptr;
     for (auto& a : faults) {
-        if (a.f.which != c || a.calls_seen++ < a.f.after || (a.fired && !a.f.repeat))
+        if (a.f.which != c ||
+            (!a.f.name_holds.empty() && name.find(a.f.name_holds) == std::string_view::npos) ||
+            a.calls_seen++ < a.f.after || (a.fired && !a.f.repeat))
             continue;
         if (!hit) {
             a.fired = true;
@@ -150,14 +154,27 @@ void inject(const std::vector<fault>& all)
 
 namespace {
 
-// One fault of IOFWD_FAULT: call:ERROR[:N[:once]].
+// One fault of IOFWD_FAULT: call[@TEXT]:ERROR[:N[:once]].
 bool parse_fault(std::string_view spec, fault& f, std::string& why)
 {
     const auto c1 = spec.find(':');
-    if (c1 == std::string_view::npos || !parse_call(spec.substr(0, c1), f.which)) {
+    auto named = c1 == std::string_view::npos ? spec : spec.substr(0, c1);
+    const auto at = named.find('@');
+    if (at != std::string_view::npos) {
+        f.name_holds = std::string(named.substr(at + 1));
+        named = named.substr(0, at);
+    }
+    if (c1 == std::string_view::npos || !parse_call(named, f.which)) {
         why = "IOFWD_FAULT: '" + std::string(spec) +
-              "' must look like pwrite:ENOSPC[:N[:once]], several separated by commas "
-              "(calls: pwrite pread fsync fdatasync rename open fallocate link)";
+              "' must look like pwrite:ENOSPC[:N[:once]] or link@TEXT:EIO[:N[:once]], several "
+              "separated by commas (calls: pwrite pread fsync fdatasync rename open fallocate "
+              "link)";
+        return false;
+    }
+    if (at != std::string_view::npos && (f.which != call::link || f.name_holds.empty())) {
+        why = "IOFWD_FAULT: '" + std::string(spec) +
+              "': @TEXT (only the calls whose new name holds TEXT) applies to link only, "
+              "with some text";
         return false;
     }
     auto rest = spec.substr(c1 + 1);
@@ -287,7 +304,7 @@ int posix_fallocate(int fd, off_t offset, off_t length)
 
 int linkat(int dirfd, const char* from, const char* to)
 {
-    if (check(call::link) == verdict::fail)
+    if (check(call::link, to) == verdict::fail)
         return -1;
     return ::linkat(dirfd, from, dirfd, to, 0);
 }

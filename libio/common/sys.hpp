@@ -32,6 +32,9 @@ struct fault {
     std::uint64_t after = 0;   // calls that succeed before the fault fires
     bool repeat = true;        // keep failing after the first time
     unsigned delay_s = 0;      // this many seconds late: succeed, or fail with `error`
+    // `link` only: the calls whose new name holds this text (empty: all).
+    // Others are neither counted nor failed.
+    std::string name_holds = {};
 };
 
 // Arms (or, with nullopt, disarms) the fault. Thread-safe.

@@ -180,9 +180,41 @@ TEST_CASE("IOFWD_FAULT arms several faults, each counting the calls of its own k
     ::close(fd);
     ::setenv("IOFWD_FAULT", "pwrite:EIO,bogus:EIO", 1);
     CHECK_FALSE(sys::inject_from_env(why));
-    CHECK(why == "IOFWD_FAULT: 'bogus:EIO' must look like pwrite:ENOSPC[:N[:once]], several "
-                 "separated by commas (calls: pwrite pread fsync fdatasync rename open fallocate "
-                 "link)");
+    CHECK(why == "IOFWD_FAULT: 'bogus:EIO' must look like pwrite:ENOSPC[:N[:once]] or "
+                 "link@TEXT:EIO[:N[:once]], several separated by commas (calls: pwrite pread "
+                 "fsync fdatasync rename open fallocate link)");
+    ::unsetenv("IOFWD_FAULT");
+}
+
+TEST_CASE("IOFWD_FAULT's link@TEXT counts and fails only the links whose new name holds TEXT",
+          "[store][fault]")
+{
+    test::temp_dir tmp;
+    test::fault_guard guard;
+    const int dir = ::open(tmp.path().c_str(), O_DIRECTORY | O_RDONLY);
+    REQUIRE(dir >= 0);
+    const int fd = ::openat(dir, "f", O_CREAT | O_RDWR, 0600);
+    REQUIRE(fd >= 0);
+    ::close(fd);
+    ::setenv("IOFWD_FAULT", "link@+s:EIO:1:once", 1);
+    std::string why;
+    REQUIRE(sys::inject_from_env(why));
+    CHECK(sys::linkat(dir, "f", "a.1=1+s1") == 0);  // the first skip's link: counted
+    CHECK(sys::linkat(dir, "f", "a.2=1+m2") == 0);  // not counted
+    CHECK(sys::linkat(dir, "f", "a.3=1+m3") == 0);
+    errno = 0;
+    CHECK(sys::linkat(dir, "f", "a.4=1+s4") == -1);  // the second
+    CHECK(errno == EIO);
+    CHECK(::faccessat(dir, "a.4=1+s4", F_OK, 0) == -1);
+    CHECK(sys::linkat(dir, "f", "a.5=1+s5") == 0);  // once
+    ::close(dir);
+    for (const char* bad : {"pwrite@x:EIO", "link@:EIO"}) {
+        ::setenv("IOFWD_FAULT", bad, 1);
+        CHECK_FALSE(sys::inject_from_env(why));
+        CHECK(why == fmt::format("IOFWD_FAULT: '{}': @TEXT (only the calls whose new name holds "
+                                 "TEXT) applies to link only, with some text",
+                                 bad));
+    }
     ::unsetenv("IOFWD_FAULT");
 }
 
