@@ -906,6 +906,9 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
         // its claim is still held.
         if (!name_.empty()) {
             abandon_partial_versions();
+            // The skips that failed are tried again, a bounded number of
+            // times: the next job waits while they are under way.
+            retry_skips(0);
             if (busy()) {
                 // Its skips are on their way to the store, under its claim:
                 // the next job comes right after (the rank retries).
@@ -1374,6 +1377,7 @@ void job::bucket_committed(std::error_code ec, const std::vector<std::uint64_t>&
                  ranks_);
         if (result.complete >= versions.front())
             bucket_advanced(name_, bucket, result.complete);
+        retry_skips(bucket);
     }
     done_one();
 }
@@ -1398,13 +1402,24 @@ void job::skip_version(std::uint64_t version, const std::string& why)
     const std::uint64_t bucket = bucket_of(version);
     if (bucket == 0 || name_.empty() || !skipped_.try_emplace(version).second)
         return;
+    auto& skipped = skipped_[version];
+    skipped.why = why;
     if (const auto it = versions_.find(version); it != versions_.end()) {
         // No pack or manifest of ours will hold these parts: their records
         // go once the skip has arrived (a crash before lets the claim skip
         // the version again).
-        skipped_[version].journaled = it->second.journaled;
+        skipped.journaled = it->second.journaled;
         versions_.erase(it);
     }
+    send_skip(version);
+}
+
+void job::send_skip(std::uint64_t version)
+{
+    const std::uint64_t bucket = bucket_of(version);
+    auto& skipped = skipped_[version];
+    skipped.sending = true;
+    const unsigned tries = ++skipped.tries;
     auto result = std::make_shared<bucket_outcome>();
     ++pending_;
     committing_.insert(version);
@@ -1415,27 +1430,49 @@ void job::skip_version(std::uint64_t version, const std::string& why)
             return store::try_complete_bucket(*st, job, bucket, skip, nodes, result->complete,
                                               result->why);
         },
-        [this, version, bucket, result, why, job = name_, log = journal_](std::error_code ec) {
+        [this, version, bucket, tries, result, job = name_, log = journal_](std::error_code ec) {
             committing_.erase(committing_.find(version));
-            if (const auto it = skipped_.find(version); !ec && it != skipped_.end()) {
-                it->second.arrived = true;
-                settle_journaled(log, std::exchange(it->second.journaled, 0));
+            const auto it = skipped_.find(version);
+            std::string why;
+            if (it != skipped_.end()) {
+                it->second.sending = false;
+                why = it->second.why;
+                if (!ec) {
+                    it->second.arrived = true;
+                    settle_journaled(log, std::exchange(it->second.journaled, 0));
+                }
             }
+            const std::string attempt =
+                tries > 1 ? fmt::format(" (try {} of {})", tries, skip_tries) : std::string();
             if (ec) {
-                log_error("version {} of node {}: its skip could not arrive at bucket {}: {}; "
-                          "the bucket's later versions cannot complete",
-                          version, opts_.node, bucket, result->why);
+                log_error("version {} of node {}: its skip could not arrive at bucket {}{}: {}; {}",
+                          version, opts_.node, bucket, attempt, result->why,
+                          tries < skip_tries
+                              ? "the bucket's later versions wait for it: it is sent again "
+                                "when another part of the node's arrives there, or when the "
+                                "job ends"
+                              : "the bucket's later versions wait until the node's next "
+                                "daemon skips it, when the job runs there again");
                 if (!manifest_error_)
                     manifest_error_ = ec;
             } else {
-                log_warn("version {} of job {} skipped by node {} in bucket {} ({}): it will "
+                log_warn("version {} of job {} skipped by node {} in bucket {}{} ({}): it will "
                          "never be complete, the bucket's later versions complete without it",
-                         version, job, opts_.node, bucket, why);
+                         version, job, opts_.node, bucket, attempt, why);
                 if (result->complete > version)
                     bucket_advanced(job, bucket, result->complete);
+                retry_skips(bucket);
             }
             done_one();
         });
+}
+
+void job::retry_skips(std::uint64_t bucket)
+{
+    for (auto& [version, skipped] : skipped_)
+        if (!skipped.arrived && !skipped.sending && skipped.tries < skip_tries &&
+            (bucket == 0 || bucket_of(version) == bucket))
+            send_skip(version);
 }
 
 std::uint64_t job::version_arrived(std::uint64_t version, std::uint64_t now)
@@ -1490,6 +1527,7 @@ void job::abandon_partial_versions()
 void job::close()
 {
     abandon_partial_versions();
+    retry_skips(0);
     finish_batches();
 }
 

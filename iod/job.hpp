@@ -105,7 +105,8 @@ public:
     // The node will never have `version` (`why`): its parts held are
     // dropped, and with packs on the node arrives at the version's bucket
     // with a skip (docs/small-versions.md), once; their journal records
-    // are settled after that arrival.
+    // are settled after that arrival. A skip whose arrival fails is tried
+    // again (send_skip).
     void skip_version(std::uint64_t version, const std::string& why);
     // Version `version` of some node-local rank arrived at `now`: returns
     // when the first rank's part of it arrived, the place of every part of
@@ -198,6 +199,15 @@ private:
     };
     void bucket_committed(std::error_code ec, const std::vector<std::uint64_t>& versions,
                           std::uint64_t bucket, const bucket_outcome& result);
+    // Sends skip_version's skip of `version` to its bucket (one try).
+    void send_skip(std::uint64_t version);
+    // The skips whose arrival failed, in `bucket` (0: every bucket), are
+    // sent again, each at most skip_tries times in all: after another of
+    // the node's parts arrived there (the store works again), and when the
+    // job ends. The bucket's later versions wait for the skip, which else
+    // only the node's next daemon sends.
+    void retry_skips(std::uint64_t bucket);
+    static constexpr unsigned skip_tries = 3;
     // Logs that a bucket's versions up to `complete` are complete on every
     // node, and applies retention.
     void bucket_advanced(const std::string& job, std::uint64_t bucket, std::uint64_t complete);
@@ -348,7 +358,10 @@ private:
     // settled once it has.
     struct skipped_version {
         bool arrived = false;
+        bool sending = false;  // its arrival is under way
+        unsigned tries = 0;    // arrivals sent
         std::uint32_t journaled = 0;
+        std::string why;  // why the node will never have the version
     };
     std::map<std::uint64_t, skipped_version> skipped_;
     job_summary summary_;

@@ -59,7 +59,7 @@ void fill_journal(cluster& c, unsigned ranks,
                   const std::map<std::string, std::string>& journal_env = small_journal,
                   std::uintmax_t journal_bytes = 1u << 20);
 // A daemon with `fault` (IOFWD_FAULT) and `env`, ready before any rank
-// looks for it (the first run's "ready:" is in the log already).
+// looks for it.
 process faulty_daemon(cluster& c, const std::string& fault,
                       const std::map<std::string, std::string>& env);
 // A daemon whose first `passing` store writes pass (the journal's record of

@@ -801,18 +801,16 @@ TEST_CASE("gc keeps the versions that wait behind a gap in their bucket, which t
     env["IOFWD_JOURNAL_MAX"] = "0";
     {
         auto denv = env;
+        denv["IOFWD_FLUSH_THREADS"] = "1";
         // The lost version's object is the second pwrite (the first is the
         // job's FORMAT at the claim), or the fifth after version 1's three
-        // (as in failure packs-skip). Its skip's arrival is the first
-        // link, or the second after version 1's manifest's arrival. The
-        // versions after it wait at a gate until the skip has failed
+        // (as in failure packs-skip). Its skip's arrival fails, and so do
+        // the daemon's tries again (links whose name holds a skip's note).
+        // The versions after it wait at a gate until the skip has failed
         // (counted; the log line waited for says if that changes).
-        denv["IOFWD_FAULT"] = lost == 1 ? "pwrite:EIO:1:once,link:EIO:0:once"
-                                        : "pwrite:EIO:4:once,link:EIO:1:once";
-        denv["IOFWD_FLUSH_THREADS"] = "1";
-        auto d = c.daemon({}, denv);
-        REQUIRE(wait_until([&] { return count(c.log(), "ready:") == 1 || !d.running(); }, 20s));
-        REQUIRE(d.running());
+        auto d = faulty_daemon(
+            c, lost == 1 ? "pwrite:EIO:1:once,link@+s:EIO" : "pwrite:EIO:4:once,link@+s:EIO",
+            denv);
         auto r = c.rank(0, 1,
                         {"--size", "5000", "--versions", "4", "--gate-at",
                          std::to_string(lost - 1), gate(c, "before"), "--gate-at",
@@ -891,6 +889,60 @@ TEST_CASE("gc keeps the versions that wait behind a gap in their bucket, which t
     CHECK(out.find("3 complete versions") != std::string::npos);
 }
 
+TEST_CASE("a skip whose arrival failed is sent again when the node's next part arrives, and the "
+          "versions behind it complete in the same run",
+          "[tools][gc-journal]")
+{
+    // As above, version 2 lost after io_write returned; its skip's first
+    // arrival fails, its second (after version 3's manifest arrived) does
+    // not. Before, versions 3 and 4 waited until the node's next daemon.
+    cluster c;
+    auto env = small_journal;
+    env["IOFWD_PACK_VERSIONS"] = "4";
+    env["IOFWD_JOURNAL_MAX"] = "0";
+    {
+        auto denv = env;
+        denv["IOFWD_FLUSH_THREADS"] = "1";
+        auto d = faulty_daemon(c, "pwrite:EIO:4:once,link@+s:EIO:0:once", denv);
+        auto r = c.rank(0, 1,
+                        {"--size", "5000", "--versions", "4", "--gate-at", "1",
+                         gate(c, "before"), "--gate-at", "2", gate(c, "after")},
+                        env);
+        REQUIRE(wait_until([&] {
+            return c.log().find("versions up to 1 of job itest complete on all 1 nodes") !=
+                   std::string::npos;
+        }, 20s));
+        open_gate(c, "before");
+        REQUIRE(wait_until([&] {
+            return c.log().find("version 2 of node nodeA: its skip could not arrive at bucket 1: ") !=
+                   std::string::npos;
+        }, 20s));
+        open_gate(c, "after");
+        const auto s = r.wait(60s);
+        INFO("rank:\n" << r.output() << "log:\n" << c.log());
+        REQUIRE(s.has_value());
+        CHECK(exit_code(*s) != 0);  // io_finalize: version 2 is not durable
+        REQUIRE(wait_until([&] {
+            return std::filesystem::exists(c.store() + "/itest/packs/b00000001/COMPLETE.v00000004");
+        }, 20s));
+        d.signal(SIGTERM);
+        REQUIRE(d.wait(30s).has_value());
+    }
+    const auto log = c.log();
+    INFO("log:\n" << log);
+    CHECK(log.find("the bucket's later versions wait for it: it is sent again when another part "
+                   "of the node's arrives there, or when the job ends") != std::string::npos);
+    CHECK(log.find("version 2 of job itest skipped by node nodeA in bucket 1 (try 2 of 3) (a "
+                   "rank's part failed") != std::string::npos);
+    CHECK(count(log, "its skip could not arrive") == 1);
+    CHECK(read_file(c.store() + "/itest/packs/b00000001/COMPLETE.v00000004")
+              .find("\nskip nodeA 1 2\n") != std::string::npos);
+    std::string out;
+    CHECK(c.verify(4, 1, out) != 0);  // version 2 is not there
+    INFO(out);
+    CHECK(out.find("3 complete versions") != std::string::npos);
+}
+
 TEST_CASE("a node's next daemon skips a gap in a bucket of packs its journal no longer holds",
           "[tools][gc-journal]")
 {
@@ -908,10 +960,10 @@ TEST_CASE("a node's next daemon skips a gap in a bucket of packs its journal no 
     env["IOFWD_JOURNAL_MAX"] = "65536";
     {
         // The fourth pwrite of the run is version 3's object (its journal
-        // record and version 2's pack and record come first), the first
-        // link its skip's arrival (counted; the log line waited for below
-        // says if that changes).
-        auto d = faulty_daemon(c, "pwrite:EIO:3:once,link:EIO:0:once", env);
+        // record and version 2's pack and record come first; counted, the
+        // log line waited for below says if that changes). Its skip's
+        // arrivals fail, the daemon's tries again too.
+        auto d = faulty_daemon(c, "pwrite:EIO:3:once,link@+s:EIO", env);
         auto r = c.rank(0, 1,
                         {"--size", "200000", "--versions", "4", "--size-at", "0", "5000",
                          "--size-at", "2", "5000", "--size-at", "3", "5000", "--gate-at", "1",
