@@ -832,8 +832,17 @@ TEST_CASE("gc keeps the versions that wait behind a gap in their bucket, which t
         INFO("rank:\n" << r.output() << "log:\n" << c.log());
         REQUIRE(s.has_value());
         CHECK(exit_code(*s) != 0);  // io_finalize: the lost version is not durable
+        // Sent again after the next arrivals or at the job's end: three
+        // tries, then the daemon leaves it to the next.
+        const auto last_try = fmt::format(
+            "version {} of node nodeA: its skip could not arrive at bucket 1 (try 3 of 3)", lost);
+        CHECK(wait_until([&] { return c.log().find(last_try) != std::string::npos; }, 20s));
         d.signal(SIGTERM);
         REQUIRE(d.wait(30s).has_value());
+        CHECK(count(c.log(), fmt::format("version {} of node nodeA: its skip could not arrive",
+                                         lost)) == 3);
+        CHECK(c.log().find("the bucket's later versions wait until the node's next daemon skips "
+                           "it, when the job runs there again") != std::string::npos);
     }
     INFO("log:\n" << c.log());
     REQUIRE(!std::filesystem::exists(c.store() + "/itest/packs/b00000001/COMPLETE.v00000004"));
