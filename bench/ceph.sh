@@ -122,7 +122,7 @@ share_summary() {
       for (i = 1; i <= NR; i++) if (v[i] >= 90) met++
       printf "median %5.1f %% (%d rounds, %.1f-%.1f %%, %d of them at 90 %% or more)", m, NR, v[1], v[NR], met
       # The goal is every round at 90 %, not the median.
-      if (verdict) printf "  %s", (met == NR ? "met" : sprintf("MISSED in %d of %d rounds", NR - met, NR))
+      if (verdict) printf "  %s", (NR > 0 && met == NR ? "met" : sprintf("MISSED in %d of %d rounds", NR - met, NR))
       printf "\n"
     }'
 }

@@ -472,6 +472,11 @@ void daemon::settle()
             for (auto& [id, s] : std::map(sessions_))
                 s->shut_down();
         if (idle) {
+            // The skips whose arrival failed, sent once more before the
+            // daemon goes: settle() comes back when they are done.
+            job_->retry_skips_at_end();
+            if (job_->busy())
+                return;
             job_->write_summary();
             stop();
         }

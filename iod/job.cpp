@@ -906,9 +906,9 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
         // its claim is still held.
         if (!name_.empty()) {
             abandon_partial_versions();
-            // The skips that failed are tried again, a bounded number of
-            // times: the next job waits while they are under way.
-            retry_skips(0);
+            // The skips that failed are sent once more: the next job waits
+            // while they are under way.
+            retry_skips_at_end();
             if (busy()) {
                 // Its skips are on their way to the store, under its claim:
                 // the next job comes right after (the rank retries).
@@ -997,6 +997,7 @@ std::error_code job::admit(const proto::connect_msg& m, bool others_active,
         ranks_state_.assign(ranks_, rank_state::absent);
         versions_.clear();
         skipped_.clear();
+        retried_at_end_ = false;
         batches_finishing_ = false;
         leaving_.clear();
         closed_up_to_ = 0;
@@ -1375,9 +1376,11 @@ void job::bucket_committed(std::error_code ec, const std::vector<std::uint64_t>&
     } else {
         log_info("{} of node {} committed in bucket {} ({} ranks)", which, opts_.node, bucket,
                  ranks_);
+        // Before retention may run (bucket_advanced): a skip under way
+        // holds it below its version (committing_).
+        retry_skips();
         if (result.complete >= versions.front())
             bucket_advanced(name_, bucket, result.complete);
-        retry_skips(bucket);
     }
     done_one();
 }
@@ -1425,7 +1428,21 @@ void job::send_skip(std::uint64_t version)
     committing_.insert(version);
     catalog_.submit(
         [st = &store_, job = name_, bucket, node = opts_.node, nodes = nodes_, ranks = ranks_,
-         version, result]() -> std::error_code {
+         version, tries, result]() -> std::error_code {
+            if (tries > 1) {
+                // Sent again: retention may have removed the bucket since,
+                // with its versions; arriving would make it anew.
+                std::vector<std::uint64_t> all;
+                if (auto ec = store::buckets(*st, job, all); ec && ec != errc::not_found) {
+                    result->why = fmt::format("cannot list the buckets of job {}: {}", job,
+                                              store::failure(*st, job, ec));
+                    return ec;
+                }
+                if (!std::binary_search(all.begin(), all.end(), bucket)) {
+                    result->gone = true;
+                    return {};
+                }
+            }
             store::bucket_part skip{node, ranks, version, version, 0, false, true};
             return store::try_complete_bucket(*st, job, bucket, skip, nodes, result->complete,
                                               result->why);
@@ -1434,45 +1451,65 @@ void job::send_skip(std::uint64_t version)
             committing_.erase(committing_.find(version));
             const auto it = skipped_.find(version);
             std::string why;
+            bool last = true;
             if (it != skipped_.end()) {
                 it->second.sending = false;
+                it->second.failed = ec;
                 why = it->second.why;
                 if (!ec) {
                     it->second.arrived = true;
                     settle_journaled(log, std::exchange(it->second.journaled, 0));
                 }
+                last = tries >= skip_tries || retried_at_end_;
             }
             const std::string attempt =
                 tries > 1 ? fmt::format(" (try {} of {})", tries, skip_tries) : std::string();
             if (ec) {
                 log_error("version {} of node {}: its skip could not arrive at bucket {}{}: {}; {}",
                           version, opts_.node, bucket, attempt, result->why,
-                          tries < skip_tries
-                              ? "the bucket's later versions wait for it: it is sent again "
-                                "when another part of the node's arrives there, or when the "
-                                "job ends"
-                              : "the bucket's later versions wait until the node's next "
-                                "daemon skips it, when the job runs there again");
-                if (!manifest_error_)
-                    manifest_error_ = ec;
+                          last ? "the bucket's later versions wait until the node's next "
+                                 "daemon skips it, when the job runs there again"
+                               : "the bucket's later versions wait for it: it is sent again "
+                                 "after another part of the node's arrives, or when the job "
+                                 "ends on the node");
+            } else if (result->gone) {
+                log_info("version {} of node {}: its skip is no longer needed{}: bucket {} is "
+                         "gone (retention removed it with its versions)",
+                         version, opts_.node, attempt, bucket);
             } else {
                 log_warn("version {} of job {} skipped by node {} in bucket {}{} ({}): it will "
                          "never be complete, the bucket's later versions complete without it",
                          version, job, opts_.node, bucket, attempt, why);
+                retry_skips();
                 if (result->complete > version)
                     bucket_advanced(job, bucket, result->complete);
-                retry_skips(bucket);
             }
             done_one();
         });
 }
 
-void job::retry_skips(std::uint64_t bucket)
+void job::retry_skips()
 {
     for (auto& [version, skipped] : skipped_)
-        if (!skipped.arrived && !skipped.sending && skipped.tries < skip_tries &&
-            (bucket == 0 || bucket_of(version) == bucket))
+        if (!skipped.arrived && !skipped.sending && skipped.tries < skip_tries)
             send_skip(version);
+}
+
+void job::retry_skips_at_end()
+{
+    if (std::exchange(retried_at_end_, true))
+        return;
+    retry_skips();
+}
+
+std::error_code job::manifest_error() const noexcept
+{
+    if (manifest_error_)
+        return manifest_error_;
+    for (const auto& [version, skipped] : skipped_)
+        if (!skipped.arrived && skipped.failed)
+            return skipped.failed;
+    return {};
 }
 
 std::uint64_t job::version_arrived(std::uint64_t version, std::uint64_t now)
@@ -1527,7 +1564,7 @@ void job::abandon_partial_versions()
 void job::close()
 {
     abandon_partial_versions();
-    retry_skips(0);
+    retry_skips_at_end();
     finish_batches();
 }
 

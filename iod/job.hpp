@@ -123,7 +123,13 @@ public:
     }
     // Any catalog or retention work not done.
     bool busy() const noexcept { return pending_ > 0 || !batch_.empty(); }
-    std::error_code manifest_error() const noexcept { return manifest_error_; }
+    // The first manifest or pack that failed; else the first skip whose
+    // arrival failed and that has not arrived since (its bucket's later
+    // versions wait for it).
+    std::error_code manifest_error() const noexcept;
+    // The job is over on the node, or the daemon stops: the skips whose
+    // arrival failed are sent once more (retry_skips), once per job.
+    void retry_skips_at_end();
     // The node-local ranks other than `rank` still connected.
     std::uint32_t unfinished_ranks(std::uint32_t rank) const;
     // Every rank of the job said BYE or died.
@@ -196,17 +202,18 @@ private:
         std::uint64_t complete = 0;  // try_complete_bucket's
         std::string why;
         bool arriving = false;  // the failure, if any, is the arrival's (the manifest is there)
+        bool gone = false;      // a skip sent again found its bucket removed (retention)
     };
     void bucket_committed(std::error_code ec, const std::vector<std::uint64_t>& versions,
                           std::uint64_t bucket, const bucket_outcome& result);
     // Sends skip_version's skip of `version` to its bucket (one try).
     void send_skip(std::uint64_t version);
-    // The skips whose arrival failed, in `bucket` (0: every bucket), are
-    // sent again, each at most skip_tries times in all: after another of
-    // the node's parts arrived there (the store works again), and when the
-    // job ends. The bucket's later versions wait for the skip, which else
-    // only the node's next daemon sends.
-    void retry_skips(std::uint64_t bucket);
+    // The skips whose arrival failed are sent again, each at most
+    // skip_tries times in all: after another of the node's parts arrived
+    // (the store works again), and once when the job ends
+    // (retry_skips_at_end). The bucket's later versions wait for the skip,
+    // which else only the node's next daemon sends.
+    void retry_skips();
     static constexpr unsigned skip_tries = 3;
     // Logs that a bucket's versions up to `complete` are complete on every
     // node, and applies retention.
@@ -361,8 +368,10 @@ private:
         bool sending = false;  // its arrival is under way
         unsigned tries = 0;    // arrivals sent
         std::uint32_t journaled = 0;
-        std::string why;  // why the node will never have the version
+        std::string why;       // why the node will never have the version
+        std::error_code failed;  // the last try's, until one arrives
     };
+    bool retried_at_end_ = false;  // retry_skips_at_end's once
     std::map<std::uint64_t, skipped_version> skipped_;
     job_summary summary_;
     bool summary_written_ = true;     // nothing to write before the first job

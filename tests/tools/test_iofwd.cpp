@@ -833,10 +833,13 @@ TEST_CASE("gc keeps the versions that wait behind a gap in their bucket, which t
         REQUIRE(s.has_value());
         CHECK(exit_code(*s) != 0);  // io_finalize: the lost version is not durable
         // Sent again after the next arrivals or at the job's end: three
-        // tries, then the daemon leaves it to the next.
+        // tries at most, then the daemon leaves it to the next.
         const auto last_try = fmt::format(
             "version {} of node nodeA: its skip could not arrive at bucket 1 (try 3 of 3)", lost);
         CHECK(wait_until([&] { return c.log().find(last_try) != std::string::npos; }, 20s));
+        auto status = run_iofwd(c, {"status", "--json"});
+        CHECK(py(c, status.out, "d['daemons'][0]['daemon']['errors']['manifest_error']") ==
+              "Input/output error\n");
         d.signal(SIGTERM);
         REQUIRE(d.wait(30s).has_value());
         CHECK(count(c.log(), fmt::format("version {} of node nodeA: its skip could not arrive",
@@ -934,13 +937,17 @@ TEST_CASE("a skip whose arrival failed is sent again when the node's next part a
         REQUIRE(wait_until([&] {
             return std::filesystem::exists(c.store() + "/itest/packs/b00000001/COMPLETE.v00000004");
         }, 20s));
+        // The skip's failure is no longer the daemon's error once it arrived.
+        auto status = run_iofwd(c, {"status", "--json"});
+        CHECK(py(c, status.out, "d['daemons'][0]['daemon']['errors']['manifest_error']") ==
+              "None\n");
         d.signal(SIGTERM);
         REQUIRE(d.wait(30s).has_value());
     }
     const auto log = c.log();
     INFO("log:\n" << log);
-    CHECK(log.find("the bucket's later versions wait for it: it is sent again when another part "
-                   "of the node's arrives there, or when the job ends") != std::string::npos);
+    CHECK(log.find("the bucket's later versions wait for it: it is sent again after another part "
+                   "of the node's arrives, or when the job ends on the node") != std::string::npos);
     CHECK(log.find("version 2 of job itest skipped by node nodeA in bucket 1 (try 2 of 3) (a "
                    "rank's part failed") != std::string::npos);
     CHECK(count(log, "its skip could not arrive") == 1);
