@@ -1423,35 +1423,25 @@ void job::send_skip(std::uint64_t version)
     auto& skipped = skipped_[version];
     skipped.sending = true;
     const unsigned tries = ++skipped.tries;
+    // Held from the first try until it arrives or no try is left, between
+    // tries too: retention stays below the version (start_prune), so that
+    // it never removes a bucket a try then arrives at and makes anew.
+    if (!std::exchange(skipped.holds, true))
+        committing_.insert(version);
     auto result = std::make_shared<bucket_outcome>();
     ++pending_;
-    committing_.insert(version);
     catalog_.submit(
         [st = &store_, job = name_, bucket, node = opts_.node, nodes = nodes_, ranks = ranks_,
-         version, tries, result]() -> std::error_code {
-            if (tries > 1) {
-                // Sent again: retention may have removed the bucket since,
-                // with its versions; arriving would make it anew.
-                std::vector<std::uint64_t> all;
-                if (auto ec = store::buckets(*st, job, all); ec && ec != errc::not_found) {
-                    result->why = fmt::format("cannot list the buckets of job {}: {}", job,
-                                              store::failure(*st, job, ec));
-                    return ec;
-                }
-                if (!std::binary_search(all.begin(), all.end(), bucket)) {
-                    result->gone = true;
-                    return {};
-                }
-            }
+         version, result]() -> std::error_code {
             store::bucket_part skip{node, ranks, version, version, 0, false, true};
             return store::try_complete_bucket(*st, job, bucket, skip, nodes, result->complete,
                                               result->why);
         },
         [this, version, bucket, tries, result, job = name_, log = journal_](std::error_code ec) {
-            committing_.erase(committing_.find(version));
             const auto it = skipped_.find(version);
             std::string why;
-            bool last = true;
+            // No further try: the job ended on the node, or none is left.
+            const bool last = tries >= skip_tries || retried_at_end_;
             if (it != skipped_.end()) {
                 it->second.sending = false;
                 it->second.failed = ec;
@@ -1460,7 +1450,8 @@ void job::send_skip(std::uint64_t version)
                     it->second.arrived = true;
                     settle_journaled(log, std::exchange(it->second.journaled, 0));
                 }
-                last = tries >= skip_tries || retried_at_end_;
+                if ((!ec || last) && std::exchange(it->second.holds, false))
+                    committing_.erase(committing_.find(version));
             }
             const std::string attempt =
                 tries > 1 ? fmt::format(" (try {} of {})", tries, skip_tries) : std::string();
@@ -1472,10 +1463,6 @@ void job::send_skip(std::uint64_t version)
                                : "the bucket's later versions wait for it: it is sent again "
                                  "after another part of the node's arrives, or when the job "
                                  "ends on the node");
-            } else if (result->gone) {
-                log_info("version {} of node {}: its skip is no longer needed{}: bucket {} is "
-                         "gone (retention removed it with its versions)",
-                         version, opts_.node, attempt, bucket);
             } else {
                 log_warn("version {} of job {} skipped by node {} in bucket {}{} ({}): it will "
                          "never be complete, the bucket's later versions complete without it",
@@ -1490,16 +1477,22 @@ void job::send_skip(std::uint64_t version)
 
 void job::retry_skips()
 {
-    for (auto& [version, skipped] : skipped_)
-        if (!skipped.arrived && !skipped.sending && skipped.tries < skip_tries)
-            send_skip(version);
+    // Once the job's end sent them, the log has said there is no next try.
+    if (!retried_at_end_)
+        send_failed_skips();
 }
 
 void job::retry_skips_at_end()
 {
-    if (std::exchange(retried_at_end_, true))
-        return;
-    retry_skips();
+    if (!std::exchange(retried_at_end_, true))
+        send_failed_skips();
+}
+
+void job::send_failed_skips()
+{
+    for (auto& [version, skipped] : skipped_)
+        if (!skipped.arrived && !skipped.sending && skipped.tries < skip_tries)
+            send_skip(version);
 }
 
 std::error_code job::manifest_error() const noexcept

@@ -123,9 +123,10 @@ public:
     }
     // Any catalog or retention work not done.
     bool busy() const noexcept { return pending_ > 0 || !batch_.empty(); }
-    // The first manifest or pack that failed; else the first skip whose
-    // arrival failed and that has not arrived since (its bucket's later
-    // versions wait for it).
+    // The first manifest or pack that failed in the daemon's life; else the
+    // first skip of this job (or of the job before, until the next one is
+    // admitted) whose arrival failed and that has not arrived since (its
+    // bucket's later versions wait for it).
     std::error_code manifest_error() const noexcept;
     // The job is over on the node, or the daemon stops: the skips whose
     // arrival failed are sent once more (retry_skips), once per job.
@@ -202,7 +203,6 @@ private:
         std::uint64_t complete = 0;  // try_complete_bucket's
         std::string why;
         bool arriving = false;  // the failure, if any, is the arrival's (the manifest is there)
-        bool gone = false;      // a skip sent again found its bucket removed (retention)
     };
     void bucket_committed(std::error_code ec, const std::vector<std::uint64_t>& versions,
                           std::uint64_t bucket, const bucket_outcome& result);
@@ -211,9 +211,10 @@ private:
     // The skips whose arrival failed are sent again, each at most
     // skip_tries times in all: after another of the node's parts arrived
     // (the store works again), and once when the job ends
-    // (retry_skips_at_end). The bucket's later versions wait for the skip,
-    // which else only the node's next daemon sends.
+    // (retry_skips_at_end), not after that. The bucket's later versions
+    // wait for the skip, which else only the node's next daemon sends.
     void retry_skips();
+    void send_failed_skips();
     static constexpr unsigned skip_tries = 3;
     // Logs that a bucket's versions up to `complete` are complete on every
     // node, and applies retention.
@@ -370,6 +371,7 @@ private:
         std::uint32_t journaled = 0;
         std::string why;       // why the node will never have the version
         std::error_code failed;  // the last try's, until one arrives
+        bool holds = false;      // its version is in committing_ (send_skip)
     };
     bool retried_at_end_ = false;  // retry_skips_at_end's once
     std::map<std::uint64_t, skipped_version> skipped_;

@@ -934,8 +934,12 @@ TEST_CASE("a skip whose arrival failed is sent again when the node's next part a
         INFO("rank:\n" << r.output() << "log:\n" << c.log());
         REQUIRE(s.has_value());
         CHECK(exit_code(*s) != 0);  // io_finalize: version 2 is not durable
+        // The log line comes once the daemon has taken the arrival in.
         REQUIRE(wait_until([&] {
-            return std::filesystem::exists(c.store() + "/itest/packs/b00000001/COMPLETE.v00000004");
+            return std::filesystem::exists(c.store() +
+                                           "/itest/packs/b00000001/COMPLETE.v00000004") &&
+                   c.log().find("version 2 of job itest skipped by node nodeA in bucket 1 (try "
+                                "2 of 3)") != std::string::npos;
         }, 20s));
         // The skip's failure is no longer the daemon's error once it arrived.
         auto status = run_iofwd(c, {"status", "--json"});
