@@ -725,6 +725,47 @@ std::vector<process> restart_two(cluster& c)
     return ranks;
 }
 
+
+// A node without a journal (`env`) writes versions 1-4 of one rank; the
+// object of version `lost` (1 or 2) fails after io_write returned, and its
+// skip's arrivals fail as `skip_fault` (IOFWD_FAULT, link@+s...) says. The
+// versions after it wait at a gate until the skip's first try has failed.
+// Returns the daemon, still running, once the rank has exited (not 0: the
+// lost version is not durable).
+process lose_a_version(cluster& c, const std::map<std::string, std::string>& env, unsigned lost,
+                       const std::string& skip_fault)
+{
+    auto denv = env;
+    denv["IOFWD_FLUSH_THREADS"] = "1";
+    // The lost version's object is the second pwrite (the first is the
+    // job's FORMAT at the claim), or the fifth after version 1's three (as
+    // in failure packs-skip); counted, the log line waited for says if that
+    // changes.
+    auto d = faulty_daemon(
+        c, fmt::format("pwrite:EIO:{}:once,{}", lost == 1 ? 1 : 4, skip_fault), denv);
+    auto r = c.rank(0, 1,
+                    {"--size", "5000", "--versions", "4", "--gate-at", std::to_string(lost - 1),
+                     gate(c, "before"), "--gate-at", std::to_string(lost), gate(c, "after")},
+                    env);
+    if (lost == 2)
+        REQUIRE(wait_until([&] {
+            return c.log().find("versions up to 1 of job itest complete on all 1 nodes") !=
+                   std::string::npos;
+        }, 20s));
+    open_gate(c, "before");
+    REQUIRE(wait_until([&] {
+        return c.log().find(fmt::format("version {} of node nodeA: its skip could not arrive at "
+                                        "bucket 1: ",
+                                        lost)) != std::string::npos;
+    }, 20s));
+    open_gate(c, "after");
+    const auto s = r.wait(60s);
+    INFO("rank:\n" << r.output() << "log:\n" << c.log());
+    REQUIRE(s.has_value());
+    CHECK(exit_code(*s) != 0);  // io_finalize: the lost version is not durable
+    return d;
+}
+
 }  // namespace
 
 TEST_CASE("gc keeps a version whose manifest has yet to arrive at its bucket, which the node's "
@@ -800,38 +841,9 @@ TEST_CASE("gc keeps the versions that wait behind a gap in their bucket, which t
     env["IOFWD_PACK_VERSIONS"] = "4";
     env["IOFWD_JOURNAL_MAX"] = "0";
     {
-        auto denv = env;
-        denv["IOFWD_FLUSH_THREADS"] = "1";
-        // The lost version's object is the second pwrite (the first is the
-        // job's FORMAT at the claim), or the fifth after version 1's three
-        // (as in failure packs-skip). Its skip's arrival fails, and so do
-        // the daemon's tries again (links whose name holds a skip's note).
-        // The versions after it wait at a gate until the skip has failed
-        // (counted; the log line waited for says if that changes).
-        auto d = faulty_daemon(
-            c, lost == 1 ? "pwrite:EIO:1:once,link@+s:EIO" : "pwrite:EIO:4:once,link@+s:EIO",
-            denv);
-        auto r = c.rank(0, 1,
-                        {"--size", "5000", "--versions", "4", "--gate-at",
-                         std::to_string(lost - 1), gate(c, "before"), "--gate-at",
-                         std::to_string(lost), gate(c, "after")},
-                        env);
-        if (lost == 2)
-            REQUIRE(wait_until([&] {
-                return c.log().find("versions up to 1 of job itest complete on all 1 nodes") !=
-                       std::string::npos;
-            }, 20s));
-        open_gate(c, "before");
-        REQUIRE(wait_until([&] {
-            return c.log().find(fmt::format("version {} of node nodeA: its skip could not arrive "
-                                            "at bucket 1",
-                                            lost)) != std::string::npos;
-        }, 20s));
-        open_gate(c, "after");
-        const auto s = r.wait(60s);
-        INFO("rank:\n" << r.output() << "log:\n" << c.log());
-        REQUIRE(s.has_value());
-        CHECK(exit_code(*s) != 0);  // io_finalize: the lost version is not durable
+        // The skip's arrival fails, and so do the daemon's tries again
+        // (links whose name holds a skip's note).
+        auto d = lose_a_version(c, env, lost, "link@+s:EIO");
         // Sent again after the next arrivals or at the job's end: three
         // tries at most, then the daemon leaves it to the next.
         const auto last_try = fmt::format(
@@ -913,27 +925,7 @@ TEST_CASE("a skip whose arrival failed is sent again when the node's next part a
     env["IOFWD_PACK_VERSIONS"] = "4";
     env["IOFWD_JOURNAL_MAX"] = "0";
     {
-        auto denv = env;
-        denv["IOFWD_FLUSH_THREADS"] = "1";
-        auto d = faulty_daemon(c, "pwrite:EIO:4:once,link@+s:EIO:0:once", denv);
-        auto r = c.rank(0, 1,
-                        {"--size", "5000", "--versions", "4", "--gate-at", "1",
-                         gate(c, "before"), "--gate-at", "2", gate(c, "after")},
-                        env);
-        REQUIRE(wait_until([&] {
-            return c.log().find("versions up to 1 of job itest complete on all 1 nodes") !=
-                   std::string::npos;
-        }, 20s));
-        open_gate(c, "before");
-        REQUIRE(wait_until([&] {
-            return c.log().find("version 2 of node nodeA: its skip could not arrive at bucket 1: ") !=
-                   std::string::npos;
-        }, 20s));
-        open_gate(c, "after");
-        const auto s = r.wait(60s);
-        INFO("rank:\n" << r.output() << "log:\n" << c.log());
-        REQUIRE(s.has_value());
-        CHECK(exit_code(*s) != 0);  // io_finalize: version 2 is not durable
+        auto d = lose_a_version(c, env, 2, "link@+s:EIO:0:once");
         // The log line comes once the daemon has taken the arrival in.
         REQUIRE(wait_until([&] {
             return std::filesystem::exists(c.store() +
