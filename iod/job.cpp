@@ -1403,9 +1403,12 @@ void job::version_failed(std::error_code ec, std::uint64_t version)
 void job::skip_version(std::uint64_t version, const std::string& why)
 {
     const std::uint64_t bucket = bucket_of(version);
-    if (bucket == 0 || name_.empty() || !skipped_.try_emplace(version).second)
+    if (bucket == 0 || name_.empty())
         return;
-    auto& skipped = skipped_[version];
+    const auto [at, fresh] = skipped_.try_emplace(version);
+    if (!fresh)
+        return;
+    auto& skipped = at->second;
     skipped.why = why;
     if (const auto it = versions_.find(version); it != versions_.end()) {
         // No pack or manifest of ours will hold these parts: their records
